@@ -1,0 +1,32 @@
+# Test and example dependencies: doctest and Eigen, from Debian packages (doctest-dev, libeigen3-dev).
+# Where no package is installed (e.g. a GPU machine without apt), point FP8_DOCTEST_INCLUDE_DIR or
+# FP8_EIGEN_INCLUDE_DIR at a copy of the headers (the directory holding doctest/doctest.h or
+# Eigen/Core).
+set(FP8_DOCTEST_INCLUDE_DIR "" CACHE PATH "Directory that contains doctest/doctest.h, if no package is found")
+set(FP8_EIGEN_INCLUDE_DIR "" CACHE PATH "Directory that contains Eigen/Core, if no package is found")
+
+find_package(Threads REQUIRED)
+
+if(FP8_DOCTEST_INCLUDE_DIR)
+  add_library(fp8_doctest INTERFACE)
+  target_include_directories(fp8_doctest SYSTEM INTERFACE ${FP8_DOCTEST_INCLUDE_DIR})
+  add_library(doctest::doctest ALIAS fp8_doctest)
+else()
+  find_package(doctest CONFIG QUIET)
+  if(NOT doctest_FOUND AND FP8_BUILD_TESTS)
+    message(FATAL_ERROR "doctest not found: install it (apt-get install doctest-dev) or set "
+                        "FP8_DOCTEST_INCLUDE_DIR to a directory holding doctest/doctest.h")
+  endif()
+endif()
+
+if(FP8_EIGEN_INCLUDE_DIR)
+  add_library(fp8_eigen INTERFACE)
+  target_include_directories(fp8_eigen SYSTEM INTERFACE ${FP8_EIGEN_INCLUDE_DIR})
+  add_library(Eigen3::Eigen ALIAS fp8_eigen)
+else()
+  find_package(Eigen3 3.4 CONFIG QUIET NO_MODULE)
+  if(NOT Eigen3_FOUND)
+    message(FATAL_ERROR "Eigen 3.4 not found: install it (apt-get install libeigen3-dev) or set "
+                        "FP8_EIGEN_INCLUDE_DIR to a directory holding Eigen/Core")
+  endif()
+endif()
