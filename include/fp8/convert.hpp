@@ -30,9 +30,12 @@ struct unpacked {
   std::uint64_t significand;  // nonzero exactly when what == finite
 };
 
-// Index of the highest set bit of a nonzero value (0..63). A branchy binary search rather than a
-// builtin so that it is constexpr and identical on host and device.
+// Index of the highest set bit of a nonzero value (0..63). GCC and clang evaluate their builtin in
+// constant expressions too; elsewhere (device code, other compilers) a branchy binary search.
 FP8_HOST_DEVICE constexpr int highest_bit(std::uint64_t x) noexcept {
+#if (defined(__GNUC__) || defined(__clang__)) && !FP8_DEVICE_PASS
+  return 63 - __builtin_clzll(x);
+#else
   int index = 0;
   if (x >> 32) { x >>= 32; index += 32; }
   if (x >> 16) { x >>= 16; index += 16; }
@@ -41,6 +44,7 @@ FP8_HOST_DEVICE constexpr int highest_bit(std::uint64_t x) noexcept {
   if (x >> 2) { x >>= 2; index += 2; }
   if (x >> 1) { index += 1; }
   return index;
+#endif
 }
 
 // Splits the code of any format described by format.hpp into exact parts. Example (E4M3):
@@ -104,7 +108,8 @@ FP8_HOST_DEVICE constexpr discarded_bits split_significand(std::uint64_t signifi
 }
 
 // The conversion routine. Steps:
-//  1. specials: NaN -> the format's canonical NaN (sign dropped); Inf -> overflow policy;
+//  1. specials: a NaN input -> the format's canonical NaN, sign dropped (as CUDA's float path);
+//     Inf -> the overflow policy;
 //     zero -> signed zero (or the smallest code where the format has no zero);
 //  2. find the target's ulp (quantum) for this value's binade, clamped at the subnormal range;
 //  3. round the significand to whole quanta with the chosen rounding mode;
@@ -119,10 +124,10 @@ FP8_HOST_DEVICE constexpr typename To::storage round_and_pack(const unpacked& va
   using storage = typename To::storage;
   const bool negative = To::has_sign && value.negative;
   const storage sign = negative ? traits::sign_mask : storage(0);
+  // An overflowing number keeps its sign, also where it becomes NaN (as CUDA's __NV_NOSAT does).
   const storage overflowed = storage(
-      Overflow == overflow::saturate ? (sign | traits::max_finite_code)
-                                     : (traits::has_infinity ? (sign | traits::infinity_code)
-                                                             : To::canonical_nan));
+      sign | (Overflow == overflow::saturate ? traits::max_finite_code
+                                             : (traits::has_infinity ? traits::infinity_code : To::canonical_nan)));
 
   // Step 1.
   switch (value.what) {
@@ -143,6 +148,15 @@ FP8_HOST_DEVICE constexpr typename To::storage round_and_pack(const unpacked& va
   const int shift = quantum_exponent - value.exponent;
   if (shift <= 0) {
     quanta = value.significand << -shift;  // exact: fewer than mantissa_bits + 2 bits remain
+  } else if (Rounding != rounding::stochastic && shift < 63 && (value.significand >> 62) == 0) {
+    // The common case, without branches: add just under half an ulp (plus the kept lsb for ties to
+    // even), or just under one ulp to round up, then truncate.
+    const std::uint64_t lsb = (value.significand >> shift) & 1u;
+    const std::uint64_t ulp_minus_one = (std::uint64_t(1) << shift) - 1;
+    std::uint64_t increment = 0;
+    if constexpr (Rounding == rounding::nearest_even) increment = (ulp_minus_one >> 1) + lsb;
+    if constexpr (Rounding == rounding::upward) increment = negative ? 0 : ulp_minus_one;
+    quanta = (value.significand + increment) >> shift;
   } else {
     const discarded_bits dropped = split_significand(value.significand, shift, quanta);
     bool round_up = false;

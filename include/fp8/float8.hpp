@@ -137,7 +137,7 @@ struct source_traits<minifloat<Format>> {
 #if defined(__CUDA_FP16_TYPES_EXIST__)
 template <>
 struct source_traits<__half> {
-  FP8_HOST_DEVICE static constexpr unpacked unpack(const __half& x) noexcept {
+  FP8_HOST_DEVICE static unpacked unpack(const __half& x) noexcept {
     return unpack_code<fp16_format>(static_cast<__half_raw>(x).x);
   }
 };
@@ -145,7 +145,7 @@ struct source_traits<__half> {
 #if defined(__CUDA_BF16_TYPES_EXIST__)
 template <>
 struct source_traits<__nv_bfloat16> {
-  FP8_HOST_DEVICE static constexpr unpacked unpack(const __nv_bfloat16& x) noexcept {
+  FP8_HOST_DEVICE static unpacked unpack(const __nv_bfloat16& x) noexcept {
     return unpack_code<bf16_format>(static_cast<__nv_bfloat16_raw>(x).x);
   }
 };

@@ -146,7 +146,7 @@ struct format_traits {
       has_infinity ? storage(exponent_mask - 1) : storage(magnitude_mask - 1);
   // Smallest positive normal: biased exponent 1, or 0 where the format has no subnormals (E8M0).
   static constexpr int min_normal_biased_exponent = Format::has_subnormals ? 1 : 0;
-  static constexpr storage min_normal_code = storage(min_normal_biased_exponent << mantissa_bits);
+  static constexpr storage min_normal_code = storage(storage(min_normal_biased_exponent) << mantissa_bits);
   static constexpr storage min_positive_code = Format::has_subnormals ? storage(1) : min_normal_code;
   static constexpr bool has_zero = Format::has_subnormals;  // only E8M0-like formats lack zero
 
