@@ -154,11 +154,11 @@ struct format_traits {
   static constexpr int min_normal_exponent = min_normal_biased_exponent - bias;
   static constexpr int max_exponent = int(max_finite_code >> mantissa_bits) - bias;
 
-  static constexpr bool is_nan_code(storage code) noexcept {
+  FP8_HOST_DEVICE static constexpr bool is_nan_code(storage code) noexcept {
     const storage magnitude = storage(code & magnitude_mask);
     return has_infinity ? magnitude > infinity_code : magnitude == magnitude_mask;
   }
-  static constexpr bool is_inf_code(storage code) noexcept {
+  FP8_HOST_DEVICE static constexpr bool is_inf_code(storage code) noexcept {
     return has_infinity && storage(code & magnitude_mask) == infinity_code;
   }
 };

@@ -39,19 +39,19 @@ class std::numeric_limits<fp8::minifloat<Format>> {
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
 
-  static constexpr type min() noexcept { return type::from_bits(traits::min_normal_code); }
-  static constexpr type lowest() noexcept { return type::from_bits(storage(traits::sign_mask | traits::max_finite_code)); }
-  static constexpr type max() noexcept { return type::from_bits(traits::max_finite_code); }
+  FP8_HOST_DEVICE static constexpr type min() noexcept { return type::from_bits(traits::min_normal_code); }
+  FP8_HOST_DEVICE static constexpr type lowest() noexcept { return type::from_bits(storage(traits::sign_mask | traits::max_finite_code)); }
+  FP8_HOST_DEVICE static constexpr type max() noexcept { return type::from_bits(traits::max_finite_code); }
   // Distance from 1 to the next value: 2^-mantissa_bits.
-  static constexpr type epsilon() noexcept {
+  FP8_HOST_DEVICE static constexpr type epsilon() noexcept {
     return type::from_bits(storage((traits::bias - traits::mantissa_bits) << traits::mantissa_bits));
   }
   // Largest rounding error in ulps for round-to-nearest.
-  static constexpr type round_error() noexcept {
+  FP8_HOST_DEVICE static constexpr type round_error() noexcept {
     return type::from_bits(storage((traits::bias - 1) << traits::mantissa_bits));
   }
-  static constexpr type infinity() noexcept { return type::from_bits(traits::infinity_code); }
-  static constexpr type quiet_NaN() noexcept { return type::from_bits(Format::canonical_nan); }
-  static constexpr type signaling_NaN() noexcept { return type::from_bits(Format::canonical_nan); }
-  static constexpr type denorm_min() noexcept { return type::from_bits(traits::min_positive_code); }
+  FP8_HOST_DEVICE static constexpr type infinity() noexcept { return type::from_bits(traits::infinity_code); }
+  FP8_HOST_DEVICE static constexpr type quiet_NaN() noexcept { return type::from_bits(Format::canonical_nan); }
+  FP8_HOST_DEVICE static constexpr type signaling_NaN() noexcept { return type::from_bits(Format::canonical_nan); }
+  FP8_HOST_DEVICE static constexpr type denorm_min() noexcept { return type::from_bits(traits::min_positive_code); }
 };

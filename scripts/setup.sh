@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what fp8's build, tests and examples need on a fresh Debian machine (run as root).
+# The CUDA toolkit is expected at /usr/local/cuda (nvcc, cuBLASLt); it is not installed here.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: these Debian packages are missing and installing them needs root: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup: CUDA toolkit found at /usr/local/cuda ($(/usr/local/cuda/bin/nvcc --version | tail -1))"
+else
+  echo "setup: no CUDA toolkit at /usr/local/cuda: the CUDA parts and CUDA-referenced tests need it" >&2
+  exit 1
+fi
