@@ -1,0 +1,142 @@
+// Bandwidth of the quantize kernels beside a device-to-device copy moving the same number of bytes,
+// measured in the same run: GB/s = (bytes read once + bytes written) / time, and the ratio to copy.
+//
+//   bench_quantize <output-folder> [--quick]
+//
+// quantize.csv: kernel,elements,bytes,ms,gbps,copy_gbps,ratio
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fp8/cuda.cuh>
+
+namespace {
+
+class device_memory {
+ public:
+  explicit device_memory(std::size_t bytes) {
+    FP8_CUDA_CHECK(cudaMalloc(&data_, bytes));
+    FP8_CUDA_CHECK(cudaMemset(data_, 0x3F, bytes));  // finite values of every element type
+  }
+  device_memory(const device_memory&) = delete;
+  device_memory& operator=(const device_memory&) = delete;
+  ~device_memory() { cudaFree(data_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// Median time in ms of one call, over `repetitions` runs of `iterations` calls, after a warm-up.
+double time_ms(const std::function<void()>& call, int iterations, int repetitions) {
+  cudaEvent_t start, stop;
+  FP8_CUDA_CHECK(cudaEventCreate(&start));
+  FP8_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) call();
+  std::vector<double> samples;
+  for (int r = 0; r < repetitions; ++r) {
+    FP8_CUDA_CHECK(cudaEventRecord(start));
+    for (int i = 0; i < iterations; ++i) call();
+    FP8_CUDA_CHECK(cudaEventRecord(stop));
+    FP8_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(double(ms) / iterations);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+struct measurement {
+  std::string kernel;
+  std::size_t elements;
+  std::size_t bytes;  // read once + written
+  std::function<void()> call;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <output-folder> [--quick]\n", argv[0]);
+    return 2;
+  }
+  const std::string folder = argv[1];
+  const bool quick = argc > 2 && std::string(argv[2]) == "--quick";
+  try {
+    int device = 0;
+    FP8_CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp properties{};
+    FP8_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
+
+    const std::size_t rows = quick ? 4096 : 8192, cols = quick ? 4096 : 8192;  // 64 Mi elements: past any cache
+    const std::size_t n = rows * cols;
+    device_memory in(n * sizeof(float)), out(n), out_t(n), scalars(64 * sizeof(float));
+    device_memory scale_inv(fp8::scale_count(fp8::granularity::tile_1x128, rows, cols) * sizeof(float));
+    device_memory wide(n * sizeof(float));  // copy source and destination, and dequantize output
+    const float* x = in.as<float>();
+    const __nv_bfloat16* xb = in.as<__nv_bfloat16>();
+    float* amax = scalars.as<float>();
+    const fp8::cuda::tensor_scale given{scalars.as<float>() + 1, scalars.as<float>() + 2, amax};
+    const float initial[3] = {0.0f, 1.0f, 1.0f};  // amax, scale, scale_inv
+    FP8_CUDA_CHECK(cudaMemcpy(scalars.as<float>(), initial, sizeof initial, cudaMemcpyHostToDevice));
+    const auto e4m3 = fp8::fp8_format::e4m3;
+    const auto current = [&](fp8::granularity g) { return fp8::quantization{e4m3, g, 0, false}; };
+
+    const std::vector<measurement> kernels = {
+        {"quantize f32->e4m3 +amax", n, n * 5, [&] { fp8::cuda::quantize(x, n, e4m3, given, out.as<std::uint8_t>()); }},
+        {"quantize bf16->e4m3 +amax", n, n * 3, [&] { fp8::cuda::quantize(xb, n, e4m3, given, out.as<std::uint8_t>()); }},
+        {"quantize_transpose f32 +amax", n, n * 6,
+         [&] { fp8::cuda::quantize_transpose(x, rows, cols, e4m3, given, out.as<std::uint8_t>(), out_t.as<std::uint8_t>()); }},
+        {"quantize_transpose bf16 +amax", n, n * 4,
+         [&] { fp8::cuda::quantize_transpose(xb, rows, cols, e4m3, given, out.as<std::uint8_t>(), out_t.as<std::uint8_t>()); }},
+        {"compute_amax f32", n, n * 4, [&] { fp8::cuda::compute_amax(x, n, amax); }},
+        {"current per_tensor f32 (2 reads)", n, n * 5,
+         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::per_tensor), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"current per_row f32", n, n * 5,
+         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::per_row), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"current tile_1x128 f32", n, n * 5,
+         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"current tile_1x128 bf16", n, n * 3,
+         [&] { fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"current block_128x128 f32", n, n * 5,
+         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"dequantize e4m3->bf16", n, n * 3,
+         [&] { fp8::cuda::dequantize(out.as<std::uint8_t>(), n, e4m3, given.scale_inv, wide.as<__nv_bfloat16>()); }},
+    };
+
+    std::ofstream csv(folder + "/quantize.csv");
+    csv << "kernel,elements,bytes,ms,gbps,copy_gbps,ratio\n";
+    std::printf("%-34s %12s %9s %9s %9s %7s\n", "kernel", "bytes", "ms", "GB/s", "copy GB/s", "ratio");
+    const int iterations = quick ? 5 : 20, repetitions = quick ? 3 : 7;
+    for (const measurement& m : kernels) {
+      // The ceiling: a copy that reads and writes the same total number of bytes, same run.
+      const std::size_t half = m.bytes / 2;
+      const double copy_ms = time_ms([&] { FP8_CUDA_CHECK(cudaMemcpyAsync(wide.as<char>(), in.as<char>(), half, cudaMemcpyDeviceToDevice)); },
+                                     iterations, repetitions);
+      const double ms = time_ms(m.call, iterations, repetitions);
+      const double gbps = double(m.bytes) / (ms * 1e-3) / 1e9;
+      const double copy_gbps = double(2 * half) / (copy_ms * 1e-3) / 1e9;
+      csv << m.kernel << ',' << m.elements << ',' << m.bytes << ',' << ms << ',' << gbps << ',' << copy_gbps << ','
+          << gbps / copy_gbps << '\n';
+      std::printf("%-34s %12zu %9.4f %9.1f %9.1f %7.2f\n", m.kernel.c_str(), m.bytes, ms, gbps, copy_gbps, gbps / copy_gbps);
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_quantize: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,161 @@
+// The per-tensor cast fused with a transpose: one read of a row-major matrix writes its FP8 codes both
+// row-major and transposed (the copy the backward GEMMs need in cuBLASLt's TN layout), plus the amax.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "fp8/cuda/cast_transpose.cuh contains device code: compile it with nvcc"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../scaling/fp8_format.hpp"
+#include "amax.cuh"
+#include "convert.cuh"
+#include "element.cuh"
+#include "launch.cuh"
+#include "quantize.cuh"
+
+namespace fp8::cuda {
+namespace detail {
+
+// A block transposes 64 x 64 tiles with 256 threads: 16 threads x 4 columns span a tile row, and
+// 16 x 4 rows span a column of the transposed tile. Rows of the shared tile are padded by one word.
+inline constexpr int transpose_tile = 64;
+inline constexpr int transpose_threads = 256;
+inline constexpr int transpose_lanes = transpose_tile / 4;                       // 16 threads per tile row
+inline constexpr int transpose_rows_per_pass = transpose_threads / transpose_lanes;  // 16
+inline constexpr int transpose_stride = transpose_tile + 4;                       // bytes per shared row
+
+// out[r][c] = out_t[c][r] = FP8(in[r][c] * scale); in is rows x cols, row-major.
+// `vector`: rows and cols are multiples of 4, in is aligned to 4 elements, out and out_t to 4 bytes.
+template <class Format, class T, bool WithAmax>
+__global__ void __launch_bounds__(transpose_threads)
+    cast_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
+                          scale_source source, float* amax, std::uint8_t* __restrict__ out,
+                          std::uint8_t* __restrict__ out_t) {
+  __shared__ alignas(4) std::uint8_t tile[transpose_tile][transpose_stride];
+  const float scale = source.resolve();
+  const std::size_t tiles_across = (cols + transpose_tile - 1) / transpose_tile;
+  const std::size_t tiles = tiles_across * ((rows + transpose_tile - 1) / transpose_tile);
+  const int lane = int(threadIdx.x) % transpose_lanes;
+  const int group = int(threadIdx.x) / transpose_lanes;
+  std::uint32_t bits = 0;
+
+  for (std::size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const std::size_t r0 = (t / tiles_across) * transpose_tile;
+    const std::size_t c0 = (t % tiles_across) * transpose_tile;
+    const bool full = vector && r0 + transpose_tile <= rows && c0 + transpose_tile <= cols;
+
+    // Rows of the tile: cast, store row-major, keep the codes in shared memory. A full tile loads
+    // all its rows first (four loads in flight per thread), a partial one goes element by element.
+    constexpr int passes = transpose_tile / transpose_rows_per_pass;
+    const int tc = 4 * lane;
+    if (full) {
+      float4 v[passes];
+#pragma unroll
+      for (int pass = 0; pass < passes; ++pass) {
+        v[pass] = load4(in + (r0 + std::size_t(group + pass * transpose_rows_per_pass)) * cols + c0 + std::size_t(tc));
+      }
+#pragma unroll
+      for (int pass = 0; pass < passes; ++pass) {
+        const int tr = group + pass * transpose_rows_per_pass;
+        if constexpr (WithAmax) bits = max(bits, amax_bits(v[pass]));
+        const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
+        *reinterpret_cast<std::uint32_t*>(out + (r0 + std::size_t(tr)) * cols + c0 + std::size_t(tc)) = codes;
+        *reinterpret_cast<std::uint32_t*>(&tile[tr][tc]) = codes;
+      }
+    } else {
+      for (int pass = 0; pass < passes; ++pass) {
+        const int tr = group + pass * transpose_rows_per_pass;
+        const std::size_t r = r0 + std::size_t(tr);
+        const std::size_t c = c0 + std::size_t(tc);
+        for (int j = 0; j < 4; ++j) {
+          if (r < rows && c + j < cols) {
+            const float x = widen(in[r * cols + c + j]);
+            if constexpr (WithAmax) bits = max(bits, amax_bits(x));
+            const auto code = convert<Format, rounding::nearest_even, overflow::saturate>(x * scale);
+            out[r * cols + c + j] = code;
+            tile[tr][tc + j] = code;
+          }
+        }
+      }
+    }
+    __syncthreads();
+
+    // Columns of the tile become rows of out_t: four consecutive codes of one column per thread.
+    for (int pass = 0; pass < transpose_tile / transpose_rows_per_pass; ++pass) {
+      const int tc = group + pass * transpose_rows_per_pass;
+      const int tr = 4 * lane;
+      const std::size_t c = c0 + std::size_t(tc);
+      const std::size_t r = r0 + std::size_t(tr);
+      if (full) {
+        const std::uint32_t codes = std::uint32_t(tile[tr][tc]) | (std::uint32_t(tile[tr + 1][tc]) << 8) |
+                                    (std::uint32_t(tile[tr + 2][tc]) << 16) | (std::uint32_t(tile[tr + 3][tc]) << 24);
+        *reinterpret_cast<std::uint32_t*>(out_t + c * rows + r) = codes;
+      } else {
+        for (int j = 0; j < 4; ++j) {
+          if (c < cols && r + j < rows) out_t[c * rows + r + j] = tile[tr + j][tc];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if constexpr (WithAmax) {
+    bits = block_max<transpose_threads>(bits);
+    if (threadIdx.x == 0) atomic_max_amax(amax, bits);
+  }
+}
+
+template <class T>
+void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                           const scale_source& source, float* amax, std::uint8_t* out, std::uint8_t* out_t,
+                           cudaStream_t stream) {
+  const bool vector = rows % 4 == 0 && cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4) &&
+                      is_aligned(out_t, 4);
+  const std::size_t tiles = ((rows + transpose_tile - 1) / transpose_tile) * ((cols + transpose_tile - 1) / transpose_tile);
+  const unsigned grid = grid_for(tiles, 1);
+  dispatch_format(format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    if (amax != nullptr) {
+      cast_transpose_kernel<format_t, T, true>
+          <<<grid, transpose_threads, 0, stream>>>(in, rows, cols, vector, source, amax, out, out_t);
+    } else {
+      cast_transpose_kernel<format_t, T, false>
+          <<<grid, transpose_threads, 0, stream>>>(in, rows, cols, vector, source, nullptr, out, out_t);
+    }
+  });
+  check_launch("fp8::cuda::detail::cast_transpose_kernel");
+}
+
+inline void check_matrix(const void* in, const void* out, const void* out_t, std::size_t rows, std::size_t cols,
+                         fp8_format format, const char* function) {
+  require(cols == 0 || rows <= std::size_t(-1) / cols, function, "rows x cols overflows size_t");
+  require_pointer(in, rows * cols, function, "in");
+  require_pointer(out, rows * cols, function, "out");
+  require_pointer(out_t, rows * cols, function, "out_t");
+  require_format(format, function);
+}
+
+}  // namespace detail
+
+// Delayed-scaling cast of a rows x cols row-major matrix with its transpose, in one read:
+//   out[r * cols + c] = out_t[c * rows + r] = FP8(in[r * cols + c] * *s.scale)  (nearest even, saturating)
+//   *s.amax = max(*s.amax, amax(in)); *s.scale_inv = 1 / *s.scale   (each when set)
+// out is what fp8::cuda::quantize writes; out_t is its transpose (cols x rows, row-major). Shapes
+// and pointers that are multiples of 4 take the vector path. Throws as fp8::cuda::quantize does.
+template <class T>
+void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_format format, const tensor_scale& s,
+                        std::uint8_t* out, std::uint8_t* out_t, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  detail::check_matrix(in, out, out_t, rows, cols, format, "fp8::cuda::quantize_transpose");
+  if (rows * cols == 0 && s.scale_inv == nullptr) return;
+  detail::scale_source source{};
+  source.scale = s.scale;
+  source.scale_inv_out = s.scale_inv;
+  detail::launch_cast_transpose(in, rows, cols, format, source, s.amax, out, out_t, stream);
+}
+
+}  // namespace fp8::cuda

@@ -1,0 +1,186 @@
+// Kernels of the transposed FP8 copy under column-wise scales: the rows of Xᵀ are the columns of X,
+// so Xᵀ's per-row and 1x128 scales come from columns of X; 128x128 blocks are only transposed.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "fp8/cuda/columnwise.cuh contains device code: compile it with nvcc"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../scaling/granularity.hpp"
+#include "amax.cuh"
+#include "block_quantize.cuh"
+#include "cast_transpose.cuh"
+#include "convert.cuh"
+#include "element.cuh"
+#include "launch.cuh"
+#include "scale.cuh"
+
+namespace fp8::cuda::detail {
+
+// A block covers a chunk of 128 rows x 32 columns of X: lane l owns column l, warp w the rows
+// w, w + 8, ..., w + 120, so every warp load reads 32 consecutive elements of one row.
+inline constexpr int column_threads = 256;
+inline constexpr int column_width = 32;
+inline constexpr int column_warps = column_threads / 32;
+inline constexpr int column_chunk_rows = int(tile_length);
+inline constexpr int column_values = column_chunk_rows / column_warps;  // 16 per thread
+inline constexpr int column_stride = column_chunk_rows + 4;               // bytes per shared row
+
+struct column_chunk {
+  std::size_t r0;  // first row of X
+  std::size_t c0;  // first column of X
+};
+
+__device__ __forceinline__ column_chunk chunk_of(std::size_t index, std::size_t cols) {
+  const std::size_t groups = (cols + column_width - 1) / column_width;
+  return {(index / groups) * column_chunk_rows, (index % groups) * column_width};
+}
+
+template <class T>
+__device__ __forceinline__ void load_column_chunk(const T* in, std::size_t rows, std::size_t cols, column_chunk chunk,
+                                                  float (&v)[column_values]) {
+  const int lane = int(threadIdx.x) % 32;
+  const int warp = int(threadIdx.x) / 32;
+  const std::size_t c = chunk.c0 + std::size_t(lane);
+#pragma unroll
+  for (int k = 0; k < column_values; ++k) {
+    const std::size_t r = chunk.r0 + std::size_t(warp + k * column_warps);
+    v[k] = r < rows && c < cols ? widen(in[r * cols + c]) : 0.0f;
+  }
+}
+
+// The NaN-dominant amax of each column of the chunk, returned to every thread for its own column.
+__device__ __forceinline__ std::uint32_t chunk_column_bits(const float (&v)[column_values]) {
+  __shared__ std::uint32_t partial[column_warps][column_width];
+  std::uint32_t bits = 0;
+#pragma unroll
+  for (int k = 0; k < column_values; ++k) bits = max(bits, amax_bits(v[k]));
+  __syncthreads();
+  partial[threadIdx.x / 32][threadIdx.x % 32] = bits;
+  __syncthreads();
+  bits = 0;
+  for (int w = 0; w < column_warps; ++w) bits = max(bits, partial[w][threadIdx.x % 32]);
+  return bits;
+}
+
+// Per-column amaxes of all rows (the per_row scales of Xᵀ): atomically max-ed into column_amax[c].
+template <class T>
+__global__ void __launch_bounds__(column_threads)
+    column_amax_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, float* column_amax) {
+  const std::size_t chunks = ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  for (std::size_t index = blockIdx.x; index < chunks; index += gridDim.x) {
+    const column_chunk chunk = chunk_of(index, cols);
+    float v[column_values];
+    load_column_chunk(in, rows, cols, chunk, v);
+    const std::uint32_t bits = chunk_column_bits(v);
+    const std::size_t c = chunk.c0 + threadIdx.x % 32;
+    if (threadIdx.x < 32 && c < cols) atomic_max_amax(column_amax + c, bits);
+  }
+}
+
+// Casts chunks of X with one scale per column and writes them transposed into out_t (cols x rows).
+// Scales: from the chunk's own column amaxes (1x128 tiles of Xᵀ; 1 / scale goes to scale_inv_t in
+// the tile layout of Xᵀ, padding 0), or from column_amax (per_row of Xᵀ, written by finish_columns).
+template <class Format, class T>
+__global__ void __launch_bounds__(column_threads)
+    column_quantize_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, scale_rule rule,
+                                     const float* column_amax, device_scale_layout layout_t, float* scale_inv_t,
+                                     std::uint8_t* __restrict__ out_t) {
+  __shared__ alignas(4) std::uint8_t codes[column_width][column_stride];
+  const int lane = int(threadIdx.x) % 32;
+  const int warp = int(threadIdx.x) / 32;
+  const std::size_t chunks = ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  for (std::size_t index = blockIdx.x; index < chunks; index += gridDim.x) {
+    const column_chunk chunk = chunk_of(index, cols);
+    float v[column_values];
+    load_column_chunk(in, rows, cols, chunk, v);
+    const std::size_t c = chunk.c0 + std::size_t(lane);
+    float scale = 1.0f;
+    if (column_amax != nullptr) {
+      scale = c < cols ? scale_from_amax(column_amax[c], rule, 1.0f) : 1.0f;
+    } else {
+      const std::uint32_t bits = chunk_column_bits(v);
+      scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
+      const std::size_t tile = chunk.r0 / tile_length;
+      if (warp == 0 && c < cols) scale_inv_t[layout_t.index(c, tile)] = 1.0f / scale;
+      if (warp == 0 && lane == 0 && chunk.c0 + column_width >= cols) {
+        for (std::size_t p = cols; p < layout_t.leading; ++p) scale_inv_t[layout_t.index(p, tile)] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < column_values; ++k) {
+      codes[lane][warp + k * column_warps] = convert<Format, rounding::nearest_even, overflow::saturate>(v[k] * scale);
+    }
+    __syncthreads();
+    // Row cc of the chunk's transpose: 128 codes, 16 per thread (8 threads per row).
+    const int cc = int(threadIdx.x) / 8;
+    const int part = int(threadIdx.x) % 8;
+    const std::size_t out_row = chunk.c0 + std::size_t(cc);
+    const std::size_t first = chunk.r0 + 16 * std::size_t(part);
+    if (out_row < cols) {
+      std::uint8_t* destination = out_t + out_row * rows;
+      const bool whole = first + 16 <= rows && rows % 4 == 0 && is_aligned(destination, 4);
+      for (int j = 0; j < 16; j += 4) {
+        const std::uint8_t* source = &codes[cc][16 * part + j];
+        if (whole) {
+          *reinterpret_cast<std::uint32_t*>(destination + first + j) = *reinterpret_cast<const std::uint32_t*>(source);
+        } else {
+          for (int b = 0; b < 4; ++b) {
+            if (first + j + b < rows) destination[first + j + b] = source[b];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// scale_inv_t[c] = 1 / scale of column c's amax (which column_amax_kernel left there).
+__global__ void finish_columns_kernel(float* column_amax_then_scale_inv, std::size_t cols, scale_rule rule) {
+  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < cols; c += std::size_t(gridDim.x) * blockDim.x) {
+    column_amax_then_scale_inv[c] = 1.0f / scale_from_amax(column_amax_then_scale_inv[c], rule, 1.0f);
+  }
+}
+
+// out_t = transpose of the rows x cols codes `in` (64 x 64 tiles through shared memory).
+__global__ void __launch_bounds__(transpose_threads)
+    transpose_codes_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
+                           std::uint8_t* __restrict__ out_t) {
+  __shared__ std::uint8_t tile[transpose_tile][transpose_tile + 1];
+  const std::size_t tiles_across = (cols + transpose_tile - 1) / transpose_tile;
+  const std::size_t tiles = tiles_across * ((rows + transpose_tile - 1) / transpose_tile);
+  for (std::size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const std::size_t r0 = (t / tiles_across) * transpose_tile;
+    const std::size_t c0 = (t % tiles_across) * transpose_tile;
+    for (int e = int(threadIdx.x); e < transpose_tile * transpose_tile; e += transpose_threads) {
+      const int tr = e / transpose_tile;
+      const int tc = e % transpose_tile;
+      if (r0 + tr < rows && c0 + tc < cols) tile[tr][tc] = in[(r0 + tr) * cols + c0 + tc];
+    }
+    __syncthreads();
+    for (int e = int(threadIdx.x); e < transpose_tile * transpose_tile; e += transpose_threads) {
+      const int tc = e / transpose_tile;
+      const int tr = e % transpose_tile;
+      if (r0 + tr < rows && c0 + tc < cols) out_t[(c0 + tc) * rows + r0 + tr] = tile[tr][tc];
+    }
+    __syncthreads();
+  }
+}
+
+// The 128x128 scale grid of Xᵀ: block (j, i) of Xᵀ is block (i, j) of X; padding 0.
+__global__ void transpose_block_scales_kernel(const float* scale_inv, device_scale_layout layout,
+                                              device_scale_layout layout_t, float* scale_inv_t) {
+  const std::size_t entries = layout_t.grid_rows * layout_t.leading;
+  for (std::size_t e = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; e < entries; e += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t j = e / layout_t.leading;  // block row of Xᵀ = block column of X
+    const std::size_t i = e % layout_t.leading;  // block column of Xᵀ = block row of X
+    scale_inv_t[e] = i < layout_t.grid_cols ? scale_inv[layout.index(i, j)] : 0.0f;
+  }
+}
+
+}  // namespace fp8::cuda::detail

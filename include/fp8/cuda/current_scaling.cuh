@@ -1,0 +1,171 @@
+// Current scaling on the device, as the CPU fp8::quantize(in, rows, cols, q, ...): amax, scale and
+// cast per tensor, row, 1x128 tile or 128x128 block with no host round trip; and dequantize.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "fp8/cuda/current_scaling.cuh contains device code: compile it with nvcc"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../scaling/granularity.hpp"
+#include "../scaling/recipe.hpp"
+#include "amax.cuh"
+#include "block_quantize.cuh"
+#include "cast_transpose.cuh"
+#include "columnwise.cuh"
+#include "launch.cuh"
+#include "quantize.cuh"
+#include "scale.cuh"
+
+namespace fp8::cuda {
+namespace detail {
+
+inline void check_current_scaling(const void* in, const void* out, const void* out_t, const float* scale_inv,
+                                  const float* amax, std::size_t rows, std::size_t cols, const quantization& q,
+                                  const char* function) {
+  try {
+    q.validate();
+  } catch (const invalid_argument& e) {
+    throw invalid_argument(std::string(function) + ": " + e.what());
+  }
+  require(q.granularity != granularity::mx_1x32, function,
+          "mx_1x32 (E8M0 scales) is quantized on the CPU only (fp8::quantize with a std::uint8_t* scale "
+          "buffer); the device kernels cover per_tensor, per_row, tile_1x128 and block_128x128");
+  require(cols == 0 || rows <= std::size_t(-1) / cols, function, "rows x cols overflows size_t");
+  require_pointer(in, rows * cols, function, "in");
+  require_pointer(out, rows * cols, function, "out");
+  require_pointer(out_t, rows * cols, function, "out_t");
+  require(scale_inv != nullptr, function, "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
+  require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
+}
+
+}  // namespace detail
+
+// Current scaling of a rows x cols row-major matrix at q.granularity, all on `stream`:
+//  - per block (the whole tensor, a row, a 1x128 tile or a 128x128 block): amax, then
+//    scale = scale_from_amax(amax, q.format, q.margin, q.power_of_two_scales, 1), then
+//    out = FP8(in * scale) (nearest even, saturating);
+//  - scale_inv receives 1 / scale per block in the layout of make_scale_layout(q.granularity, rows,
+//    cols) (scale_count() floats, padding 0): the layout cuBLASLt's scale modes read;
+//  - *amax receives the amax of the whole matrix (overwritten).
+// Bit-identical to the CPU fp8::quantize(in, rows, cols, q, out, scale_inv). per_tensor reads the
+// input twice (an amax kernel, then the cast, which computes the scale from the device amax); the
+// other granularities read it once (per_row twice, the second mostly from cache).
+// Throws fp8::invalid_argument on null pointers, a bad q or mx_1x32 (CPU only), before launching.
+template <class T>
+void quantize(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
+              float* scale_inv, float* amax, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::quantize (current scaling)";
+  detail::check_current_scaling(in, out, out, scale_inv, amax, rows, cols, q, function);
+  const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
+  FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  if (q.granularity == granularity::per_tensor) {
+    compute_amax(in, rows * cols, amax, stream);
+    detail::scale_source source{};
+    source.amax = amax;
+    source.rule = rule;
+    source.scale_inv_out = scale_inv;
+    detail::launch_quantize(in, rows * cols, q.format, source, nullptr, out, stream);
+    return;
+  }
+  detail::launch_block_quantize(in, rows, cols, q.format, rule, make_scale_layout(q.granularity, rows, cols), out,
+                                scale_inv, amax, stream);
+}
+
+// Current scaling into both copies, the counterpart of the CPU fp8::quantize_transpose(in, rows, cols,
+// q, out, scale_inv, out_t, scale_inv_t): out, scale_inv and *amax exactly as quantize() above, and
+// out_t (cols x rows) with scale_inv_t exactly as quantize() of the transposed matrix would give them.
+// The rows of Xᵀ are the columns of X, so its per_row and 1x128 scales come from columns of X
+// (Transformer Engine's column-wise scaling); per_tensor and 128x128 scales are shared, transposed.
+// Reads: per_tensor 2 (amax, then one fused cast + transpose); 128x128 1 (+ the codes, to transpose
+// them); 1x128 2 (row-wise and column-wise casts); per_row 4 (two per copy).
+template <class T>
+void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
+                        float* scale_inv, std::uint8_t* out_t, float* scale_inv_t, float* amax,
+                        cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::quantize_transpose (current scaling)";
+  detail::check_current_scaling(in, out, out_t, scale_inv, amax, rows, cols, q, function);
+  detail::require(scale_inv_t != nullptr, function, "scale_inv_t is null (scale_count(granularity, cols, rows) floats)");
+  const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
+  FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  if (q.granularity == granularity::per_tensor) {
+    compute_amax(in, rows * cols, amax, stream);
+    detail::scale_source source{};
+    source.amax = amax;
+    source.rule = rule;
+    source.scale_inv_out = scale_inv;
+    detail::launch_cast_transpose(in, rows, cols, q.format, source, nullptr, out, out_t, stream);
+    FP8_CUDA_CHECK(cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
+  const scale_layout layout_t = make_scale_layout(q.granularity, cols, rows);
+  detail::launch_block_quantize(in, rows, cols, q.format, rule, layout, out, scale_inv, amax, stream);
+  if (q.granularity == granularity::block_128x128) {
+    detail::transpose_codes_kernel<<<detail::grid_for(((rows + detail::transpose_tile - 1) / detail::transpose_tile) *
+                                                          ((cols + detail::transpose_tile - 1) / detail::transpose_tile), 1),
+                                     detail::transpose_threads, 0, stream>>>(out, rows, cols, out_t);
+    detail::check_launch("fp8::cuda::detail::transpose_codes_kernel");
+    if (layout_t.count > 0) {
+      detail::transpose_block_scales_kernel<<<detail::grid_for(layout_t.count), detail::block_threads, 0, stream>>>(
+          scale_inv, detail::to_device(layout), detail::to_device(layout_t), scale_inv_t);
+      detail::check_launch("fp8::cuda::detail::transpose_block_scales_kernel");
+    }
+    return;
+  }
+  const std::size_t chunks = ((rows + detail::column_chunk_rows - 1) / detail::column_chunk_rows) *
+                             ((cols + detail::column_width - 1) / detail::column_width);
+  const unsigned grid = detail::grid_for(chunks, 1);
+  const float* column_amax = nullptr;
+  if (q.granularity == granularity::per_row) {
+    // scale_inv_t first holds the column amaxes, then (finish_columns_kernel) their 1 / scale.
+    FP8_CUDA_CHECK(cudaMemsetAsync(scale_inv_t, 0, cols * sizeof(float), stream));
+    if (rows * cols > 0) {
+      detail::column_amax_kernel<<<grid, detail::column_threads, 0, stream>>>(in, rows, cols, scale_inv_t);
+      detail::check_launch("fp8::cuda::detail::column_amax_kernel");
+    }
+    column_amax = scale_inv_t;
+  }
+  detail::dispatch_format(q.format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    detail::column_quantize_transpose_kernel<format_t, T><<<grid, detail::column_threads, 0, stream>>>(
+        in, rows, cols, rule, column_amax, detail::to_device(layout_t), scale_inv_t, out_t);
+  });
+  detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel");
+  if (q.granularity == granularity::per_row && cols > 0) {
+    detail::finish_columns_kernel<<<detail::grid_for(cols), detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
+    detail::check_launch("fp8::cuda::detail::finish_columns_kernel");
+  }
+}
+
+// Inverse of the matrix quantize: out = T(decode(code) * scale_inv of the element's block), rounded
+// once to T. Bit-identical to the CPU fp8::dequantize(in, rows, cols, q, scale_inv, out). Unlike the
+// CPU version it cannot check the scales without a host round trip: a non-finite scale_inv gives
+// non-finite outputs.
+template <class T>
+void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, const quantization& q,
+                const float* scale_inv, T* out, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::dequantize (blocks)";
+  detail::check_current_scaling(out, in, in, scale_inv, scale_inv, rows, cols, q, function);
+  if (rows * cols == 0) return;
+  const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
+  const bool vector = cols % 4 == 0 && detail::is_aligned(in, 4) && detail::is_aligned(out, 4 * sizeof(T));
+  const std::size_t quads = rows * ((cols + 3) / 4);
+  detail::dispatch_format(q.format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    detail::block_dequantize_kernel<format_t, T, detail::block_threads>
+        <<<detail::grid_for(quads), detail::block_threads, 0, stream>>>(
+            in, rows, cols, vector, detail::to_device(layout), layout.block_rows, layout.block_cols, scale_inv, out);
+  });
+  detail::check_launch("fp8::cuda::detail::block_dequantize_kernel");
+}
+
+}  // namespace fp8::cuda

@@ -1,0 +1,447 @@
+// The device quantize kernels against the CPU quantize layer (fp8/quantize.hpp, fp8/scaling.hpp),
+// bit for bit: codes, scale_inv buffers (padding included) and amaxes, for float / bfloat16 / half
+// inputs, both formats, every granularity, odd shapes, unaligned pointers, NaN / Inf / zero blocks;
+// and the device delayed-scaling state against fp8::delayed_scaling_state over many steps.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <doctest/doctest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fp8/cuda.cuh>
+#include <fp8/quantize.hpp>
+#include <fp8/scaling.hpp>
+
+#include "gpu_skip.hpp"
+
+// A named namespace: nvcc's generated kernel stubs cannot refer to types of an anonymous one.
+namespace quantize_test {
+
+using fp8::fp8_format;
+using fp8::granularity;
+using fp8::detail::bit_cast;
+
+// A device copy of a host vector, and back.
+template <class T>
+class device_vector {
+ public:
+  explicit device_vector(std::size_t count, std::size_t offset = 0) : count_(count), offset_(offset) {
+    FP8_CUDA_CHECK(cudaMalloc(&base_, (count + offset) * sizeof(T) + 16));
+    FP8_CUDA_CHECK(cudaMemset(base_, 0xCD, (count + offset) * sizeof(T) + 16));  // garbage, not zeros
+  }
+  explicit device_vector(const std::vector<T>& host, std::size_t offset = 0) : device_vector(host.size(), offset) {
+    if (!host.empty()) FP8_CUDA_CHECK(cudaMemcpy(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  device_vector(const device_vector&) = delete;
+  device_vector& operator=(const device_vector&) = delete;
+  ~device_vector() { cudaFree(base_); }
+  // `offset` elements past the allocation: an unaligned pointer for offsets that are not multiples of 4.
+  T* data() const { return base_ + offset_; }
+  std::vector<T> download() const {
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> host(count_);
+    if (count_ > 0) FP8_CUDA_CHECK(cudaMemcpy(host.data(), data(), count_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* base_ = nullptr;
+  std::size_t count_;
+  std::size_t offset_;
+};
+
+float device_float(const float* p) {
+  float value = 0.0f;
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8_CUDA_CHECK(cudaMemcpy(&value, p, sizeof value, cudaMemcpyDeviceToHost));
+  return value;
+}
+
+std::uint32_t bits(float x) { return bit_cast<std::uint32_t>(x); }
+
+// Inputs with the shapes that matter: a spread of magnitudes (so blocks get different scales), zeros,
+// denormals, values past the FP8 range, and optionally NaN and Inf at a few places.
+std::vector<float> make_input(std::size_t count, std::uint32_t seed, bool specials) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const int e = exponent(generator) + int((i / 97) % 7) * 2;  // neighbourhoods of larger values
+    values[i] = std::ldexp(mantissa(generator), e);
+  }
+  if (specials && count > 64) {
+    values[3] = std::numeric_limits<float>::quiet_NaN();
+    values[count / 2] = -std::numeric_limits<float>::infinity();
+    values[count / 3] = 1e30f;
+    values[count / 5] = -0.0f;
+    values[count / 7] = 1e-40f;  // float denormal
+    values[count - 1] = -bit_cast<float>(0x7FC01234u);  // a NaN with a payload and a sign
+  }
+  return values;
+}
+
+// The same values in type T (rounded to nearest even by the host type), as raw element arrays: the
+// host quantize reads fp8::bfloat16 / fp8::float16, the device the CUDA types with the same bits.
+template <class Host>
+std::vector<Host> as_host(const std::vector<float>& values) {
+  std::vector<Host> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = Host(values[i]);
+  return out;
+}
+template <>
+std::vector<float> as_host<float>(const std::vector<float>& values) {
+  return values;
+}
+
+template <class Host>
+struct device_type_of {
+  using type = Host;
+};
+template <>
+struct device_type_of<fp8::bfloat16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct device_type_of<fp8::float16> {
+  using type = __half;
+};
+
+template <class Host>
+std::vector<typename device_type_of<Host>::type> as_device_elements(const std::vector<Host>& host) {
+  using Device = typename device_type_of<Host>::type;
+  std::vector<Device> out(host.size());
+  static_assert(sizeof(Device) == sizeof(Host), "same layout");
+  if (!host.empty()) std::memcpy(static_cast<void*>(out.data()), host.data(), host.size() * sizeof(Host));
+  return out;
+}
+
+template <class A, class B>
+void check_same_bytes(const std::vector<A>& got, const std::vector<B>& expected, const std::string& what) {
+  static_assert(sizeof(A) == sizeof(B), "same element size");
+  REQUIRE(got.size() == expected.size());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &expected[i], sizeof(A)) == 0) continue;
+    if (wrong++ == 0) {
+      std::uint32_t g = 0, e = 0;
+      std::memcpy(&g, &got[i], sizeof(A));
+      std::memcpy(&e, &expected[i], sizeof(B));
+      CAPTURE(what);
+      CAPTURE(i);
+      CAPTURE(g);
+      CAPTURE(e);
+      FAIL_CHECK("device and CPU results differ (first difference shown)");
+    }
+  }
+  CAPTURE(what);
+  CHECK(wrong == 0);
+}
+
+struct shape {
+  std::size_t rows;
+  std::size_t cols;
+};
+const shape shapes[] = {{1, 1}, {3, 300}, {129, 257}, {256, 1024}, {1000, 130}, {64, 64}, {130, 128}, {7, 0}, {0, 5}};
+
+const char* format_label(fp8_format format) { return fp8::format_name(format); }
+
+// --- Per-tensor, given scale ------------------------------------------------------------------
+
+template <class Host>
+void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, float scale, std::uint32_t seed) {
+  using Device = typename device_type_of<Host>::type;
+  const std::vector<Host> host_in = as_host<Host>(make_input(count, seed, true));
+  std::vector<std::uint8_t> expected(count);
+  const float expected_amax = fp8::quantize(host_in.data(), count, format, scale, expected.data());
+
+  const device_vector<Device> in(as_device_elements(host_in), offset);
+  const device_vector<std::uint8_t> out(count, offset);
+  const device_vector<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});  // scale, scale_inv, amax
+  fp8::cuda::quantize(in.data(), count, format, {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data());
+  const std::string what = std::string("per-tensor quantize ") + format_label(format) + " n=" + std::to_string(count) +
+                           " offset=" + std::to_string(offset) + " scale=" + std::to_string(scale);
+  check_same_bytes(out.download(), expected, what);
+  const auto results = scalars.download();
+  CAPTURE(what);
+  CHECK(bits(results[1]) == bits(1.0f / scale));
+  CHECK(bits(results[2]) == bits(expected_amax));
+
+  // The cast alone, and the amax alone.
+  const device_vector<std::uint8_t> cast_only(count, offset);
+  fp8::cuda::quantize(in.data(), count, format, {scalars.data(), nullptr, nullptr}, cast_only.data());
+  check_same_bytes(cast_only.download(), expected, what + " (cast only)");
+  const device_vector<float> amax(std::vector<float>{0.0f});
+  fp8::cuda::compute_amax(in.data(), count, amax.data());
+  CHECK(bits(device_float(amax.data())) == bits(fp8::compute_amax(host_in.data(), count)));
+}
+
+TEST_CASE_TEMPLATE("per-tensor quantize with a given scale = fp8::quantize", Host, float, fp8::bfloat16, fp8::float16) {
+  std::uint32_t seed = 1;
+  for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    for (const std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(4096),
+                                    std::size_t(1000003)}) {
+      for (const std::size_t offset : {std::size_t(0), std::size_t(1)}) {
+        for (const float scale : {1.0f, 0.37f, 1.0f / 1024.0f, 3000.0f}) {
+          check_per_tensor<Host>(count, offset, format, scale, seed++);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the amax accumulates into the existing value, NaN on top") {
+  const std::vector<float> host_in = {1.0f, -2.0f, 3.0f};
+  const device_vector<float> in(host_in);
+  const device_vector<std::uint8_t> out(3);
+  const device_vector<float> amax(std::vector<float>{5.0f});
+  fp8::cuda::quantize(in.data(), 3, fp8_format::e4m3, {nullptr, nullptr, amax.data()}, out.data());
+  CHECK(device_float(amax.data()) == 5.0f);  // max(5, 3)
+  const device_vector<float> nan_in(std::vector<float>{-std::numeric_limits<float>::quiet_NaN()});
+  fp8::cuda::compute_amax(nan_in.data(), 1, amax.data());
+  CHECK(bits(device_float(amax.data())) == 0x7FC00000u);  // the canonical NaN, as the CPU reports it
+}
+
+TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, float, fp8::bfloat16, fp8::float16) {
+  using Device = typename device_type_of<Host>::type;
+  std::vector<std::uint8_t> codes;
+  for (int repeat = 0; repeat < 40; ++repeat) {
+    for (int code = 0; code < 256; ++code) codes.push_back(std::uint8_t(code * 7 + repeat));
+  }
+  codes.push_back(0x7F);
+  codes.push_back(0xFF);
+  codes.push_back(0x01);
+  for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    for (const float scale_inv : {1.0f, 0.25f, 3.3e-5f, 1e30f}) {
+      for (const std::size_t offset : {std::size_t(0), std::size_t(3)}) {
+        std::vector<Host> expected(codes.size());
+        fp8::dequantize(codes.data(), codes.size(), format, scale_inv, expected.data());
+        const device_vector<std::uint8_t> in(codes, offset);
+        const device_vector<Device> out(codes.size(), offset);
+        const device_vector<float> s(std::vector<float>{scale_inv});
+        fp8::cuda::dequantize(in.data(), codes.size(), format, s.data(), out.data());
+        check_same_bytes(out.download(), expected,
+                         std::string("dequantize ") + format_label(format) + " scale_inv=" + std::to_string(scale_inv));
+      }
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_transpose", Host, float, fp8::bfloat16) {
+  using Device = typename device_type_of<Host>::type;
+  std::uint32_t seed = 100;
+  for (const shape s : shapes) {
+    for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+      const std::size_t n = s.rows * s.cols;
+      const std::vector<Host> host_in = as_host<Host>(make_input(n, seed++, true));
+      std::vector<std::uint8_t> expected(n), expected_t(n);
+      const float scale = 0.75f;
+      const float expected_amax = fp8::quantize_transpose(host_in.data(), s.rows, s.cols, format, scale,
+                                                          expected.data(), expected_t.data());
+      const device_vector<Device> in(as_device_elements(host_in));
+      const device_vector<std::uint8_t> out(n), out_t(n);
+      const device_vector<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});
+      fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, format,
+                                    {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data(), out_t.data());
+      const std::string what = "quantize_transpose " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      check_same_bytes(out.download(), expected, what);
+      check_same_bytes(out_t.download(), expected_t, what + " (transposed)");
+      const auto results = scalars.download();
+      CHECK(bits(results[1]) == bits(1.0f / scale));
+      CHECK(bits(results[2]) == bits(expected_amax));
+    }
+  }
+}
+
+// --- Current scaling at every granularity -------------------------------------------------------
+
+std::vector<fp8::quantization> current_recipes() {
+  std::vector<fp8::quantization> recipes;
+  for (const granularity g : {granularity::per_tensor, granularity::per_row, granularity::tile_1x128,
+                              granularity::block_128x128}) {
+    for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+      recipes.push_back({format, g, 0, false});
+    }
+    recipes.push_back({fp8_format::e4m3, g, 2, true});  // margin and power-of-two scales
+  }
+  return recipes;
+}
+
+// Some blocks all zero and some holding NaN or Inf, so that the fallback scale (1) is exercised.
+std::vector<float> current_input(std::size_t rows, std::size_t cols, std::uint32_t seed) {
+  std::vector<float> values = make_input(rows * cols, seed, false);
+  if (rows >= 2 && cols >= 200) {
+    for (std::size_t c = 0; c < 128; ++c) values[1 * cols + c] = 0.0f;  // a zero tile
+    values[130] = std::numeric_limits<float>::infinity();
+    values[cols + 140] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return values;
+}
+
+template <class Host>
+void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed) {
+  using Device = typename device_type_of<Host>::type;
+  const std::size_t n = s.rows * s.cols;
+  const std::vector<Host> host_in = as_host<Host>(current_input(s.rows, s.cols, seed));
+  const std::size_t scales = fp8::scale_count(q.granularity, s.rows, s.cols);
+  const std::size_t scales_t = fp8::scale_count(q.granularity, s.cols, s.rows);
+  std::vector<std::uint8_t> expected(n), expected_t(n);
+  std::vector<float> expected_scale_inv(scales), expected_scale_inv_t(scales_t);
+  const float expected_amax = fp8::quantize(host_in.data(), s.rows, s.cols, q, expected.data(), expected_scale_inv.data());
+  // The transposed copy's contract: what quantize() gives for the transposed matrix.
+  std::vector<Host> transposed(n);
+  for (std::size_t r = 0; r < s.rows; ++r) {
+    for (std::size_t c = 0; c < s.cols; ++c) transposed[c * s.rows + r] = host_in[r * s.cols + c];
+  }
+  fp8::quantize(transposed.data(), s.cols, s.rows, q, expected_t.data(), expected_scale_inv_t.data());
+
+  const std::string what = std::string(fp8::granularity_name(q.granularity)) + " " + format_label(q.format) +
+                           " margin " + std::to_string(q.margin) + (q.power_of_two_scales ? " pow2 " : " ") +
+                           std::to_string(s.rows) + "x" + std::to_string(s.cols);
+  const device_vector<Device> in(as_device_elements(host_in));
+  {
+    const device_vector<std::uint8_t> out(n);
+    const device_vector<float> scale_inv(scales);
+    const device_vector<float> amax(1);
+    fp8::cuda::quantize(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), amax.data());
+    check_same_bytes(out.download(), expected, what + ": codes");
+    check_same_bytes(scale_inv.download(), expected_scale_inv, what + ": scale_inv");
+    CAPTURE(what);
+    CHECK(bits(device_float(amax.data())) == bits(expected_amax));
+  }
+  {
+    const device_vector<std::uint8_t> out(n), out_t(n);
+    const device_vector<float> scale_inv(scales), scale_inv_t(scales_t);
+    const device_vector<float> amax(1);
+    fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), out_t.data(),
+                                  scale_inv_t.data(), amax.data());
+    check_same_bytes(out.download(), expected, what + ": codes (with transpose)");
+    check_same_bytes(out_t.download(), expected_t, what + ": transposed codes");
+    check_same_bytes(scale_inv.download(), expected_scale_inv, what + ": scale_inv (with transpose)");
+    check_same_bytes(scale_inv_t.download(), expected_scale_inv_t, what + ": transposed scale_inv");
+    CAPTURE(what);
+    CHECK(bits(device_float(amax.data())) == bits(expected_amax));
+  }
+  {
+    // Dequantize of the CPU's codes and scales.
+    std::vector<Host> expected_values(n);
+    if (n > 0) fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
+    const device_vector<std::uint8_t> codes(expected);
+    const device_vector<float> scale_inv(expected_scale_inv);
+    const device_vector<Device> values(n);
+    fp8::cuda::dequantize(codes.data(), s.rows, s.cols, q, scale_inv.data(), values.data());
+    check_same_bytes(values.download(), expected_values, what + ": dequantize");
+  }
+}
+
+TEST_CASE_TEMPLATE("current scaling per tensor, row, 1x128 tile and 128x128 block = fp8::quantize", Host, float,
+                   fp8::bfloat16, fp8::float16) {
+  std::uint32_t seed = 1000;
+  for (const fp8::quantization& q : current_recipes()) {
+    for (const shape s : shapes) check_current<Host>(s, q, seed++);
+  }
+}
+
+// --- Scales and delayed scaling -----------------------------------------------------------------
+
+__global__ void scales_from_amaxes(const float* amaxes, std::size_t count, fp8::cuda::scale_rule rule, float fallback,
+                                   float* out) {
+  const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = fp8::cuda::scale_from_amax(amaxes[i], rule, fallback);
+}
+
+TEST_CASE("the device scale formula = fp8::scale_from_amax") {
+  std::vector<float> amaxes = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                               FLT_MIN, 1e-40f, 1e-45f, FLT_MAX, 3.5f, 3.0f, 448.0f, 57344.0f, 1e-30f};
+  std::mt19937 generator(7);
+  while (amaxes.size() < 100000) amaxes.push_back(bit_cast<float>(std::uint32_t(generator() & 0x7FFFFFFFu)));
+  const device_vector<float> in(amaxes);
+  const device_vector<float> out(amaxes.size());
+  for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    for (const int margin : {0, 1, 3, 126, 130}) {
+      for (const bool power_of_two : {false, true}) {
+        const fp8::cuda::scale_rule rule = fp8::cuda::make_scale_rule(format, margin, power_of_two);
+        scales_from_amaxes<<<int((amaxes.size() + 255) / 256), 256>>>(in.data(), amaxes.size(), rule, 0.5f, out.data());
+        FP8_CUDA_CHECK(cudaGetLastError());
+        std::vector<float> expected(amaxes.size());
+        for (std::size_t i = 0; i < amaxes.size(); ++i) {
+          expected[i] = fp8::scale_from_amax(amaxes[i], format, margin, power_of_two, 0.5f);
+        }
+        check_same_bytes(out.download(), expected,
+                         std::string("scale_from_amax ") + format_label(format) + " margin " + std::to_string(margin));
+      }
+    }
+  }
+}
+
+TEST_CASE("the device delayed-scaling state = fp8::delayed_scaling_state, step by step") {
+  const std::vector<fp8_format> formats = {fp8_format::e4m3, fp8_format::e5m2, fp8_format::e4m3, fp8_format::e5m2,
+                                           fp8_format::e4m3};
+  for (const std::size_t length : {std::size_t(1), std::size_t(5), std::size_t(300)}) {
+    for (const fp8::amax_algorithm algorithm : {fp8::amax_algorithm::max, fp8::amax_algorithm::most_recent}) {
+      for (const int margin : {0, 1}) {
+        fp8::delayed_scaling config{};
+        config.history_length = length;
+        config.algorithm = algorithm;
+        config.margin = margin;
+        config.power_of_two_scales = margin == 1;
+        fp8::delayed_scaling_state host(config);
+        for (const fp8_format format : formats) host.add_tensor(format);
+        fp8::cuda::delayed_scaling_device_state device(config, formats);
+
+        std::mt19937 generator(std::uint32_t(length * 10 + margin));
+        std::uniform_real_distribution<float> magnitude(0.0f, 1.0f);
+        const std::size_t n = 1000;
+        for (int step = 0; step < 40; ++step) {
+          for (std::size_t t = 0; t < formats.size(); ++t) {
+            // A tensor per step, cast on the device with the current scale (recording its amax), and
+            // its amax recorded on the host; now and then a zero, Inf or NaN tensor.
+            std::vector<float> x(n);
+            const float size = std::ldexp(1.0f, int(generator() % 30) - 15);
+            for (float& v : x) v = (magnitude(generator) - 0.5f) * size;
+            if (step % 13 == 5 && t == 1) x.assign(n, 0.0f);
+            if (step % 11 == 3 && t == 2) x[7] = std::numeric_limits<float>::infinity();
+            if (step == 17 && t == 0) x[9] = std::numeric_limits<float>::quiet_NaN();
+            const device_vector<float> dx(x);
+            const device_vector<std::uint8_t> codes(n);
+            fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data());
+            std::vector<std::uint8_t> expected(n);
+            host.record(t, fp8::quantize(x.data(), n, host.format(t), host.scale(t), expected.data()));
+            check_same_bytes(codes.download(), expected, "delayed cast, step " + std::to_string(step));
+          }
+          host.update();
+          device.update();
+          const fp8::delayed_scaling_state mirrored = device.download();
+          for (std::size_t t = 0; t < formats.size(); ++t) {
+            CAPTURE(length);
+            CAPTURE(step);
+            CAPTURE(t);
+            CHECK(mirrored.history(t) == host.history(t));
+            CHECK(bits(mirrored.scale(t)) == bits(host.scale(t)));
+            CHECK(bits(mirrored.scale_inv(t)) == bits(host.scale_inv(t)));
+          }
+        }
+        // A state uploaded from the host continues identically.
+        fp8::cuda::delayed_scaling_device_state copy(host);
+        copy.update();
+        host.update();
+        const fp8::delayed_scaling_state continued = copy.download();
+        for (std::size_t t = 0; t < formats.size(); ++t) {
+          CHECK(continued.history(t) == host.history(t));
+          CHECK(bits(continued.scale(t)) == bits(host.scale(t)));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace quantize_test
