@@ -213,14 +213,43 @@ struct is_source<T, std::void_t<decltype(source_traits<T>::unpack(std::declval<c
 template <class T>
 inline constexpr bool is_source_v = is_source<T>::value;
 
+// sm_89 and newer convert float to E4M3/E5M2 with round-to-nearest-even + saturate-to-finite (NaN ->
+// 0x7F) in one instruction, `cvt.rn.satfinite`, bit-identical to round_and_pack for every float.
+template <class To, rounding Rounding, overflow Overflow, class From>
+inline constexpr bool has_hardware_conversion_v =
+    std::is_same_v<From, float> && Rounding == rounding::nearest_even && Overflow == overflow::saturate &&
+    (std::is_same_v<To, e4m3_format> || std::is_same_v<To, e5m2_format>);
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+#define FP8_HARDWARE_CONVERSION 1
+template <class To>
+__device__ inline std::uint8_t hardware_convert(float value) {
+  std::uint16_t packed;  // the instruction converts two floats; the first operand lands in the high byte
+  if constexpr (std::is_same_v<To, e4m3_format>) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(0.0f), "f"(value));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(0.0f), "f"(value));
+  }
+  return std::uint8_t(packed & 0xFFu);
+}
+#else
+#define FP8_HARDWARE_CONVERSION 0
+#endif
+
 }  // namespace detail
 
 // Converts `value` to the code of format `To` (a descriptor of format.hpp), rounding once.
-// `random_bits` is read only by rounding::stochastic.
+// `random_bits` is read only by rounding::stochastic. In device code for sm_89+, the default policy
+// from float is the hardware instruction (except in constant evaluation); the result is the same.
 template <class To, rounding Rounding = rounding::nearest_even, overflow Overflow = To::default_overflow,
           class From>
 FP8_HOST_DEVICE constexpr typename To::storage convert_bits(const From& value,
                                                             std::uint32_t random_bits = 0) noexcept {
+#if FP8_HARDWARE_CONVERSION
+  if constexpr (detail::has_hardware_conversion_v<To, Rounding, Overflow, From>) {
+    if (!__builtin_is_constant_evaluated()) return detail::hardware_convert<To>(value);
+  }
+#endif
   return detail::round_and_pack<To, Rounding, Overflow>(detail::source_traits<From>::unpack(value), random_bits);
 }
 
