@@ -1,0 +1,263 @@
+// Saving and loading a delayed_scaling_state (config, scales, amax histories) in a versioned binary
+// format with a CRC-32, so that a resumed run continues with exactly the scales it stopped with.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <istream>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "../error.hpp"
+#include "checksum.hpp"
+#include "delayed_scaling_state.hpp"
+
+namespace fp8 {
+
+// Why a saved state was refused; the live state is untouched when this is thrown.
+class checkpoint_error : public error {
+ public:
+  using error::error;
+};
+
+// The format, all integers little-endian, floats as their IEEE bit patterns:
+//   magic "FP8SCALE" (8 bytes) | u32 version (1) | u64 payload size in bytes |
+//   payload: u8 format_mix | u8 amax_algorithm | u8 power_of_two | u8 0 | i32 margin |
+//            u64 history_length | u64 tensor count |
+//            per tensor: u8 fp8_format | 3 bytes 0 | f32 scale | f32 scale_inv |
+//                        history_length x f32 amax, newest first |
+//   u32 CRC-32 of every byte before it.
+inline constexpr char scaling_state_magic[8] = {'F', 'P', '8', 'S', 'C', 'A', 'L', 'E'};
+inline constexpr std::uint32_t scaling_state_version = 1;
+
+namespace detail {
+
+inline constexpr std::size_t checkpoint_header_bytes = sizeof(scaling_state_magic) + 4 + 8;
+inline constexpr std::size_t checkpoint_config_bytes = 4 + 4 + 8 + 8;
+inline constexpr std::size_t checkpoint_tensor_fixed_bytes = 4 + 4 + 4;
+inline constexpr std::size_t checkpoint_checksum_bytes = 4;
+
+class byte_writer {
+ public:
+  void bytes(const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    out_.insert(out_.end(), p, p + size);
+  }
+  void u8(std::uint8_t v) { out_.push_back(v); }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void f32(float v) { u32(bit_cast<std::uint32_t>(v)); }
+  std::vector<unsigned char>& data() { return out_; }
+
+ private:
+  std::vector<unsigned char> out_;
+};
+
+class byte_reader {
+ public:
+  byte_reader(const unsigned char* data, std::size_t size) : data_(data), size_(size) {}
+  std::uint8_t u8() { return take(1)[0]; }
+  std::uint32_t u32() {
+    const unsigned char* p = take(4);
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= std::uint32_t(p[i]) << (8 * i);
+    return v;
+  }
+  std::uint64_t u64() {
+    const unsigned char* p = take(8);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::uint64_t(p[i]) << (8 * i);
+    return v;
+  }
+  float f32() { return bit_cast<float>(u32()); }
+
+ private:
+  const unsigned char* take(std::size_t n) {
+    if (size_ - offset_ < n) throw checkpoint_error("fp8 scaling state: payload shorter than its contents");
+    const unsigned char* p = data_ + offset_;
+    offset_ += n;
+    return p;
+  }
+  const unsigned char* data_;
+  std::size_t size_;
+  std::size_t offset_ = 0;
+};
+
+// Reads exactly n bytes, growing the buffer as data arrives so that a corrupted size field cannot
+// make us allocate more than the stream holds.
+inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, std::size_t n, const char* what) {
+  constexpr std::size_t chunk = std::size_t(1) << 20;
+  std::size_t done = 0;
+  while (done < n) {
+    const std::size_t step = n - done < chunk ? n - done : chunk;
+    const std::size_t old_size = buffer.size();
+    buffer.resize(old_size + step);
+    in.read(reinterpret_cast<char*>(buffer.data() + old_size), std::streamsize(step));
+    const auto got = std::size_t(in.gcount());
+    if (got != step) {
+      throw checkpoint_error("fp8 scaling state: truncated while reading the " + std::string(what) + " (" +
+                             std::to_string(done + got) + " of " + std::to_string(n) + " bytes present)");
+    }
+    done += step;
+  }
+}
+
+inline std::string config_difference(const delayed_scaling& saved, const delayed_scaling& live) {
+  if (saved.mix != live.mix) return "format_mix";
+  if (saved.margin != live.margin) {
+    return "margin (saved " + std::to_string(saved.margin) + ", live " + std::to_string(live.margin) + ")";
+  }
+  if (saved.history_length != live.history_length) {
+    return "history_length (saved " + std::to_string(saved.history_length) + ", live " +
+           std::to_string(live.history_length) + ")";
+  }
+  if (saved.algorithm != live.algorithm) return "amax_algorithm";
+  return "power_of_two_scales";
+}
+
+}  // namespace detail
+
+// Writes the whole state. Throws fp8::checkpoint_error if the stream fails.
+inline void save_scaling_state(std::ostream& out, const delayed_scaling_state& state) {
+  const delayed_scaling& config = state.config();
+  detail::byte_writer payload;
+  payload.u8(std::uint8_t(config.mix));
+  payload.u8(std::uint8_t(config.algorithm));
+  payload.u8(config.power_of_two_scales ? 1 : 0);
+  payload.u8(0);
+  payload.u32(std::uint32_t(config.margin));
+  payload.u64(config.history_length);
+  payload.u64(state.size());
+  for (const auto& t : state.tensors()) {
+    payload.u8(std::uint8_t(t.format));
+    payload.u8(0);
+    payload.u8(0);
+    payload.u8(0);
+    payload.f32(t.scales.scale);
+    payload.f32(t.scales.scale_inv);
+    for (const float amax : t.history.newest_first()) payload.f32(amax);
+  }
+
+  detail::byte_writer file;
+  file.bytes(scaling_state_magic, sizeof(scaling_state_magic));
+  file.u32(scaling_state_version);
+  file.u64(payload.data().size());
+  file.bytes(payload.data().data(), payload.data().size());
+  file.u32(detail::crc32(file.data().data(), file.data().size()));
+  out.write(reinterpret_cast<const char*>(file.data().data()), std::streamsize(file.data().size()));
+  if (!out) throw checkpoint_error("fp8 scaling state: writing to the stream failed");
+}
+
+// Reads a saved state as it was saved (its own config and tensors). Throws fp8::checkpoint_error on
+// a truncated stream, a wrong magic or version, a checksum mismatch, or inconsistent contents.
+inline delayed_scaling_state read_scaling_state(std::istream& in) {
+  std::vector<unsigned char> bytes;
+  detail::read_exactly(in, bytes, detail::checkpoint_header_bytes, "header");
+  if (std::memcmp(bytes.data(), scaling_state_magic, sizeof(scaling_state_magic)) != 0) {
+    throw checkpoint_error("fp8 scaling state: not a saved scaling state (the magic \"FP8SCALE\" is missing)");
+  }
+  detail::byte_reader header(bytes.data() + sizeof(scaling_state_magic), 12);
+  const std::uint32_t version = header.u32();
+  if (version != scaling_state_version) {
+    throw checkpoint_error("fp8 scaling state: unsupported version " + std::to_string(version) +
+                           " (this build reads version " + std::to_string(scaling_state_version) + ")");
+  }
+  const std::uint64_t payload_bytes = header.u64();
+  if (payload_bytes > std::numeric_limits<std::size_t>::max() - bytes.size() - detail::checkpoint_checksum_bytes) {
+    throw checkpoint_error("fp8 scaling state: corrupted size field");
+  }
+  detail::read_exactly(in, bytes, std::size_t(payload_bytes) + detail::checkpoint_checksum_bytes, "payload");
+  const std::size_t checked = bytes.size() - detail::checkpoint_checksum_bytes;
+  detail::byte_reader trailer(bytes.data() + checked, detail::checkpoint_checksum_bytes);
+  const std::uint32_t stored = trailer.u32();
+  const std::uint32_t computed = detail::crc32(bytes.data(), checked);
+  if (stored != computed) {
+    throw checkpoint_error("fp8 scaling state: checksum mismatch (the data is corrupted): stored " +
+                           std::to_string(stored) + ", computed " + std::to_string(computed));
+  }
+
+  detail::byte_reader payload(bytes.data() + detail::checkpoint_header_bytes, std::size_t(payload_bytes));
+  delayed_scaling config;
+  config.mix = format_mix(payload.u8());
+  config.algorithm = amax_algorithm(payload.u8());
+  const std::uint8_t power_of_two = payload.u8();
+  payload.u8();
+  config.margin = int(std::int32_t(payload.u32()));
+  config.history_length = std::size_t(payload.u64());
+  const std::uint64_t count = payload.u64();
+  if (power_of_two > 1) throw checkpoint_error("fp8 scaling state: bad power_of_two flag");
+  config.power_of_two_scales = power_of_two == 1;
+  try {
+    config.validate();
+  } catch (const invalid_argument& e) {
+    throw checkpoint_error(std::string("fp8 scaling state: bad config: ") + e.what());
+  }
+  // The payload size must be exactly what the counts say (checked without overflow, and before any
+  // allocation sized by the counts).
+  const std::uint64_t room = payload_bytes - detail::checkpoint_config_bytes;  // payload >= config, read above
+  bool consistent = count == 0 ? room == 0 : config.history_length <= room / 4;
+  if (consistent && count != 0) {
+    const std::uint64_t per_tensor = detail::checkpoint_tensor_fixed_bytes + 4 * std::uint64_t(config.history_length);
+    consistent = room % per_tensor == 0 && room / per_tensor == count;
+  }
+  if (!consistent) {
+    throw checkpoint_error("fp8 scaling state: payload size " + std::to_string(payload_bytes) + " does not match " +
+                           std::to_string(count) + " tensors with histories of " +
+                           std::to_string(config.history_length));
+  }
+
+  std::vector<delayed_scaling_state::tensor> tensors;
+  tensors.reserve(std::size_t(count));
+  std::vector<float> amaxes(config.history_length);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto format = fp8_format(payload.u8());
+    payload.u8();
+    payload.u8();
+    payload.u8();
+    const float scale = payload.f32();
+    const float scale_inv = payload.f32();
+    for (float& amax : amaxes) amax = payload.f32();
+    try {
+      tensors.push_back({format, amax_history::from_values(amaxes), scale_pair{scale, scale_inv}});
+    } catch (const invalid_argument& e) {
+      throw checkpoint_error("fp8 scaling state: tensor " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  try {
+    return delayed_scaling_state::from_parts(config, std::move(tensors));
+  } catch (const invalid_argument& e) {
+    throw checkpoint_error(std::string("fp8 scaling state: ") + e.what());
+  }
+}
+
+// Restores `live` from a saved state. The saved state must have the same config (format mix, margin,
+// history length, algorithm, power-of-two) and the same tensors (count and formats); otherwise, and
+// on any corruption, fp8::checkpoint_error says what differs and `live` is left exactly as it was.
+inline void load_scaling_state(std::istream& in, delayed_scaling_state& live) {
+  delayed_scaling_state saved = read_scaling_state(in);
+  if (saved.config() != live.config()) {
+    throw checkpoint_error("fp8 scaling state: the saved config differs from the live one in " +
+                           detail::config_difference(saved.config(), live.config()));
+  }
+  if (saved.size() != live.size()) {
+    throw checkpoint_error("fp8 scaling state: shape mismatch: the saved state has " + std::to_string(saved.size()) +
+                           " tensors, the live one " + std::to_string(live.size()));
+  }
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    if (saved.format(i) != live.format(i)) {
+      throw checkpoint_error("fp8 scaling state: shape mismatch: tensor " + std::to_string(i) + " is " +
+                             format_name(saved.format(i)) + " in the saved state and " +
+                             format_name(live.format(i)) + " in the live one");
+    }
+  }
+  live = std::move(saved);
+}
+
+}  // namespace fp8
