@@ -1,5 +1,5 @@
-// Umbrella header: everything of fp8 that a plain host C++17 compiler can use (and that nvcc can
-// use in device code). Eigen support is opt-in through <fp8/eigen.hpp>.
+// Umbrella header: everything of fp8 that a plain host C++17 compiler can use: the types (also usable
+// in CUDA device code), scaling recipes and CPU quantization. Eigen support is opt-in (<fp8/eigen.hpp>).
 #pragma once
 
 #include "version.hpp"
@@ -9,3 +9,5 @@
 #include "float8.hpp"
 #include "limits.hpp"
 #include "error.hpp"
+#include "scaling.hpp"
+#include "quantize.hpp"
