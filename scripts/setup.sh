@@ -3,7 +3,10 @@
 # The CUDA toolkit is expected at /usr/local/cuda (nvcc, cuBLASLt); it is not installed here.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev)
+# Build and tests: cmake, ninja, g++ and clang++ (the vendoring tests compile with both), doctest, Eigen.
+# The example trainer: nlohmann-json (checkpoint headers), fortunes (its default English text),
+# gnuplot (the loss plot), python3 (the plot and table scripts).
+packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes gnuplot-nox python3)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -18,6 +21,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python's safetensors reads the trainer's checkpoints in a test.
+if ! python3 -c "import safetensors, numpy" 2>/dev/null; then
+  echo "setup: installing the Python packages safetensors and numpy"
+  python3 -m pip install --quiet safetensors numpy
 fi
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then

@@ -1,0 +1,17 @@
+// GELU (tanh approximation, as GPT-2 and llm.c use), the activation of the small MLP model:
+// gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+#pragma once
+
+#include <cstddef>
+
+#include "precision.hpp"
+
+namespace trainer {
+
+// out[i] = gelu(inp[i]) for i < count.
+void gelu_forward(float* out, const float* inp, std::size_t count, storage out_storage);
+
+// dinp[i] = gelu'(inp[i]) * dout[i] (overwritten).
+void gelu_backward(float* dinp, const float* dout, const float* inp, std::size_t count, storage dinp_storage);
+
+}  // namespace trainer

@@ -1,0 +1,74 @@
+// The trainer's command line: every switch, its default, its help text, and the checks that turn a
+// bad value into an error message naming the option and what it accepts.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "adamw.hpp"
+#include "model.hpp"
+#include "precision.hpp"
+
+namespace trainer {
+
+struct run_options {
+  // What to train.
+  model_options model;
+  precision base_precision = precision::fp8;
+  std::string data_file;  // empty: the default data (Debian's fortunes)
+  int batch = 16;
+
+  // How long and how fast.
+  long steps = 600;
+  float learning_rate = 3e-3f;
+  long warmup_steps = -1;  // -1: 5% of the steps
+  float final_lr_fraction = 0.1f;
+  adamw_options adamw;
+  float clip_norm = 1.0f;
+  unsigned long long seed = 1;
+  int threads = 0;  // 0: as many as OpenMP offers
+
+  // The FP8 recipe.
+  fp8_recipe recipe;
+  bool power_of_two_scales = false;
+  std::vector<gemm_class> current_scaling_for;  // GEMM classes switched to current scaling
+
+  // Debugging switches.
+  std::array<gemm_mode, gemm_class_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
+  std::vector<std::string> bf16_layers;  // unit indices or "head", resolved against the model
+  bool first_last_bf16 = false;
+  bool fp8_head = false;  // the LM head stays in BF16 unless asked (DeepSeek-V3, Megatron-Core)
+  long shadow_every = 0;
+  long stats_every = 0;
+
+  // Evaluation, output, checkpoints.
+  long eval_every = 50;
+  int eval_batches = 16;
+  std::string out_dir;  // empty: runs/<derived name>
+  long save_every = 0;
+  bool save_final = true;
+  std::string resume_from;
+  bool reset_scaling = false;
+  bool progress_bar = true;
+  long log_every = 10;  // progress lines when stderr is not a terminal
+
+  bool show_help = false;
+  std::string command_line;  // as given, stored in checkpoints for reference
+};
+
+// Parses argv. Throws std::invalid_argument with a message naming the bad option (and ending in a
+// hint to see --help).
+run_options parse_options(int argc, const char* const* argv);
+
+// The --help text.
+std::string help_text();
+
+// A short name for the run, used for the default output directory, e.g. "transformer-fp8-delayed-s1".
+std::string run_name(const run_options& options);
+
+// The precision policy of these options for a model with `unit_count` precision units; resolves
+// --bf16-layers and --first-last-bf16 (throws std::invalid_argument on an unknown unit).
+precision_policy make_policy(const run_options& options, const model& m);
+
+}  // namespace trainer

@@ -1,0 +1,260 @@
+// The training loop and its bookkeeping.
+#include "trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "adamw.hpp"
+#include "checkpoint.hpp"
+#include "parallel.hpp"
+#include "progress.hpp"
+
+#ifndef FP8_TRAINER_DEFAULT_DATA_DIR
+#define FP8_TRAINER_DEFAULT_DATA_DIR "/usr/share/games/fortunes"
+#endif
+
+namespace trainer {
+
+namespace {
+
+// The data order draws from its own stream, so that changing the model does not change the batches.
+constexpr std::uint64_t data_seed_offset = 0xD1B54A32D192ED03ull;
+constexpr long default_warmup_divisor = 20;  // 5% of the steps
+
+recipe_switches switches_of(const run_options& o) {
+  return {o.recipe, o.power_of_two_scales, o.current_scaling_for};
+}
+
+std::vector<std::string> linear_names(const model& m) {
+  std::vector<std::string> names;
+  for (const linear_layer_info& info : m.linear_layers()) names.push_back(info.name);
+  return names;
+}
+
+std::string policy_text(const precision_policy& p, const run_options& o, const model& m) {
+  std::ostringstream out;
+  switch (p.base) {
+    case precision::fp32: return "fp32";
+    case precision::bf16: return "bf16 (BF16 weights and activations, FP32 master weights and AdamW)";
+    case precision::fp8: break;
+  }
+  out << "fp8 (bf16 + FP8 linear GEMMs): " << (o.recipe.formats == format_mix::hybrid ? "HYBRID" : "E4M3") << ", "
+      << to_string(o.recipe.recipe) << " scaling";
+  if (o.recipe.recipe == scaling_recipe::delayed) {
+    out << " (history " << o.recipe.amax_history_length << ", " << to_string(o.recipe.algorithm) << ", margin "
+        << o.recipe.margin << ")";
+  }
+  out << ", granularity " << to_string(o.recipe.scale_granularity);
+  for (gemm_class c : o.current_scaling_for) out << ", " << to_string(c) << " current";
+  out << "\n  GEMMs: fprop " << to_string(p.linear_modes[0]) << ", dgrad " << to_string(p.linear_modes[1])
+      << ", wgrad " << to_string(p.linear_modes[2]);
+  std::string units;
+  for (int u = 0; u < m.unit_count(); ++u) {
+    if (p.bf16_units[std::size_t(u)]) units += (units.empty() ? "" : ", ") + m.unit_name(u);
+  }
+  if (!units.empty()) out << "; kept in BF16: " << units;
+  return out.str();
+}
+
+}  // namespace
+
+training_run::training_run(run_options options) : options_(std::move(options)) {
+  set_thread_count(options_.threads);
+  data_ = options_.data_file.empty() ? load_fortunes(FP8_TRAINER_DEFAULT_DATA_DIR) : load_text_file(options_.data_file);
+  model_ = make_model(options_.model, options_.batch);
+  policy_ = make_policy(options_, *model_);
+  if (options_.shadow_every > 0 && policy_.base != precision::fp8) {
+    throw std::invalid_argument("--shadow-every compares an fp8 run with BF16: it needs --precision fp8 (see --help)");
+  }
+  scaling_ = std::make_unique<scaling_state>(switches_of(options_), linear_names(*model_));
+  rng weights(options_.seed);
+  model_->init_weights(weights);
+  model_->parameters().refresh_compute(policy_.activation_storage());
+  loader_ = std::make_unique<batch_loader>(data_.train, options_.batch, options_.model.context,
+                                           options_.seed ^ data_seed_offset);
+  eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context, options_.eval_batches);
+  unigram_ = unigram_baseline(data_);
+  schedule_.peak = options_.learning_rate;
+  schedule_.total_steps = options_.steps;
+  schedule_.warmup_steps = options_.warmup_steps >= 0 ? options_.warmup_steps : options_.steps / default_warmup_divisor;
+  schedule_.final_fraction = options_.final_lr_fraction;
+  const std::size_t tokens = std::size_t(options_.batch) * std::size_t(options_.model.context);
+  inputs_.resize(tokens);
+  targets_.resize(tokens);
+  if (!options_.resume_from.empty()) load(options_.resume_from);
+}
+
+pass_context training_run::training_pass(tensor_stats_log* stats) {
+  pass_context pass;
+  pass.policy = &policy_;
+  // FP32 runs keep no FP8 statistics; bf16 and fp8 runs record amaxes of every linear GEMM operand.
+  pass.scaling = policy_.base == precision::fp32 ? nullptr : scaling_.get();
+  pass.record_amax = true;
+  pass.stats = pass.scaling != nullptr ? stats : nullptr;
+  return pass;
+}
+
+step_record training_run::train_step(tensor_stats_log* stats) {
+  step_record record;
+  parameter_set& params = model_->parameters();
+  if (stats != nullptr) stats->set_step(step_ + 1);
+  loader_->next(inputs_.data(), targets_.data());
+  params.zero_grad();
+  const pass_context pass = training_pass(stats);
+  record.train_loss = model_->forward(pass, inputs_.data(), targets_.data());
+  model_->backward(pass);
+  if (options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0) {
+    // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
+    const precision_policy shadow = bf16_policy_like(policy_);
+    pass_context shadow_pass;
+    shadow_pass.policy = &shadow;
+    record.shadow_loss = model_->forward(shadow_pass, inputs_.data(), targets_.data());
+  }
+  record.grad_norm = gradient_norm(params);
+  clip_gradients(params, record.grad_norm, options_.clip_norm);
+  const float lr = schedule_.at(step_);
+  record.learning_rate = lr;
+  adamw_update(params, options_.adamw, lr, step_);
+  params.refresh_compute(policy_.activation_storage());
+  if (pass.scaling != nullptr) scaling_->end_step();
+  ++step_;
+  record.step = step_;
+  record.tokens = step_ * long(inputs_.size());
+  return record;
+}
+
+double training_run::evaluate() {
+  pass_context pass;
+  pass.policy = &policy_;
+  pass.scaling = policy_.base == precision::fp32 ? nullptr : scaling_.get();
+  pass.record_amax = false;
+  double total = 0.0;
+  for (int b = 0; b < eval_->batches(); ++b) {
+    eval_->fill(b, inputs_.data(), targets_.data());
+    total += model_->forward(pass, inputs_.data(), targets_.data());
+  }
+  return total / double(eval_->batches());
+}
+
+void training_run::save(const std::string& path) const {
+  std::map<std::string, std::string> info{{"run.precision", to_string(policy_.base)},
+                                          {"run.scaling", to_string(options_.recipe.recipe)},
+                                          {"run.seed", std::to_string(options_.seed)},
+                                          {"run.steps", std::to_string(options_.steps)}};
+  if (!options_.command_line.empty()) info["run.command"] = options_.command_line;
+  save_checkpoint(path, *model_, step_, loader_->position(), scaling_->serialize(), data_, info);
+}
+
+void training_run::load(const std::string& path) {
+  const checkpoint_contents contents = read_checkpoint(path, *model_, data_);
+  // Everything that can fail is tried on copies first.
+  scaling_state scaling = *scaling_;
+  if (!options_.reset_scaling) {
+    try {
+      scaling.deserialize(contents.scaling_state);
+    } catch (const fp8::error& e) {
+      throw checkpoint_error("checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
+                             "\npass the recipe switches it was trained with (--format, --amax-history, "
+                             "--amax-algo, --margin, --pow2-scales), or --reset-scaling to start the scaling "
+                             "state afresh");
+    }
+  }
+  batch_loader probe = *loader_;
+  try {
+    probe.set_position(contents.data);
+  } catch (const std::invalid_argument& e) {
+    throw checkpoint_error("checkpoint '" + path + "': its data position does not fit this text: " + e.what());
+  }
+  // Commit.
+  parameter_set& params = model_->parameters();
+  params.master = contents.master;
+  params.adam_m = contents.adam_m;
+  params.adam_v = contents.adam_v;
+  params.refresh_compute(policy_.activation_storage());
+  *scaling_ = std::move(scaling);
+  loader_->set_position(contents.data);
+  step_ = contents.step;
+}
+
+std::string training_run::describe() const {
+  std::ostringstream out;
+  const auto shape = model_->shape_description();
+  out << "data:      " << data_.description << "\n"
+      << "           " << data_.train.size() << " training bytes, " << data_.validation.size()
+      << " validation bytes; unigram baseline " << unigram_ << " nats/byte\n"
+      << "model:    ";
+  for (const auto& [key, value] : shape) out << " " << key << "=" << value;
+  out << " (" << model_->parameters().size() << " parameters)\n"
+      << "precision: " << policy_text(policy_, options_, *model_) << "\n"
+      << "training:  " << options_.steps << " steps of " << options_.batch << "x" << options_.model.context
+      << " bytes, lr " << options_.learning_rate << " (warmup " << schedule_.warmup_steps << ", cosine to "
+      << options_.final_lr_fraction << "x), seed " << options_.seed << ", " << thread_count() << " threads\n";
+  if (step_ > 0) out << "resumed:   at step " << step_ << " from " << options_.resume_from << "\n";
+  return out.str();
+}
+
+double training_run::run() {
+  namespace fs = std::filesystem;
+  if (step_ >= options_.steps) {
+    throw std::invalid_argument("the run is already at step " + std::to_string(step_) + " of --steps " +
+                                std::to_string(options_.steps) + ": pass a larger --steps to train further");
+  }
+  const std::string dir = options_.out_dir.empty() ? "runs/" + run_name(options_) : options_.out_dir;
+  fs::create_directories(dir);
+  std::printf("%s", describe().c_str());
+  std::printf("output:    %s/log.csv\n", dir.c_str());
+  std::fflush(stdout);
+
+  csv_log log(dir + "/log.csv", step_);
+  std::unique_ptr<tensor_stats_log> stats;
+  if (options_.stats_every > 0) stats = std::make_unique<tensor_stats_log>(dir + "/stats.csv", step_ > 0);
+
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  double val_loss = not_measured;
+  if (step_ == 0) {
+    step_record initial;
+    initial.val_loss = val_loss = evaluate();
+    log.write(initial);
+  }
+  progress_display progress(options_.steps, options_.progress_bar, options_.log_every);
+  double step_seconds_average = 0.0;
+  const long first_step = step_;
+  while (step_ < options_.steps) {
+    const auto step_start = clock::now();
+    const bool stats_step = stats != nullptr && (step_ + 1) % options_.stats_every == 0;
+    step_record record = train_step(stats_step ? stats.get() : nullptr);
+    const double step_seconds = seconds_since(step_start);
+    record.tokens_per_second = double(inputs_.size()) / step_seconds;
+    const long done = step_ - first_step;
+    step_seconds_average += (step_seconds - step_seconds_average) / double(done < 20 ? done : 20);
+    if (step_ % options_.eval_every == 0 || step_ == options_.steps) record.val_loss = val_loss = evaluate();
+    record.elapsed_seconds = seconds_since(start);
+    log.write(record);
+    progress.update(step_, record.train_loss, record.val_loss, record.tokens_per_second,
+                    step_seconds_average * double(options_.steps - step_));
+    if (!std::isfinite(record.train_loss)) {
+      progress.finish();
+      throw std::runtime_error("the training loss is " + std::to_string(record.train_loss) + " at step " +
+                               std::to_string(step_) + ": training diverged (see docs/debugging.md: try "
+                               "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)");
+    }
+    if (options_.save_every > 0 && step_ % options_.save_every == 0) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "/step_%06ld.safetensors", step_);
+      save(dir + name);
+    }
+  }
+  progress.finish();
+  if (options_.save_final) save(dir + "/final.safetensors");
+  std::printf("final:     validation loss %.4f nats/byte (unigram baseline %.4f) after %ld steps, %s\n", val_loss,
+              unigram_, step_, format_duration(seconds_since(start)).c_str());
+  return val_loss;
+}
+
+}  // namespace trainer

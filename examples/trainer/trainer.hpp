@@ -1,0 +1,69 @@
+// A training run: data, model, precision policy, FP8 scaling state, optimizer and logs, with the
+// step, evaluation, shadow-step, checkpoint and resume logic that main() and the tests drive.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+#include "logging.hpp"
+#include "model.hpp"
+#include "options.hpp"
+#include "scaling_state.hpp"
+#include "schedule.hpp"
+#include "tensor_stats.hpp"
+
+namespace trainer {
+
+class training_run {
+ public:
+  // Loads the data, builds and initialises the model (or restores --resume), prints nothing.
+  // Throws std::invalid_argument / std::runtime_error / checkpoint_error with a message for the user.
+  explicit training_run(run_options options);
+  // The data loader refers to the text this object owns: a run stays where it was built.
+  training_run(const training_run&) = delete;
+  training_run& operator=(const training_run&) = delete;
+
+  // Trains up to options.steps: progress on stderr, DIR/log.csv, DIR/stats.csv, checkpoints, and a
+  // summary on stdout. Returns the final validation loss. Throws std::runtime_error if the loss
+  // becomes NaN or infinite (the log up to that step is kept).
+  double run();
+
+  // One optimizer step on the next training batch; returns its record (losses, norm, lr).
+  step_record train_step(tensor_stats_log* stats = nullptr);
+  // Mean validation loss with the current weights (records nothing, changes nothing).
+  double evaluate();
+
+  // Writes / restores a checkpoint. load() checks everything before changing anything: on error the
+  // run is exactly as it was.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+  long step() const { return step_; }
+  model& net() { return *model_; }
+  const text_data& data() const { return data_; }
+  const precision_policy& policy() const { return policy_; }
+  const scaling_state& scaling() const { return *scaling_; }
+  double unigram() const { return unigram_; }
+  // What this run trains, in a few lines (printed at the start of run()).
+  std::string describe() const;
+
+ private:
+  pass_context training_pass(tensor_stats_log* stats);
+
+  run_options options_;
+  text_data data_;
+  std::unique_ptr<model> model_;
+  precision_policy policy_;
+  std::unique_ptr<scaling_state> scaling_;
+  std::unique_ptr<batch_loader> loader_;
+  std::unique_ptr<eval_windows> eval_;
+  lr_schedule schedule_;
+  double unigram_ = 0.0;
+  long step_ = 0;
+  std::vector<std::int32_t> inputs_, targets_;  // [B, T]
+};
+
+}  // namespace trainer
