@@ -2,6 +2,7 @@
 #include "fp8_gemm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <stdexcept>
 
@@ -37,18 +38,20 @@ tensor_stats operand_stats(const float* data, const quantized_operand& q) {
       stats.scale_max = std::max(stats.scale_max, scale);
     }
   }
-  std::size_t saturated = 0, flushed = 0;
+  std::size_t saturated = 0, flushed = 0, nonzero = 0;
   for (std::size_t r = 0; r < std::size_t(q.rows); ++r) {
     for (std::size_t c = 0; c < std::size_t(q.cols); ++c) {
       const std::size_t at = r * std::size_t(q.cols) + c;
       const float scale = 1.0f / q.scale_inv[layout.index_of_element(r, c)];
       if (std::abs(data[at]) * scale > fp8_max) ++saturated;
-      if (data[at] != 0.0f && (q.codes[at] & magnitude_mask) == 0) ++flushed;
+      if (data[at] != 0.0f) {
+        ++nonzero;
+        if ((q.codes[at] & magnitude_mask) == 0) ++flushed;
+      }
     }
   }
-  const double count = double(std::max<std::size_t>(q.codes.size(), 1));
-  stats.saturated = double(saturated) / count;
-  stats.flushed = double(flushed) / count;
+  stats.saturated = double(saturated) / double(std::max<std::size_t>(q.codes.size(), 1));
+  stats.flushed = double(flushed) / double(std::max<std::size_t>(nonzero, 1));
   return stats;
 }
 

@@ -69,6 +69,12 @@ def main():
     parser.add_argument("--title", default="fp8_trainer: loss per byte", help="plot title")
     parser.add_argument("--smooth", type=int, default=20, help="steps of training loss to average (default 20)")
     parser.add_argument("--baseline", type=float, help="draw a horizontal line, e.g. the unigram baseline")
+    parser.add_argument("--xmin", type=float, help="first step shown (default: all)")
+    parser.add_argument("--zoom-from", type=float,
+                        help="add a second panel showing only the steps from this one on (the end of training, "
+                             "where runs differ)")
+    parser.add_argument("--no-train", action="store_true", help="validation curves only")
+    parser.add_argument("--ymin", type=float, help="lower limit of the loss axis (default: automatic)")
     parser.add_argument("--ymax", type=float, help="upper limit of the loss axis (default: automatic)")
     args = parser.parse_args()
     if shutil.which("gnuplot") is None:
@@ -82,24 +88,37 @@ def main():
         val = average(logs, 1)
         color = index + 1
         name = label.replace('"', "'")
-        if train:
+        if train and not args.no_train:
             blocks.append(f"$train{index} << EOD\n" + "\n".join(f"{s} {v:.6f}" for s, v in train) + "\nEOD\n")
             plots.append(f'$train{index} with lines lc {color} lw 1 dt 1 title "{name} (train)"')
         if val:
             blocks.append(f"$val{index} << EOD\n" + "\n".join(f"{s} {v:.6f}" for s, v in val) + "\nEOD\n")
             plots.append(f'$val{index} with linespoints lc {color} lw 2.5 pt 7 ps 0.6 title "{name} (validation)"')
+    zoom_command = "plot " + ", \\\n     ".join(plots)  # the baseline would stretch the zoomed axis
     if args.baseline is not None and math.isfinite(args.baseline):
         plots.append(f'{args.baseline} with lines lc rgb "gray40" dt 2 lw 1.5 title "unigram baseline"')
-    script = "".join(blocks) + "\n".join([
-        "set terminal pngcairo size 1100,650 noenhanced font 'DejaVu Sans,11'",
-        f"set output '{args.output}'",
-        f"set title \"{args.title}\"",
+    plot_command = "plot " + ", \\\n     ".join(plots)
+    settings = [
         "set xlabel 'optimizer step'",
         "set ylabel 'cross-entropy (nats per byte)'",
         "set grid",
-        "set key top right",
-        f"set yrange [*:{args.ymax}]" if args.ymax else "set yrange [*:*]",
-        "plot " + ", \\\n     ".join(plots),
+    ]
+    xrange = f"set xrange [{'*' if args.xmin is None else args.xmin}:*]"
+    yrange = f"set yrange [{'*' if args.ymin is None else args.ymin}:{'*' if args.ymax is None else args.ymax}]"
+    if args.zoom_from is None:
+        body = settings + [f"set title \"{args.title}\"", "set key top right", xrange, yrange, plot_command]
+        size = "1100,650"
+    else:
+        # Two panels: the whole run, and its end with the loss axis fitted to what is left.
+        body = [f"set multiplot layout 1,2 title \"{args.title}\""] + settings + [
+            "set title 'whole run'", "unset key", xrange, yrange, plot_command,
+            f"set title 'from step {args.zoom_from:g}'", "set key top right font ',9'",
+            f"set xrange [{args.zoom_from}:*]", "set yrange [*:*]", zoom_command, "unset multiplot"]
+        size = "1500,650"
+    script = "".join(blocks) + "\n".join([
+        f"set terminal pngcairo size {size} noenhanced font 'DejaVu Sans,11'",
+        f"set output '{args.output}'",
+        *body,
         "",
     ])
     result = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)

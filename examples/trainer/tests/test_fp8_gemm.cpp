@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "gradient_check.hpp"
 #include "parallel.hpp"
 #include "scaling_state.hpp"
+#include "tensor_stats.hpp"
 
 using namespace trainer;
 using namespace trainer::testing;
@@ -270,4 +274,28 @@ TEST_CASE("round_to_bf16 agrees with fp8::bfloat16 on every exponent and roundin
       if (expected_bits != got_bits) CHECK(expected_bits == got_bits);  // only report failures
     }
   }
+}
+
+TEST_CASE("statistics count saturated and flushed elements") {
+  set_thread_count(1);
+  recipe_switches switches;
+  scaling_state state(switches, {"layer"});
+  // amax 1 recorded, so the next step's E4M3 scale is 448: 2.0 saturates (896 > 448), 1e-6 becomes
+  // 4.5e-4, below half of E4M3's smallest subnormal 2^-9, and flushes; 0 is not counted as flushed.
+  state.delayed().record(state.tensor_index(0, fp8::gemm_operand::fprop_input), 1.0f);
+  state.end_step();
+  const auto path = std::filesystem::temp_directory_path() / "fp8_trainer_stats_test.csv";
+  {
+    tensor_stats_log log(path.string(), false);
+    log.set_step(7);
+    operand_scaling s{&state, 0, fp8::gemm_operand::fprop_input, false, &log, gemm_mode::fp8};
+    std::vector<float> x{2.0f, 1e-6f, 0.0f, 0.5f};
+    quantize_operand({x.data(), 1, 4}, s);
+  }
+  std::ifstream in(path);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  CHECK(header == "step,layer,operand,format,mode,granularity,amax,scale_min,scale_max,saturated,flushed");
+  CHECK(row == "7,layer,fprop_input,e4m3,fp8,per_tensor,2,448,448,0.25,0.333333");
 }
