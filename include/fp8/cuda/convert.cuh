@@ -15,24 +15,17 @@
 #include "../convert.hpp"
 #include "../format.hpp"
 
-// FP8_CUDA_HARDWARE_CVT is 1 in a device pass for sm_89 and newer, where the PTX instruction
-// `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32` converts two floats in one instruction. It rounds to
-// nearest even and saturates (NaN -> 0x7F, +-Inf -> +-max), exactly the core's default policy for
-// E4M3 and E5M2, so both paths give the same bits for every float (tests/cuda checks all 2^32).
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
-#define FP8_CUDA_HARDWARE_CVT 1
-#else
-#define FP8_CUDA_HARDWARE_CVT 0
-#endif
+// The packed conversions below use the same instruction as the core's single conversion
+// (FP8_HARDWARE_CONVERSION, convert.hpp): `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32` on sm_89+, which
+// rounds to nearest even and saturates (NaN -> 0x7F, +-Inf -> +-max), exactly the core's default
+// policy for E4M3 and E5M2, so both paths give the same bits for every float (tests/cuda checks all 2^32).
 
 namespace fp8::cuda {
 
 // True for the formats and the policy the hardware instruction implements. Any other format or
 // policy (toward zero, stochastic, non-saturating, E8M0, ...) takes the core's software routine.
 template <class Format, rounding Rounding, overflow Overflow>
-inline constexpr bool has_hardware_path_v =
-    (std::is_same_v<Format, e4m3_format> || std::is_same_v<Format, e5m2_format>) &&
-    Rounding == rounding::nearest_even && Overflow == overflow::saturate;
+inline constexpr bool has_hardware_path_v = fp8::detail::has_hardware_conversion_v<Format, Rounding, Overflow, float>;
 
 // Four codes packed into 32 bits, element 0 in the low byte: the layout a uint32 store of four
 // consecutive FP8 values needs.
@@ -40,7 +33,7 @@ using packed_x4 = std::uint32_t;
 
 namespace detail {
 
-#if FP8_CUDA_HARDWARE_CVT
+#if FP8_HARDWARE_CONVERSION
 // The instruction writes its first source operand to the upper byte, so `lo` goes second:
 // hardware_cvt_x2<e4m3_format>(1.0f, 2.0f) == 0x4038 (2.0 = 0x40 high, 1.0 = 0x38 low).
 template <class Format>
@@ -68,25 +61,16 @@ inline constexpr bool is_float_like_v = std::is_same_v<T, float> || std::is_same
                                         std::is_same_v<T, __nv_bfloat16>;
 
 // Converts one value to the code of `Format` (a descriptor of format.hpp, usually e4m3_format or
-// e5m2_format). For float, half and bfloat16 on sm_89+ with the default policy this is one cvt
-// instruction; otherwise it is fp8::convert_bits, the routine the host uses (a double is rounded
-// once from its own bits, never narrowed to float first). `random_bits` feeds rounding::stochastic.
+// e5m2_format). half and bfloat16 are widened to float first; fp8::convert_bits then takes the
+// one-instruction cvt for the default policy on sm_89+ and the software routine otherwise (a double is
+// rounded once from its own bits, never narrowed to float first). `random_bits` feeds stochastic.
 //   fp8::cuda::convert<fp8::e4m3_format>(500.0f) == 0x7E (448, saturated)
 template <class Format, rounding Rounding = rounding::nearest_even,
           overflow Overflow = Format::default_overflow, class From>
 __host__ __device__ __forceinline__ typename Format::storage convert(From value,
                                                                      std::uint32_t random_bits = 0) {
   if constexpr (is_float_like_v<From>) {
-    const float x = detail::exact_float(value);
-#if FP8_CUDA_HARDWARE_CVT
-    if constexpr (has_hardware_path_v<Format, Rounding, Overflow>) {
-      (void)random_bits;
-      return typename Format::storage(detail::hardware_cvt_x2<Format>(x, 0.0f) & 0xFFu);
-    } else
-#endif
-    {
-      return convert_bits<Format, Rounding, Overflow>(x, random_bits);
-    }
+    return convert_bits<Format, Rounding, Overflow>(detail::exact_float(value), random_bits);
   } else {
     return convert_bits<Format, Rounding, Overflow>(value, random_bits);
   }
@@ -99,7 +83,7 @@ __host__ __device__ __forceinline__ std::uint16_t convert_x2(float lo, float hi,
                                                              std::uint32_t random_lo = 0,
                                                              std::uint32_t random_hi = 0) {
   static_assert(sizeof(typename Format::storage) == 1, "packed conversions are for 8-bit formats");
-#if FP8_CUDA_HARDWARE_CVT
+#if FP8_HARDWARE_CONVERSION
   if constexpr (has_hardware_path_v<Format, Rounding, Overflow>) {
     (void)random_lo;
     (void)random_hi;
