@@ -152,10 +152,8 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_for
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   detail::check_matrix(in, out, out_t, rows, cols, format, "fp8::cuda::quantize_transpose");
   if (rows * cols == 0 && s.scale_inv == nullptr) return;
-  detail::scale_source source{};
-  source.scale = s.scale;
-  source.scale_inv_out = s.scale_inv;
-  detail::launch_cast_transpose(in, rows, cols, format, source, s.amax, out, out_t, stream);
+  detail::launch_cast_transpose(in, rows, cols, format, detail::scale_source::given(s.scale, s.scale_inv), s.amax,
+                                out, out_t, stream);
 }
 
 }  // namespace fp8::cuda

@@ -67,11 +67,8 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
     compute_amax(in, rows * cols, amax, stream);
-    detail::scale_source source{};
-    source.amax = amax;
-    source.rule = rule;
-    source.scale_inv_out = scale_inv;
-    detail::launch_quantize(in, rows * cols, q.format, source, nullptr, out, stream);
+    detail::launch_quantize(in, rows * cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv), nullptr,
+                            out, stream);
     return;
   }
   detail::launch_block_quantize(in, rows, cols, q.format, rule, make_scale_layout(q.granularity, rows, cols), out,
@@ -97,11 +94,8 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
     compute_amax(in, rows * cols, amax, stream);
-    detail::scale_source source{};
-    source.amax = amax;
-    source.rule = rule;
-    source.scale_inv_out = scale_inv;
-    detail::launch_cast_transpose(in, rows, cols, q.format, source, nullptr, out, out_t, stream);
+    detail::launch_cast_transpose(in, rows, cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv),
+                                  nullptr, out, out_t, stream);
     FP8_CUDA_CHECK(cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
     return;
   }

@@ -45,6 +45,22 @@ struct scale_source {
   float* scale_out = nullptr;
   float* scale_inv_out = nullptr;
 
+  // Delayed scaling: the scale in device memory (null means 1); its inverse written to scale_inv_out.
+  static scale_source given(const float* scale, float* scale_inv_out) {
+    scale_source source{};
+    source.scale = scale;
+    source.scale_inv_out = scale_inv_out;
+    return source;
+  }
+  // Current scaling: the scale computed on the device from an amax that an earlier kernel wrote.
+  static scale_source from_amax(const float* amax, scale_rule rule, float* scale_inv_out) {
+    scale_source source{};
+    source.amax = amax;
+    source.rule = rule;
+    source.scale_inv_out = scale_inv_out;
+    return source;
+  }
+
   __device__ float resolve() const {
     const float s = amax != nullptr ? scale_from_amax(*amax, rule, 1.0f) : read_scale(scale);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -192,10 +208,7 @@ void quantize(const T* in, std::size_t count, fp8_format format, const tensor_sc
   detail::require_pointer(out, count, function, "out");
   detail::require_format(format, function);
   if (count == 0 && s.scale_inv == nullptr) return;
-  detail::scale_source source{};
-  source.scale = s.scale;
-  source.scale_inv_out = s.scale_inv;
-  detail::launch_quantize(in, count, format, source, s.amax, out, stream);
+  detail::launch_quantize(in, count, format, detail::scale_source::given(s.scale, s.scale_inv), s.amax, out, stream);
 }
 
 // out[i] = T(decode(in[i]) * *scale_inv) (scale_inv null means 1): the exact FP8 value times the
