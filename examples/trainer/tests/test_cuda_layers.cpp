@@ -13,15 +13,18 @@
 //    products): another summation order (warp trees, cuBLAS's blocking vs. Eigen's) changes the sums
 //    by up to about K ulp of the largest partial sum: 1e-5 relative plus 1e-5 of the tensor's largest
 //    value (cancellation in RMSNorm's and softmax's backward), 1e-4 relative for attention, whose
-//    errors pass through two products and a softmax.
+//    errors pass through two products and a softmax. RMSNorm's weight gradient sums 3000 rows: the
+//    CPU's serial float sum drifts by about sqrt(N) half-ulps of the running sum (1e-4 of the largest
+//    value covers several times that).
 //  - BF16 storage: the FP32 differences above move a value across a BF16 rounding boundary now and
 //    then; the stored value then differs by one BF16 ulp (2^-8 to 2^-7 relative). So 2^-7 relative,
 //    and only a small share of elements may differ at all (a systematic error changes most of them).
 //    Attention in bf16 mode: a flipped probability or dS enters the next product, so 2^-6 relative
 //    and 2^-7 of the largest value, without a cap on the share.
 //  - AdamW: the same formula, but the CPU loop may be contracted into FMAs: 1e-6 relative on the
-//    moments and weights after three steps (about 8 ulp); the gradient norm is a double sum of float
-//    squares in another order: 1e-12 relative.
+//    moments and weights after three steps (about 8 ulp), and 1e-7 of the largest value for weights
+//    that an update brings close to zero (the update's own few-ulp error is absolute, about 1e-10
+//    here); the gradient norm is a double sum of float squares in another order: 1e-12 relative.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
@@ -67,7 +70,8 @@ constexpr tolerance reduction_fp32{1e-5, 1e-5, 1.0};
 constexpr tolerance attention_fp32{1e-4, 1e-5, 1.0};
 constexpr tolerance stored_bf16{0.0078125, 1e-5, 0.01};
 constexpr tolerance attention_bf16{0.015625, 0.0078125, 1.0};
-constexpr tolerance optimizer{1e-6, 1e-9, 1.0};
+constexpr tolerance long_sum_fp32{1e-5, 1e-4, 1.0};
+constexpr tolerance optimizer{1e-6, 1e-7, 1.0};
 
 const tolerance& for_storage(storage where, const tolerance& fp32) {
   return where == storage::bf16 ? stored_bf16 : fp32;
@@ -182,7 +186,7 @@ TEST_CASE("rmsnorm forward and backward match the CPU layer") {
     expect_close("rmsnorm rstd", rstd_d.to_host(), rstd, reduction_fp32);
     expect_close("rmsnorm out", out_d.to_host(), out, for_storage(stored, reduction_fp32));
     expect_close("rmsnorm dinp", dinp_d.to_host(), dinp, for_storage(stored, reduction_fp32));
-    expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, reduction_fp32);
+    expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, long_sum_fp32);
   }
 }
 
