@@ -141,14 +141,19 @@ void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_
 
 unsigned softmax_grid(std::size_t rows) { return detail::grid_for_rows(rows, detail::warps_per_block); }
 
-// Checks everything before any work is queued.
-void check_arguments(const char* function, const attention_shape& s, const device_rope_table& rope, gemm_mode mode,
-                     const attention_workspace& workspace) {
+// B, T, H, C positive, C a multiple of H (before head_dim() divides by H).
+void check_shape(const char* function, const attention_shape& s) {
   detail::require(s.batch > 0 && s.context > 0 && s.heads > 0 && s.channels > 0 && s.channels % s.heads == 0,
                   function,
                   "needs positive B, T, H, C with C a multiple of H (got B " + std::to_string(s.batch) + ", T " +
                       std::to_string(s.context) + ", C " + std::to_string(s.channels) + ", H " +
                       std::to_string(s.heads) + ")");
+}
+
+// Checks everything before any work is queued.
+void check_arguments(const char* function, const attention_shape& s, const device_rope_table& rope, gemm_mode mode,
+                     const attention_workspace& workspace) {
+  check_shape(function, s);
   detail::require(rope.context == s.context && rope.head_dim == s.head_dim(), function,
                   "the RoPE table is for T " + std::to_string(rope.context) + ", D " + std::to_string(rope.head_dim) +
                       " but the shape has T " + std::to_string(s.context) + ", D " + std::to_string(s.head_dim()));
@@ -171,10 +176,16 @@ batched_operand operand(gemm_mode mode, const float* as_float, const std::uint16
   return o;
 }
 
+// Checks the shape before the members are sized from it (elements() divides by H).
+const attention_shape& checked(const attention_shape& shape) {
+  check_shape("trainer::cuda::attention_workspace", shape);
+  return shape;
+}
+
 }  // namespace
 
 attention_workspace::attention_workspace(const attention_shape& shape)
-    : qkv_bf16(3 * elements(shape)),
+    : qkv_bf16(3 * elements(checked(shape))),
       square_bf16(square_elements(shape)),
       heads(elements(shape)),
       heads_bf16(elements(shape)),

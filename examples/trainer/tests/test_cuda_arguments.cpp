@@ -8,6 +8,7 @@
 
 #include <fp8/error.hpp>
 
+#include "cuda/attention.hpp"
 #include "cuda/batched_gemm.hpp"
 #include "cuda/cross_entropy.hpp"
 #include "cuda/embedding.hpp"
@@ -64,6 +65,12 @@ TEST_CASE("attention's batched products refuse FP8 and mismatched contractions")
   expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fp32, a, transposed, some, 20, 1, nullptr); },
                  "B reads [7, 5]");
   cuda::batched_gemm(nullptr, gemm_mode::fp32, a, b, some, 20, 0, nullptr);  // an empty batch does nothing
+}
+
+TEST_CASE("an attention workspace refuses a shape whose channels do not split into heads") {
+  expect_refusal([] { cuda::attention_workspace workspace(attention_shape{2, 8, 48, 0}); },
+                 "trainer::cuda::attention_workspace: needs positive B, T, H, C");
+  expect_refusal([] { cuda::attention_workspace workspace(attention_shape{2, 8, 50, 4}); }, "C a multiple of H");
 }
 
 TEST_CASE("empty work needs no device") {
