@@ -206,6 +206,13 @@ TEST_CASE("rmsnorm forward and backward match the CPU layer") {
     expect_close("rmsnorm out", out_d.to_host(), out, for_storage(stored, reduction_fp32));
     expect_close("rmsnorm dinp", dinp_d.to_host(), dinp, for_storage(stored, reduction_fp32));
     expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, long_sum_fp32);
+    // Reproducible: the same inputs give the same bits (fixed reduction orders, no atomics).
+    device_buffer<float> dinp_again(dinp_start), dweight_again(dweight_start);
+    cuda::rmsnorm_backward(dinp_again.data(), dweight_again.data(), dout_d.data(), inp_d.data(), weight_d.data(),
+                           cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
+    synchronize();
+    expect_same_bits("rmsnorm dinp, second run", dinp_again.to_host(), dinp_d.to_host());
+    expect_same_bits("rmsnorm dweight, second run", dweight_again.to_host(), dweight_d.to_host());
   }
 }
 
@@ -274,6 +281,11 @@ TEST_CASE("attention forward and backward match the CPU layer") {
                              r.mode, r.stored, workspace, handle.get(), nullptr);
     synchronize();
     expect_close("attention dinp", dinp_d.to_host(), dinp, *r.allowed);
+    device_buffer<float> dinp_again(dinp.size());
+    cuda::attention_backward(dinp_again.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table, shape,
+                             r.mode, r.stored, workspace, handle.get(), nullptr);
+    synchronize();
+    expect_same_bits("attention dinp, second run", dinp_again.to_host(), dinp_d.to_host());
     // Causality: every probability above the diagonal is exactly zero.
     const std::vector<float> probabilities = att_d.to_host();
     std::size_t above = 0;
