@@ -44,7 +44,9 @@ class device_buffer {
   const T* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return count_; }
 
-  // Synchronous copies of the whole buffer (the sizes must match).
+  // Synchronous copies of the whole buffer (the sizes must match). cudaMemcpy waits for work on the
+  // legacy default stream and on blocking streams, not on streams made with cudaStreamNonBlocking:
+  // synchronize such a stream before reading what it wrote.
   void upload(const std::vector<T>& host) {
     require_size(host.size(), "upload");
     if (count_ > 0) FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
