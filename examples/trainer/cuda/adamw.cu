@@ -16,9 +16,10 @@ namespace {
 // The CPU update for one range of tensors with the same decay. Every product, quotient, sum and root
 // is an IEEE-rounded intrinsic, so nvcc does not contract a * b + c into an FMA; the host compiler may
 // still contract the CPU loop (GCC does with -march=native), which is why the test allows a few ulp.
-__global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const float* grad, std::size_t begin,
-                             std::size_t end, float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
-                             float correction1, float correction2, float epsilon, float learning_rate, float decay) {
+__global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const float* grad,
+                             std::size_t begin, std::size_t end, float beta1, float one_minus_beta1,
+                             float beta2, float one_minus_beta2, float correction1, float correction2,
+                             float epsilon, float learning_rate, float decay) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = begin + std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < end; i += stride) {
     const float g = grad[i];
@@ -29,7 +30,8 @@ __global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const 
     const float m_hat = __fdiv_rn(m, correction1);
     const float v_hat = __fdiv_rn(v, correction2);
     const float w = master[i];
-    const float step = __fadd_rn(__fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), epsilon)), __fmul_rn(decay, w));
+    const float step =
+        __fadd_rn(__fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), epsilon)), __fmul_rn(decay, w));
     master[i] = __fsub_rn(w, __fmul_rn(learning_rate, step));
   }
 }
@@ -58,7 +60,8 @@ __global__ void sum_partials_kernel(double* total, const double* partials, int c
 // grad: [count] *= factor.
 __global__ void scale_kernel(float* grad, std::size_t count, float factor) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) grad[i] *= factor;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    grad[i] *= factor;
 }
 
 }  // namespace
@@ -112,12 +115,14 @@ void device_parameters::zero_grad(cudaStream_t stream) {
 
 double gradient_norm(device_parameters& params, cudaStream_t stream) {
   double* partials = params.norm_partials.data();
-  squares_kernel<<<norm_blocks, detail::block_threads, 0, stream>>>(partials, params.grad.data(), params.size());
+  squares_kernel<<<norm_blocks, detail::block_threads, 0, stream>>>(partials, params.grad.data(),
+                                                                    params.size());
   detail::check_launch("squares_kernel");
   sum_partials_kernel<<<1, detail::block_threads, 0, stream>>>(partials + norm_blocks, partials, norm_blocks);
   detail::check_launch("sum_partials_kernel");
   double sum = 0.0;
-  FP8_CUDA_CHECK(cudaMemcpyAsync(&sum, partials + norm_blocks, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  FP8_CUDA_CHECK(
+      cudaMemcpyAsync(&sum, partials + norm_blocks, sizeof(double), cudaMemcpyDeviceToHost, stream));
   FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
   return std::sqrt(sum);
 }
@@ -126,7 +131,7 @@ void clip_gradients(device_parameters& params, double norm, double max_norm, cud
   if (max_norm <= 0.0 || !(norm > max_norm) || params.size() == 0) return;
   const float factor = float(max_norm / norm);
   scale_kernel<<<detail::grid_for(params.size()), detail::block_threads, 0, stream>>>(params.grad.data(),
-                                                                                       params.size(), factor);
+                                                                                      params.size(), factor);
   detail::check_launch("scale_kernel");
 }
 

@@ -33,11 +33,11 @@ class device_parameters {
   void refresh_compute(storage compute_storage, cudaStream_t stream);
   void zero_grad(cudaStream_t stream);
 
-  device_buffer<float> master;   // FP32 master weights           [size()]
-  device_buffer<float> compute;  // weights as the GEMMs read them [size()]
-  device_buffer<float> grad;     // FP32 gradients                 [size()]
-  device_buffer<float> adam_m;   // AdamW first moment             [size()]
-  device_buffer<float> adam_v;   // AdamW second moment            [size()]
+  device_buffer<float> master;          // FP32 master weights           [size()]
+  device_buffer<float> compute;         // weights as the GEMMs read them [size()]
+  device_buffer<float> grad;            // FP32 gradients                 [size()]
+  device_buffer<float> adam_m;          // AdamW first moment             [size()]
+  device_buffer<float> adam_v;          // AdamW second moment            [size()]
   device_buffer<double> norm_partials;  // [norm_blocks + 1] scratch of gradient_norm
 
  private:

@@ -22,12 +22,12 @@ class attention_workspace {
   explicit attention_workspace(const attention_shape& shape);
   const attention_shape& shape() const { return shape_; }
 
-  device_buffer<std::uint16_t> qkv_bf16;    // [3, B, H, T, D] q, k (rotated) and v as BF16 operands
-  device_buffer<std::uint16_t> square_bf16; // [B, H, T, T]    P (forward, dV) or dS (dq, dk) as BF16
-  device_buffer<float> heads;               // [B, H, T, D]    y = P v (forward) or dO (backward)
-  device_buffer<std::uint16_t> heads_bf16;  // [B, H, T, D]    dO as BF16
-  device_buffer<float> dqkv;                // [3, B, H, T, D] dq, dk, dv per head
-  device_buffer<float> square;              // [B, H, T, T]    dP, then dS
+  device_buffer<std::uint16_t> qkv_bf16;     // [3, B, H, T, D] q, k (rotated) and v as BF16 operands
+  device_buffer<std::uint16_t> square_bf16;  // [B, H, T, T]    P (forward, dV) or dS (dq, dk) as BF16
+  device_buffer<float> heads;                // [B, H, T, D]    y = P v (forward) or dO (backward)
+  device_buffer<std::uint16_t> heads_bf16;   // [B, H, T, D]    dO as BF16
+  device_buffer<float> dqkv;                 // [3, B, H, T, D] dq, dk, dv per head
+  device_buffer<float> square;               // [B, H, T, T]    dP, then dS
 
  private:
   attention_shape shape_;
@@ -41,8 +41,8 @@ class attention_workspace {
 // storage policy ensures); scores and softmax are FP32; stored tensors are kept in `stored`.
 // `rope` must have T positions of D dimensions, `workspace` this shape.
 void attention_forward(float* out, float* qkvr, float* att, const float* inp, const device_rope_table& rope,
-                       const attention_shape& shape, gemm_mode mode, storage stored, attention_workspace& workspace,
-                       cublasHandle_t handle, cudaStream_t stream);
+                       const attention_shape& shape, gemm_mode mode, storage stored,
+                       attention_workspace& workspace, cublasHandle_t handle, cudaStream_t stream);
 
 // dinp: [B, T, 3C] (overwritten); dout: [B, T, C]; qkvr and att from the forward pass.
 // With S = q k^T / sqrt(D), P = softmax(S): dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)),

@@ -32,28 +32,31 @@ void batched_gemm(cublasHandle_t handle, gemm_mode mode, const batched_operand& 
                   float* c, long long stride_c, int batch, cudaStream_t stream) {
   const std::string function = "trainer::cuda::batched_gemm";
   if (mode != gemm_mode::fp32 && mode != gemm_mode::bf16) {
-    throw fp8::invalid_argument(function + ": attention's products run in fp32 or bf16, not " + to_string(mode));
+    throw fp8::invalid_argument(function + ": attention's products run in fp32 or bf16, not " +
+                                to_string(mode));
   }
   if (a.read_cols() != b.read_cols()) {
     throw fp8::invalid_argument(function + ": A reads [" + std::to_string(a.read_rows()) + ", " +
-                                std::to_string(a.read_cols()) + "] but B reads [" + std::to_string(b.read_rows()) +
-                                ", " + std::to_string(b.read_cols()) + "]: the contraction lengths differ");
+                                std::to_string(a.read_cols()) + "] but B reads [" +
+                                std::to_string(b.read_rows()) + ", " + std::to_string(b.read_cols()) +
+                                "]: the contraction lengths differ");
   }
   const int m = a.read_rows(), n = b.read_rows(), k = a.read_cols();
   if (m <= 0 || n <= 0 || k <= 0 || batch < 0 || a.data == nullptr || b.data == nullptr || c == nullptr) {
-    throw fp8::invalid_argument(function + ": needs positive M, N, K, batch >= 0 and non-null operands (got M " +
-                                std::to_string(m) + ", N " + std::to_string(n) + ", K " + std::to_string(k) +
-                                ", batch " + std::to_string(batch) + ")");
+    throw fp8::invalid_argument(
+        function + ": needs positive M, N, K, batch >= 0 and non-null operands (got M " + std::to_string(m) +
+        ", N " + std::to_string(n) + ", K " + std::to_string(k) + ", batch " + std::to_string(batch) + ")");
   }
   if (batch == 0) return;
   const cudaDataType operand_type = mode == gemm_mode::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute = mode == gemm_mode::bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+  const cublasComputeType_t compute =
+      mode == gemm_mode::bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
   const float alpha = 1.0f, beta = 0.0f;
   TRAINER_CUBLAS_CHECK(cublasSetStream(handle, stream));
   TRAINER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      handle, b.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-      b.data, operand_type, b.cols, b.stride, a.data, operand_type, a.cols, a.stride, &beta, c, CUDA_R_32F, n,
-      stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
+      handle, b.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+      &alpha, b.data, operand_type, b.cols, b.stride, a.data, operand_type, a.cols, a.stride, &beta, c,
+      CUDA_R_32F, n, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace trainer::cuda

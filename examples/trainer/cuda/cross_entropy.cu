@@ -32,8 +32,8 @@ __global__ void cross_entropy_kernel(float* losses, float* probs, float* dlogits
   static_assert(kWriteProbs || kWriteGradient, "the kernel writes probabilities, gradients or both");
   const int lane = int(threadIdx.x) % detail::warp_size;
   const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / detail::warp_size;
-  for (std::size_t row = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / detail::warp_size; row < std::size_t(n);
-       row += warps) {
+  for (std::size_t row = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / detail::warp_size;
+       row < std::size_t(n); row += warps) {
     const float* z = logits + row * std::size_t(v);
     float* e = (kWriteProbs ? probs : dlogits) + row * std::size_t(v);
     float z_max = -CUDART_INF_F;
@@ -62,13 +62,14 @@ __global__ void cross_entropy_kernel(float* losses, float* probs, float* dlogits
 }
 
 // dlogits: [N, V]; probs: [N, V]; targets: [N]. One thread per element, grid-stride.
-__global__ void cross_entropy_backward_kernel(float* dlogits, const float* probs, const std::int32_t* targets, int n,
-                                              int v, float inverse_n, storage dlogits_storage) {
+__global__ void cross_entropy_backward_kernel(float* dlogits, const float* probs, const std::int32_t* targets,
+                                              int n, int v, float inverse_n, storage dlogits_storage) {
   const std::size_t count = std::size_t(n) * std::size_t(v);
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const std::size_t row = i / std::size_t(v), j = i % std::size_t(v);
-    dlogits[i] = detail::store_value(dlogits_storage, logit_gradient(probs[i], std::int32_t(j) == targets[row], inverse_n));
+    dlogits[i] = detail::store_value(dlogits_storage,
+                                     logit_gradient(probs[i], std::int32_t(j) == targets[row], inverse_n));
   }
 }
 
@@ -82,10 +83,11 @@ __global__ void mean_kernel(double* mean, const float* losses, int n) {
   if (threadIdx.x == 0) *mean = total / double(n);
 }
 
-void check(const char* function, const void* losses, const void* square, const void* logits, const void* targets,
-           int n, int v) {
-  detail::require(n > 0 && v > 0, function,
-                  "needs n > 0 tokens and v > 0 classes (got n " + std::to_string(n) + ", v " + std::to_string(v) + ")");
+void check(const char* function, const void* losses, const void* square, const void* logits,
+           const void* targets, int n, int v) {
+  detail::require(
+      n > 0 && v > 0, function,
+      "needs n > 0 tokens and v > 0 classes (got n " + std::to_string(n) + ", v " + std::to_string(v) + ")");
   const std::size_t count = std::size_t(n) * std::size_t(v);
   detail::require_pointer(losses, std::size_t(n), function, "losses");
   detail::require_pointer(square, count, function, "the [N, V] output");
@@ -106,8 +108,8 @@ unsigned row_grid(int n) { return detail::grid_for_rows(std::size_t(n), detail::
 
 }  // namespace
 
-double cross_entropy_forward(float* losses, float* probs, const float* logits, const std::int32_t* targets, int n,
-                             int v, double* mean_scratch, cudaStream_t stream) {
+double cross_entropy_forward(float* losses, float* probs, const float* logits, const std::int32_t* targets,
+                             int n, int v, double* mean_scratch, cudaStream_t stream) {
   const char* function = "trainer::cuda::cross_entropy_forward";
   check(function, losses, probs, logits, targets, n, v);
   detail::require_pointer(mean_scratch, 1, function, "mean_scratch");

@@ -14,8 +14,8 @@ namespace trainer::cuda {
 // losses: [N] = -log softmax(logits)[target] (log-sum-exp form; NaN for a target outside [0, V)).
 // mean_scratch: one device double. Returns the mean loss, summed in double in a fixed order; the
 // call waits for `stream` to read it back.
-double cross_entropy_forward(float* losses, float* probs, const float* logits, const std::int32_t* targets, int n,
-                             int v, double* mean_scratch, cudaStream_t stream);
+double cross_entropy_forward(float* losses, float* probs, const float* logits, const std::int32_t* targets,
+                             int n, int v, double* mean_scratch, cudaStream_t stream);
 
 // dlogits: [N, V] = (probs - onehot(target)) / N, the gradient of the mean loss, stored in
 // `dlogits_storage`.

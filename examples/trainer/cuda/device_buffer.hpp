@@ -49,11 +49,13 @@ class device_buffer {
   // synchronize such a stream before reading what it wrote.
   void upload(const std::vector<T>& host) {
     require_size(host.size(), "upload");
-    if (count_ > 0) FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
+    if (count_ > 0)
+      FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   void download(std::vector<T>& host) const {
     host.resize(count_);
-    if (count_ > 0) FP8_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
+    if (count_ > 0)
+      FP8_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
   }
   std::vector<T> to_host() const {
     std::vector<T> host;

@@ -20,8 +20,7 @@ __global__ void embedding_forward_kernel(float* out, const float* table, const s
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const std::size_t row = i / std::size_t(c), column = i % std::size_t(c);
     const std::int32_t token = tokens[row];
-    out[i] = (token >= 0 && token < v) ? table[std::size_t(token) * std::size_t(c) + column]
-                                       : CUDART_NAN_F;
+    out[i] = (token >= 0 && token < v) ? table[std::size_t(token) * std::size_t(c) + column] : CUDART_NAN_F;
   }
 }
 
@@ -43,7 +42,8 @@ __global__ void embedding_backward_kernel(float* dtable, const float* dout, cons
         __syncthreads();
         const int tile_count = min(int(blockDim.x), n - start);
         for (int t = 0; t < tile_count; ++t) {
-          if (tile[t] == row && active) sum += dout[std::size_t(start + t) * std::size_t(c) + std::size_t(column)];
+          if (tile[t] == row && active)
+            sum += dout[std::size_t(start + t) * std::size_t(c) + std::size_t(column)];
         }
       }
       if (active) dtable[at] = sum;
@@ -81,8 +81,8 @@ void embedding_backward(float* dtable, const float* dout, const std::int32_t* to
   const int threads = detail::block_threads;
   const unsigned chunks = unsigned((c + threads - 1) / threads);
   const dim3 grid(chunks < 65535u ? chunks : 65535u, unsigned(v < 65535 ? v : 65535));
-  embedding_backward_kernel<<<grid, threads, sizeof(std::int32_t) * threads, stream>>>(dtable, dout, tokens, n,
-                                                                                        c, v);
+  embedding_backward_kernel<<<grid, threads, sizeof(std::int32_t) * threads, stream>>>(dtable, dout, tokens,
+                                                                                       n, c, v);
   detail::check_launch("embedding_backward_kernel");
 }
 

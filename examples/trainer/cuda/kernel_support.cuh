@@ -21,7 +21,7 @@ namespace trainer::cuda::detail {
 
 using fp8::cuda::detail::block_threads;  // 256: threads per block of the element-wise kernels
 using fp8::cuda::detail::check_launch;
-using fp8::cuda::detail::grid_for;       // blocks for a grid-stride loop, capped at 8 per SM
+using fp8::cuda::detail::grid_for;  // blocks for a grid-stride loop, capped at 8 per SM
 using fp8::cuda::detail::require;
 using fp8::cuda::detail::require_pointer;
 
@@ -58,7 +58,8 @@ __device__ __forceinline__ float store_value(storage where, float x) {
 // the result. The order of the additions is fixed, so results are reproducible run to run.
 template <class T>
 __device__ __forceinline__ T warp_sum(T value) {
-  for (int offset = warp_size / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(full_mask, value, offset);
+  for (int offset = warp_size / 2; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(full_mask, value, offset);
   return value;
 }
 __device__ __forceinline__ float warp_max(float value) {

@@ -7,7 +7,8 @@ namespace trainer::cuda {
 
 namespace {
 // out, a, b: [count]. Each element is read before it is written by the same thread, so aliasing is safe.
-__global__ void residual_kernel(float* out, const float* a, const float* b, std::size_t count, storage stored) {
+__global__ void residual_kernel(float* out, const float* a, const float* b, std::size_t count,
+                                storage stored) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     out[i] = detail::store_value(stored, a[i] + b[i]);

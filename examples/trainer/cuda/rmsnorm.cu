@@ -23,13 +23,15 @@ __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp
     const float sum_squares = detail::block_sum(partial, scratch);
     const float s = 1.0f / sqrtf(sum_squares / float(c) + rmsnorm_epsilon);
     if (threadIdx.x == 0) rstd[row] = s;
-    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) y[j] = detail::store_value(out_storage, x[j] * s * weight[j]);
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x))
+      y[j] = detail::store_value(out_storage, x[j] * s * weight[j]);
   }
 }
 
 // dinp, dout, inp: [N, C]; weight: [C]; rstd: [N]. One block per row, as the forward pass.
-__global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
-                                              const float* rstd, int n, int c, storage dinp_storage) {
+__global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
+                                              const float* weight, const float* rstd, int n, int c,
+                                              storage dinp_storage) {
   __shared__ float scratch[detail::warp_size];
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const std::size_t at = std::size_t(row) * std::size_t(c);
@@ -74,8 +76,9 @@ __global__ void rmsnorm_weight_sum_kernel(float* dweight, const float* partials,
 }
 
 void check_shape(const char* function, int n, int c) {
-  detail::require(n >= 0 && c > 0, function,
-                  "needs n >= 0 rows and c > 0 channels (got n " + std::to_string(n) + ", c " + std::to_string(c) + ")");
+  detail::require(
+      n >= 0 && c > 0, function,
+      "needs n >= 0 rows and c > 0 channels (got n " + std::to_string(n) + ", c " + std::to_string(c) + ")");
 }
 
 }  // namespace

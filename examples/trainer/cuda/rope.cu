@@ -55,7 +55,8 @@ void rope_forward(float* x, const device_rope_table& table, int groups, storage 
   launch_rope("trainer::cuda::rope_forward", x, table, groups, stored, 1.0f, stream);
 }
 
-void rope_backward(float* dx, const device_rope_table& table, int groups, storage stored, cudaStream_t stream) {
+void rope_backward(float* dx, const device_rope_table& table, int groups, storage stored,
+                   cudaStream_t stream) {
   launch_rope("trainer::cuda::rope_backward", dx, table, groups, stored, -1.0f, stream);
 }
 

@@ -15,10 +15,10 @@ struct device_rope_table {
   explicit device_rope_table(const rope_table& host)
       : context(host.context), head_dim(host.head_dim), cos(host.cos), sin(host.sin) {}
 
-  int context = 0;          // T
-  int head_dim = 0;         // D
-  device_buffer<float> cos; // [T, D/2]
-  device_buffer<float> sin; // [T, D/2]
+  int context = 0;           // T
+  int head_dim = 0;          // D
+  device_buffer<float> cos;  // [T, D/2]
+  device_buffer<float> sin;  // [T, D/2]
 };
 
 // x: [G, T, D], G groups (for attention: sequences x heads, for q and k together) of T head vectors
@@ -27,6 +27,7 @@ struct device_rope_table {
 void rope_forward(float* x, const device_rope_table& table, int groups, storage stored, cudaStream_t stream);
 
 // The inverse rotation (the backward pass: dx = R^T dy), in place on dx: [G, T, D].
-void rope_backward(float* dx, const device_rope_table& table, int groups, storage stored, cudaStream_t stream);
+void rope_backward(float* dx, const device_rope_table& table, int groups, storage stored,
+                   cudaStream_t stream);
 
 }  // namespace trainer::cuda

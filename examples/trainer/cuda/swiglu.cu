@@ -56,7 +56,8 @@ void swiglu_forward(float* out, const float* inp, int n, int f, storage out_stor
   check("trainer::cuda::swiglu_forward", inp, inp, out, n, f);
   const std::size_t count = std::size_t(n) * std::size_t(f);
   if (count == 0) return;
-  swiglu_forward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, inp, n, f, out_storage);
+  swiglu_forward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, inp, n, f,
+                                                                                       out_storage);
   detail::check_launch("swiglu_forward_kernel");
 }
 

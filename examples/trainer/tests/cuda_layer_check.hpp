@@ -1,4 +1,4 @@
-// Helpers of the CUDA layer tests: seeded random inputs, device copies, and the comparison of a
+// Helpers of the CUDA layer tests: seeded random inputs and the comparison of a
 // device result with the CPU layer's, element by element, with a stated tolerance.
 #pragma once
 
@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda/device_buffer.hpp"
 #include "precision.hpp"
 
 namespace trainer::cuda_testing {
@@ -44,7 +43,8 @@ inline std::uint32_t bits_of(float x) {
 }
 
 // Every element bit-identical.
-inline void expect_same_bits(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
+inline void expect_same_bits(const char* what, const std::vector<float>& got,
+                             const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
   std::size_t differing = 0, first = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -53,17 +53,17 @@ inline void expect_same_bits(const char* what, const std::vector<float>& got, co
     }
   }
   INFO(what << ": " << differing << " of " << got.size() << " elements differ"
-            << (differing ? ", first at " + std::to_string(first) + ": " + std::to_string(got[first]) + " vs " +
-                                std::to_string(want[first])
+            << (differing ? ", first at " + std::to_string(first) + ": " + std::to_string(got[first]) +
+                                " vs " + std::to_string(want[first])
                           : std::string()));
   CHECK(differing == 0);
 }
 
 // How close a device result must be to the CPU layer's, and why.
 struct tolerance {
-  double relative;      // times |want| per element
-  double absolute;      // times max |want| over the tensor (for elements near zero after cancellation)
-  double max_differing; // largest fraction of elements whose bits may differ at all (1 = any)
+  double relative;       // times |want| per element
+  double absolute;       // times max |want| over the tensor (for elements near zero after cancellation)
+  double max_differing;  // largest fraction of elements whose bits may differ at all (1 = any)
 };
 
 // |got - want| <= relative |want| + absolute max|want| for every element (NaN only where the CPU has
@@ -101,11 +101,6 @@ inline void expect_close(const char* what, const std::vector<float>& got, const 
             << "; " << differing << " not bit-identical");
   CHECK(bad == 0);
   CHECK(differing_fraction <= allowed.max_differing);
-}
-
-template <class T>
-std::vector<T> to_host(const cuda::device_buffer<T>& buffer) {
-  return buffer.to_host();
 }
 
 }  // namespace trainer::cuda_testing

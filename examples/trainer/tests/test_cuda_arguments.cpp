@@ -42,22 +42,29 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
   expect_refusal([] { cuda::embedding_forward(some, some, tokens, -1, 4, 256, nullptr); },
                  "trainer::cuda::embedding_forward: needs n >= 0");
   expect_refusal([] { cuda::embedding_backward(some, some, tokens, 4, 4, 0, nullptr); }, "v > 0");
-  expect_refusal([] { cuda::embedding_forward(nullptr, some, tokens, 2, 2, 256, nullptr); }, "the [N, C] buffer is null");
+  expect_refusal([] { cuda::embedding_forward(nullptr, some, tokens, 2, 2, 256, nullptr); },
+                 "the [N, C] buffer is null");
   expect_refusal([] { cuda::rmsnorm_forward(some, some, some, some, 3, 0, storage::fp32, nullptr); },
                  "trainer::cuda::rmsnorm_forward: needs n >= 0 rows and c > 0 channels");
-  expect_refusal([] { cuda::rmsnorm_backward(some, some, some, some, some, some, 3, 4, storage::bf16, nullptr, nullptr); },
-                 "workspace");
-  expect_refusal([] { cuda::swiglu_backward(some, nullptr, some, 2, 2, storage::fp32, nullptr); }, "the [N, F] buffer");
+  expect_refusal(
+      [] {
+        cuda::rmsnorm_backward(some, some, some, some, some, some, 3, 4, storage::bf16, nullptr, nullptr);
+      },
+      "workspace");
+  expect_refusal([] { cuda::swiglu_backward(some, nullptr, some, 2, 2, storage::fp32, nullptr); },
+                 "the [N, F] buffer");
   expect_refusal([] { cuda::cross_entropy_backward(some, some, tokens, 0, 256, storage::fp32, nullptr); },
                  "needs n > 0 tokens");
-  expect_refusal([] { cuda::cross_entropy_forward(some, some, some, tokens, 2, 2, nullptr, nullptr); }, "mean_scratch");
+  expect_refusal([] { cuda::cross_entropy_forward(some, some, some, tokens, 2, 2, nullptr, nullptr); },
+                 "mean_scratch");
   expect_refusal([] { cuda::store(storage::bf16, nullptr, 5, nullptr); }, "out is null");
 }
 
 TEST_CASE("attention's batched products refuse FP8 and mismatched contractions") {
   cuda::batched_operand a{some, 4, 8, false, 32}, b{some, 5, 8, false, 40}, c{some, 5, 7, false, 35};
   expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fp8, a, b, some, 20, 1, nullptr); }, "not fp8");
-  expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fake_fp8, a, b, some, 20, 1, nullptr); }, "not fake");
+  expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fake_fp8, a, b, some, 20, 1, nullptr); },
+                 "not fake");
   expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::bf16, a, c, some, 20, 1, nullptr); },
                  "A reads [4, 8] but B reads [5, 7]");
   cuda::batched_operand transposed = c;
@@ -68,9 +75,16 @@ TEST_CASE("attention's batched products refuse FP8 and mismatched contractions")
 }
 
 TEST_CASE("an attention workspace refuses a shape whose channels do not split into heads") {
-  expect_refusal([] { cuda::attention_workspace workspace(attention_shape{2, 8, 48, 0}); },
-                 "trainer::cuda::attention_workspace: needs positive B, T, H, C");
-  expect_refusal([] { cuda::attention_workspace workspace(attention_shape{2, 8, 50, 4}); }, "C a multiple of H");
+  expect_refusal(
+      [] {
+        cuda::attention_workspace workspace(attention_shape{2, 8, 48, 0});
+      },
+      "trainer::cuda::attention_workspace: needs positive B, T, H, C");
+  expect_refusal(
+      [] {
+        cuda::attention_workspace workspace(attention_shape{2, 8, 50, 4});
+      },
+      "C a multiple of H");
 }
 
 TEST_CASE("empty work needs no device") {

@@ -89,8 +89,8 @@ TEST_CASE("BF16 rounding on the device equals the CPU's, bit for bit") {
   // and above), both signs, plus zeros, subnormals, the largest floats (which round to Inf), Inf and
   // NaNs with payloads.
   std::vector<float> values;
-  const std::uint32_t mantissas[] = {0x000000, 0x000001, 0x007FFF, 0x008000, 0x008001, 0x00FFFF, 0x018000,
-                                     0x017FFF, 0x7F8000, 0x7FFFFF, 0x3FFFFF, 0x400000};
+  const std::uint32_t mantissas[] = {0x000000, 0x000001, 0x007FFF, 0x008000, 0x008001, 0x00FFFF,
+                                     0x018000, 0x017FFF, 0x7F8000, 0x7FFFFF, 0x3FFFFF, 0x400000};
   for (std::uint32_t sign = 0; sign < 2; ++sign) {
     for (std::uint32_t exponent = 0; exponent < 256; ++exponent) {
       for (std::uint32_t mantissa : mantissas) {
@@ -163,7 +163,8 @@ TEST_CASE("the residual add equals the CPU's bit for bit") {
   for (storage stored : {storage::fp32, storage::bf16}) {
     CAPTURE(name_of(stored));
     const std::size_t count = 100003;
-    const std::vector<float> a = random_values(count, 70, 1.0f, stored), b = random_values(count, 71, 0.1f, stored);
+    const std::vector<float> a = random_values(count, 70, 1.0f, stored),
+                             b = random_values(count, 71, 0.1f, stored);
     std::vector<float> want(count);
     for (std::size_t i = 0; i < count; ++i) want[i] = a[i] + b[i];
     store(stored, want.data(), count);
@@ -189,11 +190,14 @@ TEST_CASE("rmsnorm forward and backward match the CPU layer") {
     const std::vector<float> dinp_start = random_values(std::size_t(n) * c, 13, 1.0f, stored);
     const std::vector<float> dweight_start = random_values(std::size_t(c), 14);
 
-    std::vector<float> out(inp.size()), rstd(static_cast<std::size_t>(n)), dinp = dinp_start, dweight = dweight_start;
+    std::vector<float> out(inp.size()), rstd(static_cast<std::size_t>(n)), dinp = dinp_start,
+                                                                           dweight = dweight_start;
     rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), n, c, stored);
-    rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), n, c, stored);
+    rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), n, c,
+                     stored);
 
-    device_buffer<float> inp_d(inp), weight_d(weight), dout_d(dout), dinp_d(dinp_start), dweight_d(dweight_start);
+    device_buffer<float> inp_d(inp), weight_d(weight), dout_d(dout), dinp_d(dinp_start),
+        dweight_d(dweight_start);
     device_buffer<float> out_d(out.size()), rstd_d(rstd.size());
     device_buffer<float> workspace(cuda::rmsnorm_backward_workspace_size(n, c));
     cuda::rmsnorm_forward(out_d.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, stored, nullptr);
@@ -208,8 +212,8 @@ TEST_CASE("rmsnorm forward and backward match the CPU layer") {
     expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, long_sum_fp32);
     // Reproducible: the same inputs give the same bits (fixed reduction orders, no atomics).
     device_buffer<float> dinp_again(dinp_start), dweight_again(dweight_start);
-    cuda::rmsnorm_backward(dinp_again.data(), dweight_again.data(), dout_d.data(), inp_d.data(), weight_d.data(),
-                           cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
+    cuda::rmsnorm_backward(dinp_again.data(), dweight_again.data(), dout_d.data(), inp_d.data(),
+                           weight_d.data(), cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
     synchronize();
     expect_same_bits("rmsnorm dinp, second run", dinp_again.to_host(), dinp_d.to_host());
     expect_same_bits("rmsnorm dweight, second run", dweight_again.to_host(), dweight_d.to_host());
@@ -269,21 +273,21 @@ TEST_CASE("attention forward and backward match the CPU layer") {
 
     device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), qkvr_d(qkvr.size()), att_d(att.size()),
         dinp_d(dinp.size());
-    cuda::attention_forward(out_d.data(), qkvr_d.data(), att_d.data(), inp_d.data(), device_table, shape, r.mode,
-                            r.stored, workspace, handle.get(), nullptr);
+    cuda::attention_forward(out_d.data(), qkvr_d.data(), att_d.data(), inp_d.data(), device_table, shape,
+                            r.mode, r.stored, workspace, handle.get(), nullptr);
     synchronize();
     expect_close("attention qkvr", qkvr_d.to_host(), qkvr, for_storage(r.stored, elementwise_fp32));
     expect_close("attention att", att_d.to_host(), att, *r.allowed);
     expect_close("attention out", out_d.to_host(), out, *r.allowed);
     // The backward pass reads the CPU's saved tensors, so that it is checked on its own.
     device_buffer<float> cpu_qkvr(qkvr), cpu_att(att);
-    cuda::attention_backward(dinp_d.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table, shape,
-                             r.mode, r.stored, workspace, handle.get(), nullptr);
+    cuda::attention_backward(dinp_d.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table,
+                             shape, r.mode, r.stored, workspace, handle.get(), nullptr);
     synchronize();
     expect_close("attention dinp", dinp_d.to_host(), dinp, *r.allowed);
     device_buffer<float> dinp_again(dinp.size());
-    cuda::attention_backward(dinp_again.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table, shape,
-                             r.mode, r.stored, workspace, handle.get(), nullptr);
+    cuda::attention_backward(dinp_again.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table,
+                             shape, r.mode, r.stored, workspace, handle.get(), nullptr);
     synchronize();
     expect_same_bits("attention dinp, second run", dinp_again.to_host(), dinp_d.to_host());
     // Causality: every probability above the diagonal is exactly zero.
@@ -297,9 +301,10 @@ TEST_CASE("attention forward and backward match the CPU layer") {
   }
   SUBCASE("FP8 products are refused before anything runs") {
     device_buffer<float> buffer(tokens * 3 * C), qkvr_d(tokens * 3 * C), att_d(std::size_t(B) * H * T * T);
-    CHECK_THROWS_AS(cuda::attention_forward(buffer.data(), qkvr_d.data(), att_d.data(), buffer.data(), device_table,
-                                            shape, gemm_mode::fp8, storage::bf16, workspace, handle.get(), nullptr),
-                    fp8::invalid_argument);
+    CHECK_THROWS_AS(
+        cuda::attention_forward(buffer.data(), qkvr_d.data(), att_d.data(), buffer.data(), device_table,
+                                shape, gemm_mode::fp8, storage::bf16, workspace, handle.get(), nullptr),
+        fp8::invalid_argument);
   }
 }
 
@@ -328,7 +333,8 @@ TEST_CASE("cross-entropy forward, backward and the fused pass match the CPU laye
     const std::vector<float> logits = random_values(std::size_t(n) * v, 50, 3.0f, storage::bf16);
     const std::vector<std::int32_t> targets = random_tokens(std::size_t(n), v, 51);
     std::vector<float> losses(static_cast<std::size_t>(n)), probs(logits.size());
-    const double mean = cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), n, v);
+    const double mean =
+        cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), n, v);
 
     device_buffer<float> logits_d(logits), losses_d(losses.size()), probs_d(probs.size());
     device_buffer<std::int32_t> targets_d(targets);
@@ -345,25 +351,29 @@ TEST_CASE("cross-entropy forward, backward and the fused pass match the CPU laye
       cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), n, v, stored);
       device_buffer<float> dlogits_d(dlogits.size()), fused_d(dlogits.size()), fused_losses(losses.size());
       device_buffer<float> cpu_probs(probs);
-      cuda::cross_entropy_backward(dlogits_d.data(), cpu_probs.data(), targets_d.data(), n, v, stored, nullptr);
+      cuda::cross_entropy_backward(dlogits_d.data(), cpu_probs.data(), targets_d.data(), n, v, stored,
+                                   nullptr);
       synchronize();
       // From the same probabilities the gradient is two rounded operations: bit for bit.
       expect_same_bits("cross-entropy dlogits from the CPU's probs", dlogits_d.to_host(), dlogits);
 
       // The fused pass equals the device's own forward + backward exactly.
       cuda::cross_entropy_backward(dlogits_d.data(), probs_d.data(), targets_d.data(), n, v, stored, nullptr);
-      const double fused_mean = cuda::cross_entropy_forward_backward(
-          fused_losses.data(), fused_d.data(), logits_d.data(), targets_d.data(), n, v, stored, scratch.data(), nullptr);
+      const double fused_mean =
+          cuda::cross_entropy_forward_backward(fused_losses.data(), fused_d.data(), logits_d.data(),
+                                               targets_d.data(), n, v, stored, scratch.data(), nullptr);
       CHECK(fused_mean == mean_d);
       expect_same_bits("fused dlogits", fused_d.to_host(), dlogits_d.to_host());
       expect_same_bits("fused losses", fused_losses.to_host(), losses_d.to_host());
-      expect_close("fused dlogits vs the CPU", fused_d.to_host(), dlogits, for_storage(stored, elementwise_fp32));
+      expect_close("fused dlogits vs the CPU", fused_d.to_host(), dlogits,
+                   for_storage(stored, elementwise_fp32));
     }
   }
 }
 
 TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU optimizer") {
-  parameter_set host({{"w1", {40, 33}, true}, {"gain", {33}, false}, {"bias_like", {7}, false}, {"w2", {9, 33}, true}});
+  parameter_set host(
+      {{"w1", {40, 33}, true}, {"gain", {33}, false}, {"bias_like", {7}, false}, {"w2", {9, 33}, true}});
   host.master = random_values(host.size(), 60, 0.02f);
   adamw_options options;
   cuda::device_parameters device(host);
