@@ -1,0 +1,68 @@
+// The parameters on the device (master weights, compute copy, gradients, AdamW moments in the CPU
+// layout of ../parameters.hpp), and AdamW with gradient-norm clipping over them (../adamw.hpp).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "../adamw.hpp"
+#include "../parameters.hpp"
+#include "../precision.hpp"
+#include "device_buffer.hpp"
+
+namespace trainer::cuda {
+
+// The five parallel buffers of a parameter_set on the device, with its tensor layout.
+class device_parameters {
+ public:
+  // Allocates the buffers for `layout`'s tensors and copies all five buffers from it.
+  explicit device_parameters(const parameter_set& layout);
+
+  // Synchronous copies of all five buffers to and from a parameter_set of the same layout (a
+  // checkpoint saves and loads the host copy, so a run resumes on either device).
+  void upload(const parameter_set& host);
+  void download(parameter_set& host) const;
+
+  std::size_t size() const { return master.size(); }
+  const std::vector<tensor_spec>& specs() const { return specs_; }
+  std::size_t offset(std::size_t tensor) const { return offsets_[tensor]; }
+
+  // compute = master, rounded to BF16 when compute_storage is bf16 (after every optimizer step).
+  void refresh_compute(storage compute_storage, cudaStream_t stream);
+  void zero_grad(cudaStream_t stream);
+
+  device_buffer<float> master;          // FP32 master weights           [size()]
+  device_buffer<float> compute;         // weights as the GEMMs read them [size()]
+  device_buffer<float> grad;            // FP32 gradients                 [size()]
+  device_buffer<float> adam_m;          // AdamW first moment             [size()]
+  device_buffer<float> adam_v;          // AdamW second moment            [size()]
+  device_buffer<double> norm_partials;  // [norm_blocks + 1] scratch of gradient_norm
+
+ private:
+  void check_layout(const parameter_set& host, const char* function) const;
+
+  std::vector<tensor_spec> specs_;
+  std::vector<std::size_t> offsets_;
+};
+
+// Blocks of the gradient norm's first pass: a constant, so the summation order (and the norm's last
+// bits) is the same on every device.
+inline constexpr int norm_blocks = 256;
+
+// The L2 norm of all gradients, the squares summed in double (per thread, then per block, then over
+// the blocks, all in a fixed order). Waits for `stream` to read the result back.
+double gradient_norm(device_parameters& params, cudaStream_t stream);
+
+// Scales all gradients by max_norm / norm when norm > max_norm (max_norm <= 0 disables clipping).
+void clip_gradients(device_parameters& params, double norm, double max_norm, cudaStream_t stream);
+
+// One AdamW update at step `step` (0-based; bias correction uses step + 1), the CPU layer's formula
+// in its order, each operation rounded once (no FMA contraction):
+//   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2,
+//   w -= lr * (m / (1 - b1^(t)) / (sqrt(v / (1 - b2^(t))) + eps) + wd * w).
+void adamw_update(device_parameters& params, const adamw_options& options, float learning_rate, long step,
+                  cudaStream_t stream);
+
+}  // namespace trainer::cuda

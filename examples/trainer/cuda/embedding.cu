@@ -1,0 +1,89 @@
+// Embedding lookup (one thread per output element) and a deterministic scatter-add: each thread owns
+// one table element (v, j) and walks the tokens in order, adding the rows whose token is v.
+#include "embedding.hpp"
+
+#include <cstddef>
+
+#include <math_constants.h>
+
+#include "kernel_support.cuh"
+
+namespace trainer::cuda {
+
+namespace {
+
+// out: [N, C]; table: [V, C]; tokens: [N].
+__global__ void embedding_forward_kernel(float* out, const float* table, const std::int32_t* tokens, int n,
+                                         int c, int v) {
+  const std::size_t count = std::size_t(n) * std::size_t(c);
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const std::size_t row = i / std::size_t(c), column = i % std::size_t(c);
+    const std::int32_t token = tokens[row];
+    out[i] = (token >= 0 && token < v) ? table[std::size_t(token) * std::size_t(c) + column] : CUDART_NAN_F;
+  }
+}
+
+// dtable: [V, C]; dout: [N, C]; tokens: [N]. Grid: x over channel chunks of blockDim.x, y over table
+// rows, both grid-stride. The tokens go through shared memory in tiles of blockDim.x; the loops that
+// contain __syncthreads() depend only on block-uniform values, so every thread reaches every barrier.
+__global__ void embedding_backward_kernel(float* dtable, const float* dout, const std::int32_t* tokens, int n,
+                                          int c, int v) {
+  extern __shared__ std::int32_t tile[];  // [blockDim.x] tokens
+  for (int row = int(blockIdx.y); row < v; row += int(gridDim.y)) {
+    for (int first = int(blockIdx.x * blockDim.x); first < c; first += int(gridDim.x * blockDim.x)) {
+      const int column = first + int(threadIdx.x);
+      const bool active = column < c;
+      const std::size_t at = std::size_t(row) * std::size_t(c) + std::size_t(active ? column : 0);
+      float sum = active ? dtable[at] : 0.0f;
+      for (int start = 0; start < n; start += int(blockDim.x)) {
+        __syncthreads();  // the previous tile has been read by every thread
+        if (start + int(threadIdx.x) < n) tile[threadIdx.x] = tokens[start + int(threadIdx.x)];
+        __syncthreads();
+        const int tile_count = min(int(blockDim.x), n - start);
+        for (int t = 0; t < tile_count; ++t) {
+          if (tile[t] == row && active)
+            sum += dout[std::size_t(start + t) * std::size_t(c) + std::size_t(column)];
+        }
+      }
+      if (active) dtable[at] = sum;
+    }
+  }
+}
+
+void check_shapes(const char* function, const void* out, const void* table, const void* tokens, int n, int c,
+                  int v) {
+  detail::require(n >= 0 && c >= 0 && v > 0, function,
+                  "needs n >= 0, c >= 0 and v > 0 (got n " + std::to_string(n) + ", c " + std::to_string(c) +
+                      ", v " + std::to_string(v) + ")");
+  const std::size_t elements = std::size_t(n) * std::size_t(c);
+  detail::require_pointer(out, elements, function, "the [N, C] buffer");
+  detail::require_pointer(table, std::size_t(v) * std::size_t(c), function, "the [V, C] table");
+  detail::require_pointer(tokens, std::size_t(n), function, "tokens");
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const float* table, const std::int32_t* tokens, int n, int c, int v,
+                       cudaStream_t stream) {
+  check_shapes("trainer::cuda::embedding_forward", out, table, tokens, n, c, v);
+  const std::size_t count = std::size_t(n) * std::size_t(c);
+  if (count == 0) return;
+  embedding_forward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, table, tokens,
+                                                                                          n, c, v);
+  detail::check_launch("embedding_forward_kernel");
+}
+
+void embedding_backward(float* dtable, const float* dout, const std::int32_t* tokens, int n, int c, int v,
+                        cudaStream_t stream) {
+  check_shapes("trainer::cuda::embedding_backward", dout, dtable, tokens, n, c, v);
+  if (n == 0 || c == 0) return;
+  const int threads = detail::block_threads;
+  const unsigned chunks = unsigned((c + threads - 1) / threads);
+  const dim3 grid(chunks < 65535u ? chunks : 65535u, unsigned(v < 65535 ? v : 65535));
+  embedding_backward_kernel<<<grid, threads, sizeof(std::int32_t) * threads, stream>>>(dtable, dout, tokens,
+                                                                                       n, c, v);
+  detail::check_launch("embedding_backward_kernel");
+}
+
+}  // namespace trainer::cuda

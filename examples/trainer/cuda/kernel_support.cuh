@@ -1,0 +1,87 @@
+// What every kernel of the CUDA trainer shares: the BF16 rounding of stored values, warp and block
+// reductions, grid sizes and the launch check (the last two are the library's own helpers).
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "kernel_support.cuh holds device code: compile it with nvcc"
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include <fp8/cuda/launch.cuh>
+#include <fp8/format.hpp>
+
+#include "../precision.hpp"
+
+namespace trainer::cuda::detail {
+
+using fp8::cuda::detail::block_threads;  // 256: threads per block of the element-wise kernels
+using fp8::cuda::detail::check_launch;
+using fp8::cuda::detail::grid_for;  // blocks for a grid-stride loop, capped at 8 per SM
+using fp8::cuda::detail::require;
+using fp8::cuda::detail::require_pointer;
+
+inline constexpr int warp_size = 32;
+inline constexpr unsigned full_mask = 0xffffffffu;  // every lane takes part in the shuffle
+inline constexpr int warps_per_block = block_threads / warp_size;
+
+// Blocks for a grid-stride loop over `rows` rows handled by one block each (or one warp each with
+// `rows_per_block` = warps_per_block): never more than the work, never more than grid_for's cap.
+inline unsigned grid_for_rows(std::size_t rows, int rows_per_block = 1) {
+  const std::size_t needed = (rows + std::size_t(rows_per_block) - 1) / std::size_t(rows_per_block);
+  const std::size_t cap =
+      std::size_t(fp8::cuda::detail::multiprocessor_count()) * std::size_t(fp8::cuda::detail::blocks_per_sm);
+  return unsigned(needed == 0 ? 1 : (needed < cap ? needed : cap));
+}
+
+// BF16's canonical NaN, widened to a float's bits (0x7FC00000), as fp8::bfloat16 produces it.
+inline constexpr std::uint32_t bf16_canonical_nan_bits = std::uint32_t(fp8::bf16_format::canonical_nan) << 16;
+
+// The nearest BF16 value (ties to even) as a float: the hardware conversion (cvt.rn.bf16.f32), with
+// NaN made canonical so that the bits equal trainer::round_to_bf16 and fp8::bfloat16 on the host.
+__device__ __forceinline__ float round_to_bf16(float x) {
+  if (isnan(x)) return __uint_as_float(bf16_canonical_nan_bits);
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+// A freshly computed value as it is stored: rounded to BF16 in bf16 and fp8 runs (the CPU trainer's
+// store(), applied per element where the kernel writes it).
+__device__ __forceinline__ float store_value(storage where, float x) {
+  return where == storage::bf16 ? round_to_bf16(x) : x;
+}
+
+// Butterfly reductions over a full warp: every lane must call them (full mask), and every lane gets
+// the result. The order of the additions is fixed, so results are reproducible run to run.
+template <class T>
+__device__ __forceinline__ T warp_sum(T value) {
+  for (int offset = warp_size / 2; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(full_mask, value, offset);
+  return value;
+}
+__device__ __forceinline__ float warp_max(float value) {
+  for (int offset = warp_size / 2; offset > 0; offset /= 2) {
+    value = fmaxf(value, __shfl_xor_sync(full_mask, value, offset));
+  }
+  return value;
+}
+
+// Sum over the whole block; every thread gets the result. blockDim.x must be a multiple of 32 (at
+// most 1024) and every thread of the block must call it. `scratch`: 32 elements of shared memory.
+template <class T>
+__device__ T block_sum(T value, T* scratch) {
+  const int lane = int(threadIdx.x) % warp_size;
+  const int warp = int(threadIdx.x) / warp_size;
+  const int warps = int(blockDim.x) / warp_size;
+  value = warp_sum(value);
+  __syncthreads();  // a previous call's readers are done with scratch
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  T total = lane < warps ? scratch[lane] : T(0);
+  return warp_sum(total);
+}
+
+}  // namespace trainer::cuda::detail

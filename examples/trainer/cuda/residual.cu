@@ -1,0 +1,30 @@
+// The residual add: one thread per element, grid-stride.
+#include "residual.hpp"
+
+#include "kernel_support.cuh"
+
+namespace trainer::cuda {
+
+namespace {
+// out, a, b: [count]. Each element is read before it is written by the same thread, so aliasing is safe.
+__global__ void residual_kernel(float* out, const float* a, const float* b, std::size_t count,
+                                storage stored) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    out[i] = detail::store_value(stored, a[i] + b[i]);
+  }
+}
+}  // namespace
+
+void residual_forward(float* out, const float* a, const float* b, std::size_t count, storage stored,
+                      cudaStream_t stream) {
+  const char* function = "trainer::cuda::residual_forward";
+  detail::require_pointer(out, count, function, "out");
+  detail::require_pointer(a, count, function, "a");
+  detail::require_pointer(b, count, function, "b");
+  if (count == 0) return;
+  residual_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, a, b, count, stored);
+  detail::check_launch("residual_kernel");
+}
+
+}  // namespace trainer::cuda

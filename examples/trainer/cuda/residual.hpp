@@ -1,0 +1,18 @@
+// A residual connection on the device: out = a + b, stored in the activation precision (the CPU
+// trainer's residual_forward in ../transformer.cpp). Its backward needs no kernel: the residual
+// stream's gradient is passed on as it is, and RMSNorm's backward accumulates into it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "../precision.hpp"
+
+namespace trainer::cuda {
+
+// out: [count] = a + b, stored in `stored`; out may alias a or b.
+void residual_forward(float* out, const float* a, const float* b, std::size_t count, storage stored,
+                      cudaStream_t stream);
+
+}  // namespace trainer::cuda

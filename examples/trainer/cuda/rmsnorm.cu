@@ -1,0 +1,132 @@
+// RMSNorm kernels: one block per row for the row statistics, and a two-pass column sum for the
+// weight gradient.
+#include "rmsnorm.hpp"
+
+#include <string>
+
+#include "kernel_support.cuh"
+
+namespace trainer::cuda {
+
+namespace {
+
+// out, inp: [N, C]; rstd: [N]; weight: [C]. Grid-stride over rows, one block per row; blockDim.x a
+// multiple of 32 (block_sum).
+__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* weight, int n,
+                                       int c, storage out_storage) {
+  __shared__ float scratch[detail::warp_size];
+  for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
+    const float* x = inp + std::size_t(row) * std::size_t(c);
+    float* y = out + std::size_t(row) * std::size_t(c);
+    float partial = 0.0f;
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) partial += x[j] * x[j];
+    const float sum_squares = detail::block_sum(partial, scratch);
+    const float s = 1.0f / sqrtf(sum_squares / float(c) + rmsnorm_epsilon);
+    if (threadIdx.x == 0) rstd[row] = s;
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x))
+      y[j] = detail::store_value(out_storage, x[j] * s * weight[j]);
+  }
+}
+
+// dinp, dout, inp: [N, C]; weight: [C]; rstd: [N]. One block per row, as the forward pass.
+__global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
+                                              const float* weight, const float* rstd, int n, int c,
+                                              storage dinp_storage) {
+  __shared__ float scratch[detail::warp_size];
+  for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
+    const std::size_t at = std::size_t(row) * std::size_t(c);
+    const float* x = inp + at;
+    const float* dy = dout + at;
+    float* dx = dinp + at;
+    const float s = rstd[row];
+    float partial = 0.0f;  // sum over channels of (dout * weight) * (inp * rstd)
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) partial += dy[j] * weight[j] * x[j] * s;
+    const float mean_g_n = detail::block_sum(partial, scratch) / float(c);
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) {
+      dx[j] = detail::store_value(dinp_storage, dx[j] + s * (dy[j] * weight[j] - x[j] * s * mean_g_n));
+    }
+  }
+}
+
+// partials: [ceil(N / 64), C]; partials[p, j] = sum over rows 64p .. 64p + 63 (in order) of
+// dout * inp * rstd. Grid: x over columns, y over partial rows, both grid-stride.
+__global__ void rmsnorm_weight_partials_kernel(float* partials, const float* dout, const float* inp,
+                                               const float* rstd, int n, int c, int partial_count) {
+  for (int p = int(blockIdx.y); p < partial_count; p += int(gridDim.y)) {
+    for (int j = int(blockIdx.x * blockDim.x + threadIdx.x); j < c; j += int(gridDim.x * blockDim.x)) {
+      const int first = p * rmsnorm_rows_per_partial;
+      const int last = min(n, first + rmsnorm_rows_per_partial);
+      float sum = 0.0f;
+      for (int row = first; row < last; ++row) {
+        const std::size_t at = std::size_t(row) * std::size_t(c) + std::size_t(j);
+        sum += dout[at] * inp[at] * rstd[row];
+      }
+      partials[std::size_t(p) * std::size_t(c) + std::size_t(j)] = sum;
+    }
+  }
+}
+
+// dweight: [C] += sum over p (in order) of partials[p, :]. Grid-stride over columns.
+__global__ void rmsnorm_weight_sum_kernel(float* dweight, const float* partials, int c, int partial_count) {
+  for (int j = int(blockIdx.x * blockDim.x + threadIdx.x); j < c; j += int(gridDim.x * blockDim.x)) {
+    float sum = 0.0f;
+    for (int p = 0; p < partial_count; ++p) sum += partials[std::size_t(p) * std::size_t(c) + std::size_t(j)];
+    dweight[j] += sum;
+  }
+}
+
+void check_shape(const char* function, int n, int c) {
+  detail::require(
+      n >= 0 && c > 0, function,
+      "needs n >= 0 rows and c > 0 channels (got n " + std::to_string(n) + ", c " + std::to_string(c) + ")");
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     storage out_storage, cudaStream_t stream) {
+  const char* function = "trainer::cuda::rmsnorm_forward";
+  check_shape(function, n, c);
+  const std::size_t elements = std::size_t(n) * std::size_t(c);
+  detail::require_pointer(out, elements, function, "out");
+  detail::require_pointer(inp, elements, function, "inp");
+  detail::require_pointer(rstd, std::size_t(n), function, "rstd");
+  detail::require_pointer(weight, std::size_t(c), function, "weight");
+  if (n == 0) return;
+  rmsnorm_forward_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+      out, rstd, inp, weight, n, c, out_storage);
+  detail::check_launch("rmsnorm_forward_kernel");
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int n, int c, storage dinp_storage, float* workspace,
+                      cudaStream_t stream) {
+  const char* function = "trainer::cuda::rmsnorm_backward";
+  check_shape(function, n, c);
+  const std::size_t elements = std::size_t(n) * std::size_t(c);
+  detail::require_pointer(dinp, elements, function, "dinp");
+  detail::require_pointer(dout, elements, function, "dout");
+  detail::require_pointer(inp, elements, function, "inp");
+  detail::require_pointer(rstd, std::size_t(n), function, "rstd");
+  detail::require_pointer(weight, std::size_t(c), function, "weight");
+  detail::require_pointer(dweight, std::size_t(c), function, "dweight");
+  detail::require_pointer(workspace, rmsnorm_backward_workspace_size(n, c), function,
+                          "workspace (rmsnorm_backward_workspace_size floats)");
+  if (n == 0) return;
+  rmsnorm_backward_input_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+      dinp, dout, inp, weight, rstd, n, c, dinp_storage);
+  detail::check_launch("rmsnorm_backward_input_kernel");
+
+  const int partial_count = int((n + rmsnorm_rows_per_partial - 1) / rmsnorm_rows_per_partial);
+  const unsigned column_blocks = unsigned((c + detail::block_threads - 1) / detail::block_threads);
+  const dim3 grid(column_blocks < 65535u ? column_blocks : 65535u,
+                  unsigned(partial_count < 65535 ? partial_count : 65535));
+  rmsnorm_weight_partials_kernel<<<grid, detail::block_threads, 0, stream>>>(workspace, dout, inp, rstd, n, c,
+                                                                             partial_count);
+  detail::check_launch("rmsnorm_weight_partials_kernel");
+  rmsnorm_weight_sum_kernel<<<detail::grid_for(std::size_t(c)), detail::block_threads, 0, stream>>>(
+      dweight, workspace, c, partial_count);
+  detail::check_launch("rmsnorm_weight_sum_kernel");
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,36 @@
+// RMSNorm on the device: y = x / sqrt(mean(x^2) + eps) * weight, forward and backward. Mirrors
+// ../rmsnorm.hpp (same shapes, same epsilon, same storage rule); all pointers are device pointers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "../precision.hpp"
+#include "../rmsnorm.hpp"
+
+namespace trainer::cuda {
+
+// out[N, C] = inp[N, C] * rstd[N] * weight[C], rstd[N] = 1 / sqrt(mean_c(inp^2) + eps) kept for the
+// backward pass; `out` is stored in `out_storage`. One block per row.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     storage out_storage, cudaStream_t stream);
+
+// Rows summed per partial weight-gradient row of the backward pass's workspace.
+inline constexpr int rmsnorm_rows_per_partial = 64;
+
+// Floats of device workspace rmsnorm_backward needs: [ceil(N / 64), C] partial weight gradients.
+inline std::size_t rmsnorm_backward_workspace_size(int n, int c) {
+  const std::size_t partials = (std::size_t(n) + rmsnorm_rows_per_partial - 1) / rmsnorm_rows_per_partial;
+  return partials * std::size_t(c);
+}
+
+// dinp[N, C] += d(out)/d(inp) . dout, then stored in `dinp_storage`; dweight[C] += sum over rows of
+// dout * inp * rstd. With n = inp * rstd and g = dout * weight: dinp = rstd * (g - n * mean_c(g * n)).
+// The weight gradient is summed in a fixed order (64-row partials, then the partials in order), so it
+// is reproducible, without atomics. workspace: rmsnorm_backward_workspace_size(n, c) floats.
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int n, int c, storage dinp_storage, float* workspace,
+                      cudaStream_t stream);
+
+}  // namespace trainer::cuda

@@ -1,0 +1,34 @@
+// Element-wise BF16 rounding kernels (grid-stride loops).
+#include "storage.hpp"
+
+#include "kernel_support.cuh"
+
+namespace trainer::cuda {
+
+namespace {
+// out: [count] = store_value(where, in), in place when out == in.
+__global__ void store_copy_kernel(float* out, const float* in, std::size_t count, storage where) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    out[i] = detail::store_value(where, in[i]);
+  }
+}
+}  // namespace
+
+void store_copy(storage where, float* out, const float* in, std::size_t count, cudaStream_t stream) {
+  detail::require_pointer(out, count, "trainer::cuda::store_copy", "out");
+  detail::require_pointer(in, count, "trainer::cuda::store_copy", "in");
+  if (count == 0 || (where == storage::fp32 && out == in)) return;
+  store_copy_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, in, count, where);
+  detail::check_launch("store_copy_kernel");
+}
+
+void round_to_bf16(float* data, std::size_t count, cudaStream_t stream) {
+  store_copy(storage::bf16, data, data, count, stream);
+}
+
+void store(storage where, float* data, std::size_t count, cudaStream_t stream) {
+  store_copy(where, data, data, count, stream);
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,18 @@
+// SwiGLU on the device: out = silu(gate) * up, silu(g) = g * sigmoid(g). Mirrors ../swiglu.hpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "../precision.hpp"
+
+namespace trainer::cuda {
+
+// inp: [N, 2F], per token gate (F values) then up (F values); out: [N, F], stored in `out_storage`.
+void swiglu_forward(float* out, const float* inp, int n, int f, storage out_storage, cudaStream_t stream);
+
+// dinp: [N, 2F] (overwritten), stored in `dinp_storage`; dout: [N, F].
+// d gate = dout * up * sigmoid(g) * (1 + g * (1 - sigmoid(g))),  d up = dout * silu(g).
+void swiglu_backward(float* dinp, const float* dout, const float* inp, int n, int f, storage dinp_storage,
+                     cudaStream_t stream);
+
+}  // namespace trainer::cuda

@@ -1,0 +1,96 @@
+// The argument checks of the CUDA layers' launchers: bad shapes, null buffers and FP8 attention
+// products are refused with fp8::invalid_argument naming the function and the problem, before any
+// CUDA call, so these run without a GPU. Empty work is a no-op that also needs no device.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+
+#include <fp8/error.hpp>
+
+#include "cuda/attention.hpp"
+#include "cuda/batched_gemm.hpp"
+#include "cuda/cross_entropy.hpp"
+#include "cuda/embedding.hpp"
+#include "cuda/rmsnorm.hpp"
+#include "cuda/storage.hpp"
+#include "cuda/swiglu.hpp"
+
+using namespace trainer;
+
+namespace {
+// Stand-ins for device pointers: never dereferenced, because every call below fails its checks first.
+float placeholder[4];
+std::int32_t placeholder_tokens[4];
+float* const some = placeholder;
+const std::int32_t* const tokens = placeholder_tokens;
+
+// Runs `call`, which must throw fp8::invalid_argument whose message contains `expected`.
+template <class Call>
+void expect_refusal(Call&& call, const std::string& expected) {
+  try {
+    call();
+    FAIL("no exception; expected one mentioning: " << expected);
+  } catch (const fp8::invalid_argument& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(expected) != std::string::npos);
+  }
+}
+}  // namespace
+
+TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching the device") {
+  expect_refusal([] { cuda::embedding_forward(some, some, tokens, -1, 4, 256, nullptr); },
+                 "trainer::cuda::embedding_forward: needs n >= 0");
+  expect_refusal([] { cuda::embedding_backward(some, some, tokens, 4, 4, 0, nullptr); }, "v > 0");
+  expect_refusal([] { cuda::embedding_forward(nullptr, some, tokens, 2, 2, 256, nullptr); },
+                 "the [N, C] buffer is null");
+  expect_refusal([] { cuda::rmsnorm_forward(some, some, some, some, 3, 0, storage::fp32, nullptr); },
+                 "trainer::cuda::rmsnorm_forward: needs n >= 0 rows and c > 0 channels");
+  expect_refusal(
+      [] {
+        cuda::rmsnorm_backward(some, some, some, some, some, some, 3, 4, storage::bf16, nullptr, nullptr);
+      },
+      "workspace");
+  expect_refusal([] { cuda::swiglu_backward(some, nullptr, some, 2, 2, storage::fp32, nullptr); },
+                 "the [N, F] buffer");
+  expect_refusal([] { cuda::cross_entropy_backward(some, some, tokens, 0, 256, storage::fp32, nullptr); },
+                 "needs n > 0 tokens");
+  expect_refusal([] { cuda::cross_entropy_forward(some, some, some, tokens, 2, 2, nullptr, nullptr); },
+                 "mean_scratch");
+  expect_refusal([] { cuda::store(storage::bf16, nullptr, 5, nullptr); }, "out is null");
+}
+
+TEST_CASE("attention's batched products refuse FP8 and mismatched contractions") {
+  cuda::batched_operand a{some, 4, 8, false, 32}, b{some, 5, 8, false, 40}, c{some, 5, 7, false, 35};
+  expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fp8, a, b, some, 20, 1, nullptr); }, "not fp8");
+  expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fake_fp8, a, b, some, 20, 1, nullptr); },
+                 "not fake");
+  expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::bf16, a, c, some, 20, 1, nullptr); },
+                 "A reads [4, 8] but B reads [5, 7]");
+  cuda::batched_operand transposed = c;
+  transposed.transposed = true;  // reads [7, 5]
+  expect_refusal([&] { cuda::batched_gemm(nullptr, gemm_mode::fp32, a, transposed, some, 20, 1, nullptr); },
+                 "B reads [7, 5]");
+  cuda::batched_gemm(nullptr, gemm_mode::fp32, a, b, some, 20, 0, nullptr);  // an empty batch does nothing
+}
+
+TEST_CASE("an attention workspace refuses a shape whose channels do not split into heads") {
+  expect_refusal(
+      [] {
+        cuda::attention_workspace workspace(attention_shape{2, 8, 48, 0});
+      },
+      "trainer::cuda::attention_workspace: needs positive B, T, H, C");
+  expect_refusal(
+      [] {
+        cuda::attention_workspace workspace(attention_shape{2, 8, 50, 4});
+      },
+      "C a multiple of H");
+}
+
+TEST_CASE("empty work needs no device") {
+  cuda::embedding_forward(nullptr, some, nullptr, 0, 4, 256, nullptr);
+  cuda::rmsnorm_forward(nullptr, nullptr, nullptr, some, 0, 4, storage::bf16, nullptr);
+  cuda::swiglu_forward(nullptr, nullptr, 0, 8, storage::bf16, nullptr);
+  cuda::round_to_bf16(nullptr, 0, nullptr);
+  CHECK(true);  // reaching here without a CUDA error is the check
+}

@@ -1,0 +1,417 @@
+// The CUDA layers against the CPU layers (the reference) on the same weights and inputs: forward and
+// backward of every non-GEMM layer, in FP32 storage and in BF16 storage, plus the optimizer.
+//
+// Tolerances (expect_close: |gpu - cpu| <= relative |cpu| + absolute max|cpu|, and a cap on the share
+// of elements whose bits differ at all), and why:
+//  - exact: the same float operations in the same order (embedding lookup and scatter-add, BF16
+//    rounding, gradient clipping by the same factor, the compute copy, the fused cross-entropy
+//    against the unfused one).
+//  - element-wise FP32 (RoPE, SwiGLU, cross-entropy): the host compiler contracts a * b + c into FMAs
+//    (GCC with -march=native) where the kernels round every operation, and CUDA's expf is within 2 ulp
+//    where glibc's is within 1: a few ulp, so 2e-6 relative (about 16 ulp) with a 1e-6 floor.
+//  - reductions in FP32 (RMSNorm's statistics and weight gradient, the softmax sums, attention's
+//    products): another summation order (warp trees, cuBLAS's blocking vs. Eigen's) changes the sums
+//    by up to about K ulp of the largest partial sum: 1e-5 relative plus 1e-5 of the tensor's largest
+//    value (cancellation in RMSNorm's and softmax's backward), 1e-4 relative for attention, whose
+//    errors pass through two products and a softmax. RMSNorm's weight gradient sums 3000 rows: the
+//    CPU's serial float sum drifts by about sqrt(N) half-ulps of the running sum (1e-4 of the largest
+//    value covers several times that).
+//  - BF16 storage: the FP32 differences above move a value across a BF16 rounding boundary now and
+//    then; the stored value then differs by one BF16 ulp (2^-8 to 2^-7 relative). So 2^-7 relative,
+//    and only a small share of elements may differ at all (a systematic error changes most of them).
+//    Attention in bf16 mode: a flipped probability or dS enters the next product, so 2^-6 relative
+//    and 2^-7 of the largest value, without a cap on the share.
+//  - AdamW: the same formula, but the CPU loop may be contracted into FMAs: 1e-6 relative on the
+//    moments and weights after three steps (about 8 ulp), and 1e-7 of the largest value for weights
+//    that an update brings close to zero (the update's own few-ulp error is absolute, about 1e-10
+//    here); the gradient norm is a double sum of float squares in another order: 1e-12 relative.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <fp8/cuda/error.hpp>
+#include <fp8/float8.hpp>
+
+#include "adamw.hpp"
+#include "attention.hpp"
+#include "cross_entropy.hpp"
+#include "cuda/adamw.hpp"
+#include "cuda/attention.hpp"
+#include "cuda/batched_gemm.hpp"
+#include "cuda/cross_entropy.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/embedding.hpp"
+#include "cuda/residual.hpp"
+#include "cuda/rmsnorm.hpp"
+#include "cuda/rope.hpp"
+#include "cuda/storage.hpp"
+#include "cuda/swiglu.hpp"
+#include "cuda_layer_check.hpp"
+#include "embedding.hpp"
+#include "gpu_skip.hpp"
+#include "parallel.hpp"
+#include "rmsnorm.hpp"
+#include "rope.hpp"
+#include "swiglu.hpp"
+
+using namespace trainer;
+using namespace trainer::cuda_testing;
+using trainer::cuda::device_buffer;
+
+namespace {
+
+constexpr tolerance elementwise_fp32{2e-6, 1e-6, 1.0};
+constexpr tolerance reduction_fp32{1e-5, 1e-5, 1.0};
+constexpr tolerance attention_fp32{1e-4, 1e-5, 1.0};
+constexpr tolerance stored_bf16{0.0078125, 1e-5, 0.01};
+constexpr tolerance attention_bf16{0.015625, 0.0078125, 1.0};
+constexpr tolerance long_sum_fp32{1e-5, 1e-4, 1.0};
+constexpr tolerance optimizer{1e-6, 1e-7, 1.0};
+
+const tolerance& for_storage(storage where, const tolerance& fp32) {
+  return where == storage::bf16 ? stored_bf16 : fp32;
+}
+
+void synchronize() { FP8_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+const char* name_of(storage where) { return where == storage::bf16 ? "bf16 storage" : "fp32 storage"; }
+
+}  // namespace
+
+TEST_CASE("BF16 rounding on the device equals the CPU's, bit for bit") {
+  // Every exponent, with the mantissas around the rounding point (ties to even and odd, just below
+  // and above), both signs, plus zeros, subnormals, the largest floats (which round to Inf), Inf and
+  // NaNs with payloads.
+  std::vector<float> values;
+  const std::uint32_t mantissas[] = {0x000000, 0x000001, 0x007FFF, 0x008000, 0x008001, 0x00FFFF,
+                                     0x018000, 0x017FFF, 0x7F8000, 0x7FFFFF, 0x3FFFFF, 0x400000};
+  for (std::uint32_t sign = 0; sign < 2; ++sign) {
+    for (std::uint32_t exponent = 0; exponent < 256; ++exponent) {
+      for (std::uint32_t mantissa : mantissas) {
+        const std::uint32_t bits = (sign << 31) | (exponent << 23) | mantissa;
+        float x;
+        std::memcpy(&x, &bits, sizeof(x));
+        values.push_back(x);
+      }
+    }
+  }
+  std::vector<float> want = values;
+  round_to_bf16(want.data(), want.size());
+  device_buffer<float> data(values);
+  cuda::round_to_bf16(data.data(), data.size(), nullptr);
+  synchronize();
+  expect_same_bits("round_to_bf16", data.to_host(), want);
+  // And the CPU rounding itself is the library's (as test_fp8_gemm checks on the host).
+  for (std::size_t i = 0; i < values.size(); i += 97) {
+    if (!std::isnan(values[i])) CHECK(bits_of(want[i]) == bits_of(float(fp8::bfloat16(values[i]))));
+  }
+}
+
+TEST_CASE("embedding forward and backward equal the CPU layer bit for bit") {
+  // 700 tokens: three shared-memory tiles of 256, the last one partial; 300 channels: two blocks of
+  // 256 in x, the second partial.
+  const int n = 700, c = 300, v = 256;
+  const std::vector<float> table = random_values(std::size_t(v) * c, 1);
+  const std::vector<std::int32_t> tokens = random_tokens(std::size_t(n), v, 2);
+  const std::vector<float> dout = random_values(std::size_t(n) * c, 3);
+  const std::vector<float> dtable_start = random_values(std::size_t(v) * c, 4);
+
+  std::vector<float> out(std::size_t(n) * c);
+  embedding_forward(out.data(), table.data(), tokens.data(), n, c);
+  std::vector<float> dtable = dtable_start;
+  embedding_backward(dtable.data(), dout.data(), tokens.data(), n, c);
+
+  device_buffer<float> table_d(table), out_d(out.size()), dout_d(dout), dtable_d(dtable_start);
+  device_buffer<std::int32_t> tokens_d(tokens);
+  cuda::embedding_forward(out_d.data(), table_d.data(), tokens_d.data(), n, c, v, nullptr);
+  cuda::embedding_backward(dtable_d.data(), dout_d.data(), tokens_d.data(), n, c, v, nullptr);
+  synchronize();
+  expect_same_bits("embedding out", out_d.to_host(), out);
+  expect_same_bits("embedding dtable", dtable_d.to_host(), dtable);
+
+  SUBCASE("a token outside the table gives a NaN row and adds nothing") {
+    std::vector<std::int32_t> bad = tokens;
+    bad[5] = v;
+    bad[6] = -1;
+    device_buffer<std::int32_t> bad_d(bad);
+    device_buffer<float> dtable_bad(dtable_start);
+    cuda::embedding_forward(out_d.data(), table_d.data(), bad_d.data(), n, c, v, nullptr);
+    cuda::embedding_backward(dtable_bad.data(), dout_d.data(), bad_d.data(), n, c, v, nullptr);
+    synchronize();
+    const std::vector<float> got = out_d.to_host();
+    CHECK(std::isnan(got[std::size_t(5) * c]));
+    CHECK(std::isnan(got[std::size_t(6) * c + c - 1]));
+    CHECK(got[std::size_t(7) * c] == table[std::size_t(tokens[7]) * c]);
+    // The reference without tokens 5 and 6: their rows of dout zeroed.
+    std::vector<float> dout_without = dout;
+    std::fill(dout_without.begin() + 5 * c, dout_without.begin() + 7 * c, 0.0f);
+    std::vector<float> want = dtable_start;
+    embedding_backward(want.data(), dout_without.data(), tokens.data(), n, c);
+    // Adding +0.0 leaves every value's bits unchanged except -0.0; the table has no zeros.
+    expect_same_bits("embedding dtable without the bad tokens", dtable_bad.to_host(), want);
+  }
+}
+
+TEST_CASE("the residual add equals the CPU's bit for bit") {
+  // One IEEE addition and one rounding per element on both devices.
+  for (storage stored : {storage::fp32, storage::bf16}) {
+    CAPTURE(name_of(stored));
+    const std::size_t count = 100003;
+    const std::vector<float> a = random_values(count, 70, 1.0f, stored),
+                             b = random_values(count, 71, 0.1f, stored);
+    std::vector<float> want(count);
+    for (std::size_t i = 0; i < count; ++i) want[i] = a[i] + b[i];
+    store(stored, want.data(), count);
+    device_buffer<float> a_d(a), b_d(b), out_d(count);
+    cuda::residual_forward(out_d.data(), a_d.data(), b_d.data(), count, stored, nullptr);
+    cuda::residual_forward(a_d.data(), a_d.data(), b_d.data(), count, stored, nullptr);  // in place
+    synchronize();
+    expect_same_bits("residual", out_d.to_host(), want);
+    expect_same_bits("residual in place", a_d.to_host(), want);
+  }
+}
+
+TEST_CASE("rmsnorm forward and backward match the CPU layer") {
+  set_thread_count(1);
+  // 3000 rows: more than the grid's cap of blocks on any current GPU, so blocks loop over rows, and
+  // 47 partial weight-gradient rows, the last one partial; 200 channels: not a multiple of the block.
+  const int n = 3000, c = 200;
+  for (storage stored : {storage::fp32, storage::bf16}) {
+    CAPTURE(name_of(stored));
+    const std::vector<float> inp = random_values(std::size_t(n) * c, 10, 2.0f, stored);
+    const std::vector<float> weight = random_values(std::size_t(c), 11, 1.0f, stored);
+    const std::vector<float> dout = random_values(std::size_t(n) * c, 12, 1.0f, stored);
+    const std::vector<float> dinp_start = random_values(std::size_t(n) * c, 13, 1.0f, stored);
+    const std::vector<float> dweight_start = random_values(std::size_t(c), 14);
+
+    std::vector<float> out(inp.size()), rstd(static_cast<std::size_t>(n)), dinp = dinp_start,
+                                                                           dweight = dweight_start;
+    rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), n, c, stored);
+    rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), n, c,
+                     stored);
+
+    device_buffer<float> inp_d(inp), weight_d(weight), dout_d(dout), dinp_d(dinp_start),
+        dweight_d(dweight_start);
+    device_buffer<float> out_d(out.size()), rstd_d(rstd.size());
+    device_buffer<float> workspace(cuda::rmsnorm_backward_workspace_size(n, c));
+    cuda::rmsnorm_forward(out_d.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, stored, nullptr);
+    // The backward pass reads the CPU's rstd, so that it is checked on its own.
+    device_buffer<float> cpu_rstd(rstd);
+    cuda::rmsnorm_backward(dinp_d.data(), dweight_d.data(), dout_d.data(), inp_d.data(), weight_d.data(),
+                           cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
+    synchronize();
+    expect_close("rmsnorm rstd", rstd_d.to_host(), rstd, reduction_fp32);
+    expect_close("rmsnorm out", out_d.to_host(), out, for_storage(stored, reduction_fp32));
+    expect_close("rmsnorm dinp", dinp_d.to_host(), dinp, for_storage(stored, reduction_fp32));
+    expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, long_sum_fp32);
+    // Reproducible: the same inputs give the same bits (fixed reduction orders, no atomics).
+    device_buffer<float> dinp_again(dinp_start), dweight_again(dweight_start);
+    cuda::rmsnorm_backward(dinp_again.data(), dweight_again.data(), dout_d.data(), inp_d.data(),
+                           weight_d.data(), cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
+    synchronize();
+    expect_same_bits("rmsnorm dinp, second run", dinp_again.to_host(), dinp_d.to_host());
+    expect_same_bits("rmsnorm dweight, second run", dweight_again.to_host(), dweight_d.to_host());
+  }
+}
+
+TEST_CASE("rope forward and backward match the CPU rotation of every vector") {
+  const int groups = 6, context = 40, head_dim = 16;
+  const rope_table table = make_rope_table(context, head_dim);
+  const cuda::device_rope_table device_table(table);
+  for (storage stored : {storage::fp32, storage::bf16}) {
+    CAPTURE(name_of(stored));
+    const std::vector<float> x = random_values(std::size_t(groups) * context * head_dim, 20, 1.0f, stored);
+    std::vector<float> forward = x, backward = x;
+    for (int g = 0; g < groups; ++g) {
+      for (int t = 0; t < context; ++t) {
+        const std::size_t at = (std::size_t(g) * context + std::size_t(t)) * head_dim;
+        rope_forward(forward.data() + at, table, t);
+        rope_backward(backward.data() + at, table, t);
+      }
+    }
+    store(stored, forward.data(), forward.size());
+    store(stored, backward.data(), backward.size());
+    device_buffer<float> forward_d(x), backward_d(x);
+    cuda::rope_forward(forward_d.data(), device_table, groups, stored, nullptr);
+    cuda::rope_backward(backward_d.data(), device_table, groups, stored, nullptr);
+    synchronize();
+    expect_close("rope forward", forward_d.to_host(), forward, for_storage(stored, elementwise_fp32));
+    expect_close("rope backward", backward_d.to_host(), backward, for_storage(stored, elementwise_fp32));
+  }
+}
+
+TEST_CASE("attention forward and backward match the CPU layer") {
+  set_thread_count(1);
+  // T = 37: more than a warp's 32 lanes per score row, with a partial last round; D = 16.
+  const attention_shape shape{2, 37, 48, 3};
+  const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads;
+  const rope_table table = make_rope_table(T, shape.head_dim());
+  const cuda::device_rope_table device_table(table);
+  cuda::attention_workspace workspace(shape);
+  cuda::cublas_handle handle;
+  const std::size_t tokens = std::size_t(B) * T;
+  struct run {
+    gemm_mode mode;
+    storage stored;
+    const tolerance* allowed;
+  };
+  for (const run& r : {run{gemm_mode::fp32, storage::fp32, &attention_fp32},
+                       run{gemm_mode::bf16, storage::bf16, &attention_bf16}}) {
+    CAPTURE(to_string(r.mode));
+    const std::vector<float> inp = random_values(tokens * 3 * C, 30, 1.0f, r.stored);
+    const std::vector<float> dout = random_values(tokens * C, 31, 1.0f, r.stored);
+    std::vector<float> out(tokens * C), qkvr(tokens * 3 * C), att(std::size_t(B) * H * T * T),
+        dinp(tokens * 3 * C);
+    attention_forward(out.data(), qkvr.data(), att.data(), inp.data(), table, shape, r.mode, r.stored);
+    attention_backward(dinp.data(), dout.data(), qkvr.data(), att.data(), table, shape, r.mode, r.stored);
+
+    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), qkvr_d(qkvr.size()), att_d(att.size()),
+        dinp_d(dinp.size());
+    cuda::attention_forward(out_d.data(), qkvr_d.data(), att_d.data(), inp_d.data(), device_table, shape,
+                            r.mode, r.stored, workspace, handle.get(), nullptr);
+    synchronize();
+    expect_close("attention qkvr", qkvr_d.to_host(), qkvr, for_storage(r.stored, elementwise_fp32));
+    expect_close("attention att", att_d.to_host(), att, *r.allowed);
+    expect_close("attention out", out_d.to_host(), out, *r.allowed);
+    // The backward pass reads the CPU's saved tensors, so that it is checked on its own.
+    device_buffer<float> cpu_qkvr(qkvr), cpu_att(att);
+    cuda::attention_backward(dinp_d.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table,
+                             shape, r.mode, r.stored, workspace, handle.get(), nullptr);
+    synchronize();
+    expect_close("attention dinp", dinp_d.to_host(), dinp, *r.allowed);
+    device_buffer<float> dinp_again(dinp.size());
+    cuda::attention_backward(dinp_again.data(), dout_d.data(), cpu_qkvr.data(), cpu_att.data(), device_table,
+                             shape, r.mode, r.stored, workspace, handle.get(), nullptr);
+    synchronize();
+    expect_same_bits("attention dinp, second run", dinp_again.to_host(), dinp_d.to_host());
+    // Causality: every probability above the diagonal is exactly zero.
+    const std::vector<float> probabilities = att_d.to_host();
+    std::size_t above = 0;
+    for (std::size_t row = 0; row < std::size_t(B) * H * T; ++row) {
+      const std::size_t i = row % std::size_t(T);
+      for (std::size_t j = i + 1; j < std::size_t(T); ++j) above += probabilities[row * T + j] != 0.0f;
+    }
+    CHECK(above == 0);
+  }
+  SUBCASE("FP8 products are refused before anything runs") {
+    device_buffer<float> buffer(tokens * 3 * C), qkvr_d(tokens * 3 * C), att_d(std::size_t(B) * H * T * T);
+    CHECK_THROWS_AS(
+        cuda::attention_forward(buffer.data(), qkvr_d.data(), att_d.data(), buffer.data(), device_table,
+                                shape, gemm_mode::fp8, storage::bf16, workspace, handle.get(), nullptr),
+        fp8::invalid_argument);
+  }
+}
+
+TEST_CASE("swiglu forward and backward match the CPU layer") {
+  const int n = 301, f = 150;
+  for (storage stored : {storage::fp32, storage::bf16}) {
+    CAPTURE(name_of(stored));
+    const std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 40, 2.0f, stored);
+    const std::vector<float> dout = random_values(std::size_t(n) * f, 41, 1.0f, stored);
+    std::vector<float> out(std::size_t(n) * f), dinp(inp.size());
+    swiglu_forward(out.data(), inp.data(), n, f, stored);
+    swiglu_backward(dinp.data(), dout.data(), inp.data(), n, f, stored);
+    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), dinp_d(dinp.size());
+    cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
+    cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
+    synchronize();
+    expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
+    expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
+  }
+}
+
+TEST_CASE("cross-entropy forward, backward and the fused pass match the CPU layer") {
+  for (int v : {256, 77}) {  // the byte vocabulary, and a row length that is not a multiple of 32
+    CAPTURE(v);
+    const int n = 333;
+    const std::vector<float> logits = random_values(std::size_t(n) * v, 50, 3.0f, storage::bf16);
+    const std::vector<std::int32_t> targets = random_tokens(std::size_t(n), v, 51);
+    std::vector<float> losses(static_cast<std::size_t>(n)), probs(logits.size());
+    const double mean =
+        cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), n, v);
+
+    device_buffer<float> logits_d(logits), losses_d(losses.size()), probs_d(probs.size());
+    device_buffer<std::int32_t> targets_d(targets);
+    device_buffer<double> scratch(1);
+    const double mean_d = cuda::cross_entropy_forward(losses_d.data(), probs_d.data(), logits_d.data(),
+                                                      targets_d.data(), n, v, scratch.data(), nullptr);
+    CHECK(std::fabs(mean_d - mean) <= 1e-6 * mean);
+    expect_close("cross-entropy losses", losses_d.to_host(), losses, elementwise_fp32);
+    expect_close("cross-entropy probs", probs_d.to_host(), probs, elementwise_fp32);
+
+    for (storage stored : {storage::fp32, storage::bf16}) {
+      CAPTURE(name_of(stored));
+      std::vector<float> dlogits(logits.size());
+      cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), n, v, stored);
+      device_buffer<float> dlogits_d(dlogits.size()), fused_d(dlogits.size()), fused_losses(losses.size());
+      device_buffer<float> cpu_probs(probs);
+      cuda::cross_entropy_backward(dlogits_d.data(), cpu_probs.data(), targets_d.data(), n, v, stored,
+                                   nullptr);
+      synchronize();
+      // From the same probabilities the gradient is two rounded operations: bit for bit.
+      expect_same_bits("cross-entropy dlogits from the CPU's probs", dlogits_d.to_host(), dlogits);
+
+      // The fused pass equals the device's own forward + backward exactly.
+      cuda::cross_entropy_backward(dlogits_d.data(), probs_d.data(), targets_d.data(), n, v, stored, nullptr);
+      const double fused_mean =
+          cuda::cross_entropy_forward_backward(fused_losses.data(), fused_d.data(), logits_d.data(),
+                                               targets_d.data(), n, v, stored, scratch.data(), nullptr);
+      CHECK(fused_mean == mean_d);
+      expect_same_bits("fused dlogits", fused_d.to_host(), dlogits_d.to_host());
+      expect_same_bits("fused losses", fused_losses.to_host(), losses_d.to_host());
+      expect_close("fused dlogits vs the CPU", fused_d.to_host(), dlogits,
+                   for_storage(stored, elementwise_fp32));
+    }
+  }
+}
+
+TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU optimizer") {
+  parameter_set host(
+      {{"w1", {40, 33}, true}, {"gain", {33}, false}, {"bias_like", {7}, false}, {"w2", {9, 33}, true}});
+  host.master = random_values(host.size(), 60, 0.02f);
+  adamw_options options;
+  cuda::device_parameters device(host);
+  for (long step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    host.grad = random_values(host.size(), 61 + std::uint32_t(step), 0.5f);
+    device.grad.upload(host.grad);
+    const double norm = gradient_norm(host);
+    const double norm_d = cuda::gradient_norm(device, nullptr);
+    CHECK(std::fabs(norm_d - norm) <= 1e-12 * norm);
+    // Clip to a third of the norm, both sides from the CPU's norm: the same factor, so the same bits.
+    clip_gradients(host, norm, norm / 3);
+    cuda::clip_gradients(device, norm, norm / 3, nullptr);
+    synchronize();
+    expect_same_bits("clipped gradients", device.grad.to_host(), host.grad);
+    const float lr = 1e-3f;
+    adamw_update(host, options, lr, step);
+    cuda::adamw_update(device, options, lr, step, nullptr);
+    host.refresh_compute(storage::bf16);
+    device.refresh_compute(storage::bf16, nullptr);
+    synchronize();
+    expect_close("adam_m", device.adam_m.to_host(), host.adam_m, optimizer);
+    expect_close("adam_v", device.adam_v.to_host(), host.adam_v, optimizer);
+    expect_close("master", device.master.to_host(), host.master, optimizer);
+    // The compute copy of the device's own master weights, rounded as the CPU rounds.
+    std::vector<float> rounded = device.master.to_host();
+    round_to_bf16(rounded.data(), rounded.size());
+    expect_same_bits("compute", device.compute.to_host(), rounded);
+  }
+  SUBCASE("a round trip through the host keeps every buffer") {
+    parameter_set copy(host.specs());
+    device.download(copy);
+    device.upload(copy);
+    parameter_set again(host.specs());
+    device.download(again);
+    expect_same_bits("master round trip", again.master, copy.master);
+    expect_same_bits("adam_v round trip", again.adam_v, copy.adam_v);
+    parameter_set other({{"w1", {40, 34}, true}});
+    CHECK_THROWS_AS(device.download(other), fp8::invalid_argument);
+  }
+}
