@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "../quantize/checks.hpp"
 #include "problem.hpp"
 
 namespace fp8::cublaslt {
@@ -69,9 +70,7 @@ inline std::string hex_address(const void* pointer) {
   out << "0x" << std::hex << reinterpret_cast<std::uintptr_t>(pointer);
   return out.str();
 }
-inline bool is_aligned(const void* pointer, std::uintptr_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
-}
+using fp8::detail::is_aligned;  // the quantize layer's test, one copy for host, device and wrapper
 inline std::string compute_capability(const device_info& device) {
   return "sm_" + std::to_string(device.major) + std::to_string(device.minor) +
          (device.name.empty() ? "" : " (" + device.name + ")");
