@@ -5,12 +5,13 @@
 # prints a short table last. Steps run in order of importance within a time budget, so that a run
 # cut short still leaves the most important logs and a table of what ran.
 #
-#   bench/gpu_check.sh <log-folder> [--quick] [--all-tests] [--budget SECONDS]
+#   bench/gpu_check.sh <log-folder> [--quick] [--all-tests] [--budget SECONDS] [--docs FOLDER]
 #
 #   --quick      smaller benchmark sizes (the whole check in about 8 minutes on an H100)
 #   --all-tests  also build and run the whole ctest suite (trainer and CPU tests included)
 #   --budget     seconds the whole check may take (default 540); steps that would start after
 #                it are listed as NOT RUN
+#   --docs       where cuda_results.md and the speedup plot go (default: the repository's docs/)
 #
 # Needs: CUDA toolkit (nvcc, cuBLASLt, compute-sanitizer) at /usr/local/cuda or on PATH, CMake,
 # Ninja or Make, Python 3; PyTorch for the _scaled_mm comparison, matplotlib for the plot.
@@ -22,7 +23,7 @@
 set -uo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,22p' "$0"
+  sed -n '2,23p' "$0"
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,11 +32,13 @@ shift
 quick=""
 all_tests=0
 budget=540
+docs=$root/docs
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick="--quick" ;;
     --all-tests) all_tests=1 ;;
     --budget) budget=$2; shift ;;
+    --docs) docs=$(mkdir -p "$2" && cd "$2" && pwd); shift ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -138,19 +141,24 @@ if [[ $all_tests -eq 1 ]]; then
 fi
 
 # --- Tests ----------------------------------------------------------------------------------------
+# run_gpu_tests <ctest selection...>: the selected `gpu` tests; one that skips on a machine with a GPU
+# is a failure, whatever ctest's status says.
 run_gpu_tests() {
   local output
-  output=$(cd "$build" && ctest -L gpu --output-on-failure --timeout 300 2>&1)
+  output=$(cd "$build" && ctest -L gpu --output-on-failure --timeout 300 "$@" 2>&1)
   local status=$?
   echo "$output"
-  # A gpu test that skipped on a machine with a GPU is a failure, whatever ctest's status says.
   if grep -q "Skipped\|Not Run" <<<"$output"; then
     echo "gpu_check: a gpu test was skipped on a machine with a GPU"
     return 1
   fi
   return $status
 }
-step "ctest -L gpu" "$logs/ctest_gpu.log" 300 bash -c "$(declare -f run_gpu_tests); build='$build' logs='$logs' run_gpu_tests"
+# The command line that runs run_gpu_tests with these arguments (timeout needs a program, not a function).
+gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $*"; }
+# The exhaustive conversion sweeps (2^32 floats per policy, host reference on every core) run after
+# the benchmarks, so that a slow host cannot crowd the figures out of the time budget.
+step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E test_device_convert)"
 step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
   bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments' --output-on-failure"
 if [[ $all_tests -eq 1 ]]; then
@@ -166,6 +174,8 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   echo "torch._scaled_mm,NOT RUN (no PyTorch with CUDA here),0" >>"$steps"
 fi
+
+step "ctest -L gpu (conversions, every float)" "$logs/ctest_gpu_convert.log" 200 bash -c "$(gpu_tests -R test_device_convert)"
 
 # --- compute-sanitizer (the 2^32 sweeps and the large cases are left out: too slow under it) -------
 sanitize() {  # sanitize <tool> <program> [doctest arguments...]
@@ -187,10 +197,10 @@ else
   failures=$((failures + 1))
 fi
 
-step "speedup plot (docs/fp8_gemm_speedup.*)" "$logs/plot.log" 60 python3 "$root/bench/cuda/plot_speedup.py" "$logs" "$root/docs"
+step "speedup plot (fp8_gemm_speedup.*)" "$logs/plot.log" 60 python3 "$root/bench/cuda/plot_speedup.py" "$logs" "$docs"
 
 # --- Summary --------------------------------------------------------------------------------------
 echo
-python3 "$root/bench/cuda/summarize.py" "$logs" --docs "$root/docs"
+python3 "$root/bench/cuda/summarize.py" "$logs" --docs "$docs"
 echo "full logs: $logs ($((SECONDS - started)) s)"
 exit $((failures > 0 ? 1 : 0))

@@ -204,6 +204,20 @@ TEST_CASE("grouped products are checked whole, naming the first member that cann
   } catch (const fp8::cublas_error& e) {
     CHECK(contains(e.what(), "group member 2: k = 500 is not a multiple of 16"));
   }
+
+  // FP8 outputs with amaxes: each member its own slot, or the group is refused (AMAX_D overwrites).
+  group[2].k = 512;
+  group[2].a.ld = group[2].b.ld = 512;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    group[i].d.type = lt::data_type::e4m3;
+    group[i].d.amax = reinterpret_cast<float*>(0x90000 + 16 * i);
+  }
+  CHECK_FALSE(lt::find_group_rejection(group, hopper()).has_value());
+  group[2].d.amax = group[0].d.amax;
+  const auto shared = lt::find_group_rejection(group, hopper());
+  REQUIRE(shared.has_value());
+  CHECK(shared->index == 2);
+  CHECK(contains(shared->why.cause, "members 0 and 2 share one amax slot"));
 }
 
 TEST_CASE("row-wise and block scale modes need cuBLAS 12.9 in the headers and in the loaded library") {

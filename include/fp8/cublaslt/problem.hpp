@@ -63,6 +63,12 @@ struct input_matrix {
 
 // The output matrix. For an FP8 output, `scale` (device, one float; null = 1) multiplies the result
 // before the cast and `amax` (device, one float) receives max |result| before that scaling.
+// The AMAX_D rule: cuBLASLt *overwrites* *amax (it does not take the maximum with what is there),
+// while the cast kernels max-accumulate into their slots. So a GEMM's amax must point at a slot of
+// its own that nothing else writes in the same step, e.g. the output tensor's slot of
+// fp8::cuda::delayed_scaling_device_state (amax(i)), which update() zeroes after every step, so that
+// the overwrite equals a maximum with 0. Two products of one group must not share an amax slot
+// (the group checks refuse it); to combine them, give each a slot and take the maximum afterwards.
 struct output_matrix {
   void* data = nullptr;
   data_type type = data_type::bf16;

@@ -512,6 +512,18 @@ std::optional<group_rejection> find_group_rejection(const Problems& problems, co
   std::size_t index = 0;
   for (const gemm_problem& problem : problems) {
     if (auto why = find_rejection(problem, device)) return group_rejection{index, std::move(*why)};
+    // cuBLASLt overwrites an amax: two members writing one slot would keep only the last one's.
+    std::size_t earlier = 0;
+    for (const gemm_problem& other : problems) {
+      if (earlier == index) break;
+      if (problem.d.amax != nullptr && other.d.amax == problem.d.amax) {
+        return group_rejection{index, {rejection_kind::invalid_value,
+                                       "members " + std::to_string(earlier) + " and " + std::to_string(index) +
+                                           " share one amax slot: cuBLASLt overwrites an amax (it does not "
+                                           "take the maximum), so give each member its own slot"}};
+      }
+      ++earlier;
+    }
     ++index;
   }
   return std::nullopt;
