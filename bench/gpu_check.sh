@@ -134,7 +134,7 @@ done
 step "configure" "$logs/configure.log" 120 cmake "${configure[@]}" || {
   echo; python3 "$root/bench/cuda/summarize.py" "$logs"; exit 1; }
 gpu_targets=(test_device_convert test_device_quantize test_cublaslt_gemm test_cublaslt_paths test_cublaslt_checks
-             test_cublaslt_wrapper test_kernel_arguments bench_gemm bench_quantize)
+             test_cublaslt_wrapper test_kernel_arguments bench_gemm bench_quantize bench_layer)
 step "build (GPU tests and benchmarks)" "$logs/build.log" 360 cmake --build "$build" -j "$(nproc)" --target "${gpu_targets[@]}"
 if [[ $all_tests -eq 1 ]]; then
   step "build (everything)" "$logs/build_all.log" 300 cmake --build "$build" -j "$(nproc)"
@@ -168,6 +168,7 @@ fi
 # --- Benchmarks -----------------------------------------------------------------------------------
 step "bench_gemm (checks its outputs)" "$logs/bench_gemm.log" 150 "$build/bench/cuda/bench_gemm" "$logs" $quick
 step "bench_quantize" "$logs/bench_quantize.log" 60 "$build/bench/cuda/bench_quantize" "$logs" $quick
+step "bench_layer (GEMMs with their casts)" "$logs/bench_layer.log" 90 "$build/bench/cuda/bench_layer" "$logs" $quick
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
   step "torch._scaled_mm, interleaved" "$logs/torch_scaled_mm.log" 150 \
     python3 "$root/bench/cuda/scaled_mm.py" "$logs" --bench-gemm "$build/bench/cuda/bench_gemm" $quick
