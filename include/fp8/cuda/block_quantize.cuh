@@ -119,18 +119,45 @@ inline constexpr int block_passes_2d = int(block_length) / (block_threads_2d / 3
 // conflicts (a row step moves one bank).
 inline constexpr int block_tile_words = int(block_length) / 4 + 1;
 
+// __byte_perm on the device, the same selection on the host (so the transpose below is tested on
+// machines without a GPU): byte i of the result is byte (selector >> 4i) & 7 of the pair (y:x).
+__host__ __device__ inline std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t selector) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, selector);
+#else
+  const std::uint64_t pair = (std::uint64_t(y) << 32) | x;
+  std::uint32_t result = 0;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned source = (selector >> (4 * i)) & 7u;
+    result |= std::uint32_t((pair >> (8 * source)) & 0xFFu) << (8 * i);
+  }
+  return result;
+#endif
+}
+
 // Four words (rows r..r+3 of four columns) to four words (columns c..c+3 of four rows): word j of
 // the result holds byte j of each input, in row order, i.e. column j's four codes.
-__device__ __forceinline__ void transpose_4x4_bytes(std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+__host__ __device__ inline void transpose_4x4_bytes(std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
                                                     std::uint32_t r3, std::uint32_t (&columns)[4]) {
-  const std::uint32_t low01 = __byte_perm(r0, r1, 0x5140);   // r0.b0 r1.b0 r0.b1 r1.b1
-  const std::uint32_t high01 = __byte_perm(r0, r1, 0x7362);  // r0.b2 r1.b2 r0.b3 r1.b3
-  const std::uint32_t low23 = __byte_perm(r2, r3, 0x5140);
-  const std::uint32_t high23 = __byte_perm(r2, r3, 0x7362);
-  columns[0] = __byte_perm(low01, low23, 0x5410);
-  columns[1] = __byte_perm(low01, low23, 0x7632);
-  columns[2] = __byte_perm(high01, high23, 0x5410);
-  columns[3] = __byte_perm(high01, high23, 0x7632);
+  const std::uint32_t low01 = byte_perm(r0, r1, 0x5140);   // r0.b0 r1.b0 r0.b1 r1.b1
+  const std::uint32_t high01 = byte_perm(r0, r1, 0x7362);  // r0.b2 r1.b2 r0.b3 r1.b3
+  const std::uint32_t low23 = byte_perm(r2, r3, 0x5140);
+  const std::uint32_t high23 = byte_perm(r2, r3, 0x7362);
+  columns[0] = byte_perm(low01, low23, 0x5410);
+  columns[1] = byte_perm(low01, low23, 0x7632);
+  columns[2] = byte_perm(high01, high23, 0x5410);
+  columns[3] = byte_perm(high01, high23, 0x7632);
+}
+
+// Which 4 x 4 micro-tile of the 128 x 128 block a thread transposes in step g (0..3): its row
+// group (rows 4·row_group..+3) and column word (columns 4·column_word..+3). Lanes 0-7 take
+// consecutive row groups, so eight lanes write 32 contiguous bytes of one row of out_t.
+struct micro_tile {
+  int row_group;
+  int column_word;
+};
+__host__ __device__ inline micro_tile transpose_micro_tile(int warp, int lane, int g) {
+  return {lane % 8 + 8 * g, lane / 8 + 4 * warp};
 }
 
 // out (rows x cols) and, when Transposed, out_t (cols x rows) with the transposed scales
@@ -214,13 +241,10 @@ __global__ void __launch_bounds__(block_threads_2d)
       const std::size_t r0 = i * block_length;
       const std::size_t c0 = j * block_length;
       if (whole && packed_t) {
-        // 32 x 32 micro-tiles of 4 x 4 codes, four per thread: lanes 0-7 take consecutive row
-        // groups (32 contiguous bytes of an out_t row per column), lanes / 8 and the warp the column.
-        const int group_lane = lane % 8;
-        const int column_word = lane / 8 + 4 * warp;
+        // 32 x 32 micro-tiles of 4 x 4 codes, four per thread (transpose_micro_tile).
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-          const int row_group = group_lane + 8 * g;
+          const auto [row_group, column_word] = transpose_micro_tile(warp, lane, g);
           const std::uint32_t* source = tile + 4 * row_group * block_tile_words + column_word;
           std::uint32_t columns[4];
           transpose_4x4_bytes(source[0], source[block_tile_words], source[2 * block_tile_words],
