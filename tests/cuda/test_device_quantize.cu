@@ -372,6 +372,31 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
     }
     check_per_tensor<fp8::bfloat16>(1000003, 0, fp8_format::e4m3, 0.37f, seed++);
     check_per_tensor<float>(100003, 1, fp8_format::e5m2, 3.0f, seed++);
+
+    // The history update: one block walks over every tensor (a grid-stride loop over tensors).
+    fp8::delayed_scaling config{};
+    config.history_length = 300;
+    const std::vector<fp8_format> formats(7, fp8_format::e4m3);
+    fp8::delayed_scaling_state host(config);
+    for (const fp8_format format : formats) host.add_tensor(format);
+    fp8::cuda::delayed_scaling_device_state device(config, formats);
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t t = 0; t < formats.size(); ++t) {
+        const float amax = std::ldexp(1.0f, int(t) - step);
+        const device_vector<float> x(std::vector<float>{amax, -amax / 2});
+        const device_vector<std::uint8_t> codes(2);
+        fp8::cuda::quantize(x.data(), 2, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data());
+        host.record(t, amax);
+      }
+      host.update();
+      device.update();
+      const fp8::delayed_scaling_state mirrored = device.download();
+      for (std::size_t t = 0; t < formats.size(); ++t) {
+        CAPTURE(t);
+        CHECK(mirrored.history(t) == host.history(t));
+        CHECK(bits(mirrored.scale(t)) == bits(host.scale(t)));
+      }
+    }
   }
 }
 

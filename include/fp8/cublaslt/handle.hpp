@@ -471,7 +471,10 @@ class handle {
   // D = alpha · op(A) · op(B) + beta · C (+ epilogue), column-major (see gemm_problem). Validates
   // first; runs on `stream` with that stream's workspace.
   void gemm(const gemm_problem& unresolved, cudaStream_t stream = nullptr) {
-    gemm(unresolved, stream, workspaces_.for_stream(stream));
+    const gemm_problem problem = with_packed_leading_dimensions(unresolved);
+    check_current_device();
+    validate(problem, device_);  // before the stream's workspace is allocated
+    run_validated(problem, stream, workspaces_.for_stream(stream));
   }
 
   // As above with a workspace of the caller's (see the class comment for the rule).
