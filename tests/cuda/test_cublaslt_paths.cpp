@@ -61,7 +61,9 @@ struct int_matrix {
 int_matrix make_int_matrix(std::size_t rows, std::size_t cols, std::size_t seed) {
   int_matrix m{rows, cols, std::vector<float>(rows * cols), std::vector<std::uint8_t>(rows * cols)};
   for (std::size_t i = 0; i < rows * cols; ++i) {
-    m.values[i] = float(int((i * 7 + seed * 13 + i / cols) % 7) - 3);
+    // Varies along a row (period 7) and from row to row (offset 3 per row), so that a transposed or
+    // misplaced operand changes the sums.
+    m.values[i] = float(int((i % cols * 5 + i / cols * 3 + seed * 13) % 7) - 3);
     m.codes[i] = fp8::convert_bits<fp8::e4m3_format>(m.values[i]);
   }
   return m;
