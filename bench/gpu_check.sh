@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Builds everything on a GPU machine, runs the `gpu` tests (plus compute-sanitizer memcheck and
-# racecheck), the GEMM and quantize benchmarks and the torch._scaled_mm comparison, writes full logs
-# to a folder, renders the speedup plot into docs/, and prints a short table last.
+# Builds the GPU parts on a GPU machine, runs the `gpu` tests, the GEMM and quantize benchmarks,
+# the interleaved torch._scaled_mm comparison and compute-sanitizer (memcheck, racecheck,
+# initcheck), writes full logs into a folder as it goes, renders the speedup plot into docs/, and
+# prints a short table last. Steps run in order of importance within a time budget, so that a run
+# cut short still leaves the most important logs and a table of what ran.
 #
-#   bench/gpu_check.sh <log-folder> [--quick] [--all-tests]
+#   bench/gpu_check.sh <log-folder> [--quick] [--all-tests] [--budget SECONDS] [--docs FOLDER]
 #
-#   --quick      smaller benchmark sizes (a few minutes instead of ~15)
-#   --all-tests  run the whole ctest suite, not only the `gpu` label
+#   --quick      smaller benchmark sizes (the whole check in about 8 minutes on an H100)
+#   --all-tests  also build and run the whole ctest suite (trainer and CPU tests included)
+#   --budget     seconds the whole check may take (default 540); steps that would start after
+#                it are listed as NOT RUN
+#   --docs       where cuda_results.md and the speedup plot go (default: the repository's docs/)
 #
-# Needs: CUDA toolkit (nvcc, cuBLASLt, compute-sanitizer) at /usr/local/cuda or on PATH, CMake, Ninja
-# or Make, Python 3; PyTorch for the _scaled_mm comparison and matplotlib for the plot (optional).
-# Without doctest / Eigen packages, copies of their headers are looked for in .deps/include (carry
-# /usr/include/doctest and /usr/include/eigen3 there: .deps/include/doctest, .deps/include/eigen3).
+# Needs: CUDA toolkit (nvcc, cuBLASLt, compute-sanitizer) at /usr/local/cuda or on PATH, CMake,
+# Ninja or Make, Python 3; PyTorch for the _scaled_mm comparison, matplotlib for the plot.
+# Without doctest / Eigen / nlohmann-json packages, copies of their headers are taken from
+# .deps/include (.deps/include/doctest, .deps/include/eigen3, .deps/include/nlohmann), e.g.
+#   mkdir -p .deps/include && cp -r /usr/include/doctest /usr/include/eigen3 /usr/include/nlohmann .deps/include/
+# A driver older than the toolkit is a failure (first step), never a skipped test.
 # Never changes clocks, power limits or any other card setting.
 set -uo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,16p' "$0"
+  sed -n '2,23p' "$0"
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,25 +31,51 @@ logs=$(mkdir -p "$1" && cd "$1" && pwd)
 shift
 quick=""
 all_tests=0
-for option in "$@"; do
-  case $option in
+budget=540
+docs=$root/docs
+while [[ $# -gt 0 ]]; do
+  case $1 in
     --quick) quick="--quick" ;;
     --all-tests) all_tests=1 ;;
-    *) echo "gpu_check: unknown option $option" >&2; exit 2 ;;
+    --budget) budget=$2; shift ;;
+    --docs) docs=$(mkdir -p "$2" && cd "$2" && pwd); shift ;;
+    *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
 export PATH=/usr/local/cuda/bin:$PATH
 build=$root/build-gpu
 steps=$logs/steps.csv
-echo "step,result" >"$steps"
+echo "step,result,seconds" >"$steps"
 failures=0
+started=$SECONDS
 
-# record <step> <status>: one line of the summary table.
+# record <step> <status> <log> <seconds>: one line of the summary table.
 record() {
   local result=PASS
-  if [[ $2 -ne 0 ]]; then result="FAIL (exit $2; see $(basename "$3"))"; failures=$((failures + 1)); fi
-  echo "$1,$result" >>"$steps"
-  echo "gpu_check: $1: $result"
+  if [[ $2 -eq 124 ]]; then result="FAIL (timed out; see $(basename "$3"))"; failures=$((failures + 1))
+  elif [[ $2 -ne 0 ]]; then result="FAIL (exit $2; see $(basename "$3"))"; failures=$((failures + 1)); fi
+  echo "$1,$result,$4" >>"$steps"
+  echo "gpu_check: $1: $result (${4}s)"
+}
+# step <name> <log> <max-seconds> <command...>: runs a command with a time limit, unless the budget
+# is spent; records its outcome.
+step() {
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local left=$((budget - (SECONDS - started)))
+  if [[ $left -le 10 ]]; then
+    echo "$name,NOT RUN (time budget spent),0" >>"$steps"
+    echo "gpu_check: $name: NOT RUN (time budget spent)"
+    failures=$((failures + 1))
+    return 1
+  fi
+  [[ $limit -gt $left ]] && limit=$left
+  local begin=$SECONDS
+  timeout "$limit" "$@" >"$log" 2>&1
+  local status=$?
+  record "$name" $status "$log" $((SECONDS - begin))
+  return $status
 }
 
 # --- The machine ---------------------------------------------------------------------------------
@@ -52,9 +85,11 @@ record() {
   nvcc --version
   cmake --version | head -1
   python3 --version
+  python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)" 2>&1
 } >"$logs/environment.log" 2>&1
-if ! nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader >"$logs/device.txt" 2>>"$logs/environment.log"; then
+if ! nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader >"$logs/device.txt" 2>>"$logs/environment.log"; then
   echo "gpu_check: no GPU visible (nvidia-smi failed); see $logs/environment.log" >&2
+  echo "nvidia-smi,FAIL (no GPU visible),0" >>"$steps"
   exit 1
 fi
 capability=$(head -1 "$logs/device.txt" | awk -F', ' '{print $2}')
@@ -64,81 +99,109 @@ case $capability in
 esac
 echo "gpu_check: $(head -1 "$logs/device.txt"), building for sm_$architecture"
 
+# The driver must support the toolkit's CUDA version: otherwise every CUDA call fails, and that is
+# a broken machine, not a missing device.
+driver_cuda=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+toolkit_cuda=$(nvcc --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p' | head -1)
+version_number() { awk -F. '{print $1 * 100 + $2}' <<<"$1"; }
+if [[ -z $driver_cuda || -z $toolkit_cuda ]]; then
+  echo "driver vs toolkit,FAIL (could not read versions: driver '$driver_cuda' toolkit '$toolkit_cuda'),0" >>"$steps"
+  failures=$((failures + 1))
+elif [[ $(version_number "$driver_cuda") -lt $(version_number "$toolkit_cuda") ]]; then
+  echo "driver vs toolkit,FAIL (driver supports CUDA $driver_cuda; toolkit is $toolkit_cuda: update the driver),0" >>"$steps"
+  echo "gpu_check: the driver supports CUDA $driver_cuda, older than the toolkit's $toolkit_cuda: a failure" >&2
+  failures=$((failures + 1))
+else
+  echo "driver vs toolkit,PASS (driver CUDA $driver_cuda >= toolkit $toolkit_cuda),0" >>"$steps"
+fi
+
 # --- Build ----------------------------------------------------------------------------------------
 configure=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$architecture"
            -DFP8_ENABLE_CUDA=ON)
+[[ $all_tests -eq 1 ]] || configure+=(-DFP8_BUILD_EXAMPLES=OFF)
 command -v ninja >/dev/null && configure+=(-G Ninja)
-[[ -f /usr/include/doctest/doctest.h || -f $root/.deps/include/doctest/doctest.h ]] || {
-  echo "gpu_check: doctest headers not found (install doctest-dev or copy them to .deps/include/doctest)" >&2
-  exit 1
-}
-[[ -f /usr/include/eigen3/Eigen/Core || -f $root/.deps/include/eigen3/Eigen/Core ]] || {
-  echo "gpu_check: Eigen headers not found (install libeigen3-dev or copy them to .deps/include/eigen3)" >&2
-  exit 1
-}
-[[ -f /usr/include/doctest/doctest.h ]] || configure+=(-DFP8_DOCTEST_INCLUDE_DIR="$root/.deps/include")
-[[ -f /usr/include/eigen3/Eigen/Core ]] || configure+=(-DFP8_EIGEN_INCLUDE_DIR="$root/.deps/include/eigen3")
-cmake "${configure[@]}" >"$logs/configure.log" 2>&1
-record "configure" $? "$logs/configure.log"
-cmake --build "$build" -j "$(nproc)" >"$logs/build.log" 2>&1
-status=$?
-record "build (everything)" $status "$logs/build.log"
-if [[ $status -ne 0 ]]; then
-  # Something else failed to build: still build what this check runs, so its results are not lost.
-  cmake --build "$build" -j "$(nproc)" --target test_device_convert test_device_quantize test_cublaslt_gemm \
-    test_cublaslt_checks test_kernel_arguments bench_gemm bench_quantize >"$logs/build_gpu_targets.log" 2>&1
-  record "build (the GPU tests and benchmarks alone)" $? "$logs/build_gpu_targets.log"
+deps=$root/.deps/include
+[[ -f /usr/include/doctest/doctest.h ]] || configure+=(-DFP8_DOCTEST_INCLUDE_DIR="$deps")
+[[ -f /usr/include/eigen3/Eigen/Core ]] || configure+=(-DFP8_EIGEN_INCLUDE_DIR="$deps/eigen3")
+[[ -f /usr/include/nlohmann/json.hpp || ! -f $deps/nlohmann/json.hpp ]] || configure+=(-DFP8_JSON_INCLUDE_DIR="$deps")
+for header in "$deps/doctest/doctest.h" "$deps/eigen3/Eigen/Core"; do
+  system=/usr/include/${header#"$deps/"}
+  if [[ ! -f $system && ! -f $header ]]; then
+    echo "gpu_check: neither $system nor $header: copy the headers into .deps/include (see the top of this script)" >&2
+    exit 1
+  fi
+done
+step "configure" "$logs/configure.log" 120 cmake "${configure[@]}" || {
+  echo; python3 "$root/bench/cuda/summarize.py" "$logs"; exit 1; }
+gpu_targets=(test_device_convert test_device_quantize test_cublaslt_gemm test_cublaslt_paths test_cublaslt_checks
+             test_cublaslt_wrapper test_kernel_arguments bench_gemm bench_quantize bench_layer)
+step "build (GPU tests and benchmarks)" "$logs/build.log" 360 cmake --build "$build" -j "$(nproc)" --target "${gpu_targets[@]}"
+if [[ $all_tests -eq 1 ]]; then
+  step "build (everything)" "$logs/build_all.log" 300 cmake --build "$build" -j "$(nproc)"
 fi
 
 # --- Tests ----------------------------------------------------------------------------------------
-if [[ $all_tests -eq 1 ]]; then
-  (cd "$build" && ctest --output-on-failure -j 4 --timeout 1500) >"$logs/ctest_all.log" 2>&1
-  record "ctest (all)" $? "$logs/ctest_all.log"
-fi
-(cd "$build" && ctest -L gpu --output-on-failure --timeout 1500) >"$logs/ctest_gpu.log" 2>&1
-status=$?
-if grep -q "Not Run\|Skipped\|\*\*\*Skipped" "$logs/ctest_gpu.log"; then
-  echo "gpu_check: some gpu tests were skipped on a machine with a GPU" >&2
-  status=1
-fi
-record "ctest -L gpu" $status "$logs/ctest_gpu.log"
-
-# compute-sanitizer on the kernels (the exhaustive 2^32 sweeps are left out: too slow under it).
-sanitize() {  # sanitize <tool> <program> [doctest arguments...]
-  local tool=$1 program=$2
-  shift 2
-  local log=$logs/sanitizer_${tool}_$(basename "$program").log
-  compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/cuda/$program" "$@" >"$log" 2>&1
-  record "compute-sanitizer $tool $program" $? "$log"
+# run_gpu_tests <ctest selection...>: the selected `gpu` tests; one that skips on a machine with a GPU
+# is a failure, whatever ctest's status says.
+run_gpu_tests() {
+  local output
+  output=$(cd "$build" && ctest -L gpu --output-on-failure --timeout 300 "$@" 2>&1)
+  local status=$?
+  echo "$output"
+  if grep -q "Skipped\|Not Run" <<<"$output"; then
+    echo "gpu_check: a gpu test was skipped on a machine with a GPU"
+    return 1
+  fi
+  return $status
 }
-if command -v compute-sanitizer >/dev/null; then
-  sanitize memcheck test_device_quantize
-  sanitize racecheck test_device_quantize
-  sanitize initcheck test_device_quantize
-  sanitize memcheck test_device_convert --test-case-exclude="*every float*"
-  sanitize memcheck test_cublaslt_gemm
-else
-  echo "compute-sanitizer,NOT RUN (not on PATH)" >>"$steps"
-  failures=$((failures + 1))
+# The command line that runs run_gpu_tests with these arguments (timeout needs a program, not a function).
+gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $*"; }
+# The exhaustive conversion sweeps (2^32 floats per policy, host reference on every core) run after
+# the benchmarks, so that a slow host cannot crowd the figures out of the time budget.
+step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E test_device_convert)"
+step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
+  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments' --output-on-failure"
+if [[ $all_tests -eq 1 ]]; then
+  step "ctest (all)" "$logs/ctest_all.log" 600 bash -c "cd '$build' && ctest --output-on-failure -j 4 --timeout 600"
 fi
 
 # --- Benchmarks -----------------------------------------------------------------------------------
-"$build/bench/cuda/bench_gemm" "$logs" $quick >"$logs/bench_gemm.log" 2>&1
-record "bench_gemm" $? "$logs/bench_gemm.log"
-"$build/bench/cuda/bench_quantize" "$logs" $quick >"$logs/bench_quantize.log" 2>&1
-record "bench_quantize" $? "$logs/bench_quantize.log"
-python3 "$root/bench/cuda/scaled_mm.py" "$logs" $quick >"$logs/torch_scaled_mm.log" 2>&1
-status=$?
-if [[ $status -eq 3 ]]; then
-  echo "torch._scaled_mm,NOT RUN ($(tail -1 "$logs/torch_scaled_mm.log"))" >>"$steps"
+step "bench_gemm (checks its outputs)" "$logs/bench_gemm.log" 150 "$build/bench/cuda/bench_gemm" "$logs" $quick
+step "bench_quantize" "$logs/bench_quantize.log" 60 "$build/bench/cuda/bench_quantize" "$logs" $quick
+step "bench_layer (GEMMs with their casts)" "$logs/bench_layer.log" 90 "$build/bench/cuda/bench_layer" "$logs" $quick
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+  step "torch._scaled_mm, interleaved" "$logs/torch_scaled_mm.log" 150 \
+    python3 "$root/bench/cuda/scaled_mm.py" "$logs" --bench-gemm "$build/bench/cuda/bench_gemm" $quick
 else
-  record "torch._scaled_mm comparison" $status "$logs/torch_scaled_mm.log"
+  echo "torch._scaled_mm,NOT RUN (no PyTorch with CUDA here),0" >>"$steps"
 fi
-python3 "$root/bench/cuda/plot_speedup.py" "$logs" "$root/docs" >"$logs/plot.log" 2>&1
-record "speedup plot (docs/fp8_gemm_speedup.*)" $? "$logs/plot.log"
+
+step "ctest -L gpu (conversions, every float)" "$logs/ctest_gpu_convert.log" 200 bash -c "$(gpu_tests -R test_device_convert)"
+
+# --- compute-sanitizer (the 2^32 sweeps and the large cases are left out: too slow under it) -------
+sanitize() {  # sanitize <tool> <program> [doctest arguments...]
+  local tool=$1 program=$2
+  shift 2
+  step "compute-sanitizer $tool $program" "$logs/sanitizer_${tool}_${program}.log" 120 \
+    compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/cuda/$program" "$@"
+}
+if command -v compute-sanitizer >/dev/null; then
+  exclude='--test-case-exclude=*large case*,*every float*'
+  sanitize memcheck test_device_quantize "$exclude"
+  sanitize racecheck test_device_quantize "$exclude"
+  sanitize memcheck test_cublaslt_paths
+  sanitize initcheck test_device_quantize "$exclude"
+  sanitize memcheck test_device_convert "$exclude"
+  sanitize memcheck test_cublaslt_gemm
+else
+  echo "compute-sanitizer,NOT RUN (not on PATH),0" >>"$steps"
+  failures=$((failures + 1))
+fi
+
+step "speedup plot (fp8_gemm_speedup.*)" "$logs/plot.log" 60 python3 "$root/bench/cuda/plot_speedup.py" "$logs" "$docs"
 
 # --- Summary --------------------------------------------------------------------------------------
 echo
-python3 "$root/bench/cuda/summarize.py" "$logs" --docs "$root/docs"
-echo "full logs: $logs"
+python3 "$root/bench/cuda/summarize.py" "$logs" --docs "$docs"
+echo "full logs: $logs ($((SECONDS - started)) s)"
 exit $((failures > 0 ? 1 : 0))

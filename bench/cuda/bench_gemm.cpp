@@ -1,23 +1,38 @@
-// FP8 vs BF16 GEMM throughput through fp8::cublaslt (square sizes 512..16384 and the GEMMs of a
-// 7B-class transformer layer, fast accumulation on and off, row-wise and block scales), and the
-// wrapper's per-call overhead with and without its algorithm cache. Writes CSV files to a folder.
+// FP8 vs BF16 GEMM throughput through fp8::cublaslt, with the ceilings measured in the same run:
+// square sizes, a DeepSeek-V3 shape with row-wise and block scales, the GEMM set of a transformer
+// layer (hidden 4096, FFN 16384, 15,872 tokens), the device-to-device copy bandwidth, and the
+// wrapper's per-call host overhead with and without its plan cache. Every product's output is
+// checked against a float64 reference at sampled elements; a wrong result fails the run.
 //
-//   bench_gemm <output-folder> [--quick]
+//   bench_gemm <output-folder> [--quick] [--only M,N,K]
 //
-// gemm.csv: kind,label,m,n,k,variant,ms,tflops (m, n, k of the row-major Y[m,n] = X[m,k]·W[n,k]ᵀ).
-// overhead.csv: variant,us_per_call. Times are CUDA-event medians of several repetitions.
+// Honest timing: random normal inputs (not a constant byte: tensor-core power and clocks depend on
+// the data), several copies of the inputs rotated so that at least twice the L2 size is touched
+// between reuses (no product runs from a warm cache), about a second of warm-up before the first
+// measurement, CUDA-event medians over repetitions, and the device, driver and cuBLASLt versions
+// printed and written beside the figures.
+//
+// gemm.csv: kind,label,m,n,k,variant,ms,tflops,max_error (m, n, k of the row-major Y = X·Wᵀ;
+//   max_error: see sampled_error, over 256 sampled outputs).
+// ceilings.csv: name,value,unit (copy bandwidth, device, versions). overhead.csv: variant,us_per_call.
+// --only M,N,K measures one shape (kind "only"): scaled_mm.py calls it between its own timings.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <fp8/cublaslt.hpp>
+#include <fp8/fp8.hpp>
 
 namespace lt = fp8::cublaslt;
 
@@ -25,18 +40,58 @@ namespace {
 
 class device_memory {
  public:
-  explicit device_memory(std::size_t bytes) {
-    FP8_CUDA_CHECK(cudaMalloc(&data_, bytes));
-    FP8_CUDA_CHECK(cudaMemset(data_, 0x3C, bytes));  // 1.0 in E4M3-ish codes / small bf16 values: no NaN
-  }
+  explicit device_memory(std::size_t bytes) : bytes_(bytes) { FP8_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
   device_memory(const device_memory&) = delete;
   device_memory& operator=(const device_memory&) = delete;
   ~device_memory() { cudaFree(data_); }
   void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
 
  private:
   void* data_ = nullptr;
+  std::size_t bytes_;
 };
+
+// A pool of random normal values (mean 0, deviation 1) in each element type; matrices repeat it.
+constexpr std::size_t pool_elements = std::size_t(1) << 22;
+struct value_pool {
+  std::vector<std::uint8_t> e4m3;
+  std::vector<std::uint16_t> bf16;
+  std::vector<double> e4m3_values, bf16_values;
+};
+value_pool make_pool(std::uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  value_pool pool;
+  pool.e4m3.resize(pool_elements);
+  pool.bf16.resize(pool_elements);
+  pool.e4m3_values.resize(pool_elements);
+  pool.bf16_values.resize(pool_elements);
+  for (std::size_t i = 0; i < pool_elements; ++i) {
+    const float v = normal(generator);
+    pool.e4m3[i] = fp8::convert_bits<fp8::e4m3_format>(v);
+    pool.e4m3_values[i] = fp8::decode<double, fp8::e4m3_format>(pool.e4m3[i]);
+    pool.bf16[i] = fp8::bfloat16(v).bits();
+    pool.bf16_values[i] = double(float(fp8::bfloat16::from_bits(pool.bf16[i])));
+  }
+  return pool;
+}
+
+// Fills `bytes` of device memory with the pool's bytes repeated (copy, then double on the device).
+void fill_from(void* device, std::size_t bytes, const void* pool, std::size_t pool_bytes) {
+  const std::size_t first = std::min(bytes, pool_bytes);
+  FP8_CUDA_CHECK(cudaMemcpy(device, pool, first, cudaMemcpyHostToDevice));
+  for (std::size_t done = first; done < bytes;) {
+    const std::size_t chunk = std::min(done, bytes - done);
+    FP8_CUDA_CHECK(cudaMemcpy(static_cast<char*>(device) + done, device, chunk, cudaMemcpyDeviceToDevice));
+    done += chunk;
+  }
+}
+
+void fill_ones(float* device, std::size_t count) {
+  const std::vector<float> ones(count, 1.0f);
+  FP8_CUDA_CHECK(cudaMemcpy(device, ones.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+}
 
 class event_timer {
  public:
@@ -48,10 +103,18 @@ class event_timer {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
   }
+  // Calls `call` for about `seconds` (the clocks settle, plans are built).
+  template <class Function>
+  void warm_up(Function&& call, double seconds) {
+    const auto begin = std::chrono::steady_clock::now();
+    do {
+      for (int i = 0; i < 4; ++i) call();
+      FP8_CUDA_CHECK(cudaDeviceSynchronize());
+    } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds);
+  }
   // Median over `repetitions` of the mean time of `iterations` back-to-back calls, in milliseconds.
   template <class Function>
-  double time(Function&& call, int iterations, int repetitions) {
-    for (int i = 0; i < 3; ++i) call();  // warm-up: plan building, clocks
+  double median_ms(Function&& call, int iterations, int repetitions) {
     std::vector<double> samples;
     for (int r = 0; r < repetitions; ++r) {
       FP8_CUDA_CHECK(cudaEventRecord(start_));
@@ -71,30 +134,11 @@ class event_timer {
 };
 
 struct shape {
-  std::string kind;   // "square" or "layer"
-  std::string label;  // e.g. "qkv fprop"
+  std::string kind;   // "square", "deepseek", "layer" or "only"
+  std::string label;  // e.g. "fc1 dgrad"
   std::int64_t m, n, k;
   lt::gemm_purpose purpose;
 };
-
-// Llama-2-7B-like layer: hidden 4096, MLP 11008 (gate and up fused), 4096 tokens per step.
-std::vector<shape> layer_shapes() {
-  constexpr std::int64_t tokens = 4096, hidden = 4096, mlp = 11008;
-  struct linear {
-    const char* name;
-    std::int64_t in, out;
-  };
-  const linear linears[] = {{"qkv", hidden, 3 * hidden}, {"attn_out", hidden, hidden}, {"gate_up", hidden, 2 * mlp},
-                            {"down", mlp, hidden}};
-  std::vector<shape> shapes;
-  for (const linear& l : linears) {
-    // fprop Y = X·Wᵀ; dgrad dX = dY·W (W transposed copy); wgrad dW = dYᵀ·X (transposed copies).
-    shapes.push_back({"layer", std::string(l.name) + " fprop", tokens, l.out, l.in, lt::gemm_purpose::forward});
-    shapes.push_back({"layer", std::string(l.name) + " dgrad", tokens, l.in, l.out, lt::gemm_purpose::gradient});
-    shapes.push_back({"layer", std::string(l.name) + " wgrad", l.out, l.in, tokens, lt::gemm_purpose::gradient});
-  }
-  return shapes;
-}
 
 struct variant {
   std::string name;
@@ -103,82 +147,249 @@ struct variant {
   lt::fast_accumulation fast;
 };
 
-const variant variants[] = {
-    {"bf16", lt::data_type::bf16, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise, lt::fast_accumulation::off},
-    {"fp8 fast_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise, lt::fast_accumulation::on},
-    {"fp8 split_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise, lt::fast_accumulation::off},
-    {"fp8 row_wise", lt::data_type::e4m3, lt::scale_mode::row_wise, lt::scale_mode::row_wise, lt::fast_accumulation::on},
-    {"fp8 1x128x128x128", lt::data_type::e4m3, lt::scale_mode::block_1x128, lt::scale_mode::block_128x128,
-     lt::fast_accumulation::off},
+const variant bf16_variant{"bf16", lt::data_type::bf16, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise,
+                           lt::fast_accumulation::by_purpose};
+const variant fp8_fast{"fp8 fast_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise,
+                       lt::fast_accumulation::on};
+const variant fp8_split{"fp8 split_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise,
+                        lt::scale_mode::tensorwise, lt::fast_accumulation::off};
+const variant fp8_by_purpose{"fp8 by_purpose", lt::data_type::e4m3, lt::scale_mode::tensorwise,
+                             lt::scale_mode::tensorwise, lt::fast_accumulation::by_purpose};
+const variant fp8_row_wise{"fp8 row_wise", lt::data_type::e4m3, lt::scale_mode::row_wise, lt::scale_mode::row_wise,
+                           lt::fast_accumulation::on};
+const variant fp8_block_2d{"fp8 1x128x128x128", lt::data_type::e4m3, lt::scale_mode::block_1x128,
+                           lt::scale_mode::block_128x128, lt::fast_accumulation::off};
+const variant fp8_block_1d{"fp8 1x128x1x128", lt::data_type::e4m3, lt::scale_mode::block_1x128,
+                           lt::scale_mode::block_1x128, lt::fast_accumulation::off};
+
+std::vector<variant> variants_for(const std::string& kind) {
+  if (kind == "layer") return {bf16_variant, fp8_by_purpose};
+  if (kind == "deepseek") return {bf16_variant, fp8_fast, fp8_row_wise, fp8_block_2d, fp8_block_1d};
+  return {bf16_variant, fp8_fast, fp8_split, fp8_row_wise, fp8_block_2d};
+}
+
+// The GEMMs of one transformer layer (hidden 4096, FFN 16384, 15,872 tokens): for each linear,
+// fprop Y = X·Wᵀ, dgrad dX = dY·W, wgrad dW = dYᵀ·X, all as row-major linear products.
+std::vector<shape> layer_shapes() {
+  constexpr std::int64_t tokens = 15872, hidden = 4096, ffn = 16384;
+  struct linear {
+    const char* name;
+    std::int64_t in, out;
+  };
+  const linear linears[] = {{"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
+  std::vector<shape> shapes;
+  for (const linear& l : linears) {
+    shapes.push_back({"layer", std::string(l.name) + " fprop", tokens, l.out, l.in, lt::gemm_purpose::forward});
+    shapes.push_back({"layer", std::string(l.name) + " dgrad", tokens, l.in, l.out, lt::gemm_purpose::gradient});
+    shapes.push_back({"layer", std::string(l.name) + " wgrad", l.out, l.in, tokens, lt::gemm_purpose::gradient});
+  }
+  return shapes;
+}
+
+// The inputs of one shape: `sets` copies of X and W in FP8 and in BF16 (rotated between calls so
+// that more than twice the L2 size is touched before a copy is reused), unit scales, one output.
+struct shape_buffers {
+  std::vector<std::unique_ptr<device_memory>> x8, w8, x16, w16;
+  std::unique_ptr<device_memory> x_scales, w_scales, y;
+  std::size_t sets = 1;
 };
+
+shape_buffers make_buffers(const shape& s, const value_pool& xs, const value_pool& ws, std::size_t l2_bytes) {
+  shape_buffers b;
+  const std::size_t mk = std::size_t(s.m) * std::size_t(s.k), nk = std::size_t(s.n) * std::size_t(s.k);
+  const std::size_t per_set = 2 * (mk + nk);  // the bf16 copies, the larger ones
+  b.sets = std::min<std::size_t>(32, std::max<std::size_t>(1, (2 * l2_bytes + per_set - 1) / per_set));
+  for (std::size_t i = 0; i < b.sets; ++i) {
+    b.x8.push_back(std::make_unique<device_memory>(mk));
+    b.w8.push_back(std::make_unique<device_memory>(nk));
+    b.x16.push_back(std::make_unique<device_memory>(2 * mk));
+    b.w16.push_back(std::make_unique<device_memory>(2 * nk));
+    fill_from(b.x8.back()->data(), mk, xs.e4m3.data(), pool_elements);
+    fill_from(b.w8.back()->data(), nk, ws.e4m3.data(), pool_elements);
+    fill_from(b.x16.back()->data(), 2 * mk, xs.bf16.data(), 2 * pool_elements);
+    fill_from(b.w16.back()->data(), 2 * nk, ws.bf16.data(), 2 * pool_elements);
+  }
+  const std::size_t x_scales = std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.m, s.k) + s.m + 4);
+  const std::size_t w_scales = std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.n, s.k) + s.n + 4);
+  b.x_scales = std::make_unique<device_memory>(x_scales * sizeof(float));
+  b.w_scales = std::make_unique<device_memory>(w_scales * sizeof(float));
+  fill_ones(static_cast<float*>(b.x_scales->data()), x_scales);
+  fill_ones(static_cast<float*>(b.w_scales->data()), w_scales);
+  b.y = std::make_unique<device_memory>(std::size_t(s.m) * std::size_t(s.n) * 2);
+  return b;
+}
+
+// The largest error over 256 sampled outputs (bf16 Y), ref in float64: |got - ref| less one bf16
+// rounding of ref (2^-8 |ref|), divided by S = sum_t |x_t w_t|. A zero or wrongly scaled output gives
+// about |ref| / S, which for random normal data is 1 / sqrt(K) or more (0.008 at K = 16384).
+double sampled_error(const shape& s, const variant& v, const shape_buffers& b, const value_pool& xs,
+                     const value_pool& ws) {
+  const bool fp8 = lt::is_fp8(v.input);
+  const std::vector<double>& xv = fp8 ? xs.e4m3_values : xs.bf16_values;
+  const std::vector<double>& wv = fp8 ? ws.e4m3_values : ws.bf16_values;
+  std::mt19937 generator(std::uint32_t(s.m * 31 + s.n * 7 + s.k));
+  double worst = 0.0;
+  for (int sample = 0; sample < 256; ++sample) {
+    const std::size_t i = generator() % std::size_t(s.m), j = generator() % std::size_t(s.n);
+    double sum = 0.0, bound = 0.0;
+    for (std::size_t t = 0; t < std::size_t(s.k); ++t) {
+      const double product = xv[(i * std::size_t(s.k) + t) % pool_elements] * wv[(j * std::size_t(s.k) + t) % pool_elements];
+      sum += product;
+      bound += std::fabs(product);
+    }
+    std::uint16_t bits = 0;
+    FP8_CUDA_CHECK(cudaMemcpy(&bits, static_cast<const char*>(b.y->data()) + 2 * (i * std::size_t(s.n) + j), 2,
+                              cudaMemcpyDeviceToHost));
+    const double got = double(float(fp8::bfloat16::from_bits(bits)));
+    const double excess = std::max(0.0, std::fabs(got - sum) - std::ldexp(std::fabs(sum), -8));
+    worst = std::max(worst, excess / std::max(bound, 1e-30));
+  }
+  return worst;
+}
+
+// What sampled_error may reach, relative to S: the accumulation's error. FP8 tensor cores keep about
+// 14 bits in the accumulator between promotions; over the partial sums of random data (which grow
+// like sqrt(K), not like S) that stays far below 2^-10 S with fast accumulation and 2^-13 S with
+// split accumulation (promotion to FP32 every 128); BF16 accumulates in FP32 (2^-16 S).
+double error_bound(bool fast_fp8, bool fp8) {
+  return fp8 ? (fast_fp8 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -13)) : std::ldexp(1.0, -16);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s <output-folder> [--quick]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <output-folder> [--quick] [--only M,N,K]\n", argv[0]);
     return 2;
   }
   const std::string folder = argv[1];
-  const bool quick = argc > 2 && std::string(argv[2]) == "--quick";
+  bool quick = false;
+  std::vector<shape> shapes;
+  for (int i = 2; i < argc; ++i) {
+    const std::string option = argv[i];
+    if (option == "--quick") {
+      quick = true;
+    } else if (option == "--only" && i + 1 < argc) {
+      long long m = 0, n = 0, k = 0;
+      if (std::sscanf(argv[++i], "%lld,%lld,%lld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
+        std::fprintf(stderr, "bench_gemm: --only wants M,N,K (positive integers)\n");
+        return 2;
+      }
+      shapes.push_back({"only", std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), m, n, k,
+                        lt::gemm_purpose::forward});
+    } else {
+      std::fprintf(stderr, "bench_gemm: unknown option %s\n", option.c_str());
+      return 2;
+    }
+  }
+  const bool only = !shapes.empty();
+  int failures = 0;
   try {
     lt::handle handle;
-    std::printf("device: %s (sm_%d%d), cuBLASLt %zu\n", handle.device().name.c_str(), handle.device().major,
-                handle.device().minor, cublasLtGetVersion());
+    int device = 0, driver = 0, runtime = 0, l2 = 0;
+    FP8_CUDA_CHECK(cudaGetDevice(&device));
+    FP8_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    FP8_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    FP8_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    std::printf("device: %s (sm_%d%d), L2 %d MiB, driver CUDA %d, runtime %d, cuBLASLt %zu\n",
+                handle.device().name.c_str(), handle.device().major, handle.device().minor, l2 >> 20, driver, runtime,
+                cublasLtGetVersion());
 
-    std::vector<shape> shapes;
-    for (std::int64_t size = 512; size <= (quick ? 4096 : 16384); size *= 2) {
-      shapes.push_back({"square", std::to_string(size), size, size, size, lt::gemm_purpose::forward});
+    if (!only) {
+      for (std::int64_t size = 1024; size <= (quick ? 8192 : 16384); size *= 2) {
+        shapes.push_back({"square", std::to_string(size), size, size, size, lt::gemm_purpose::forward});
+      }
+      shapes.push_back({"deepseek", "4096x7168x16384", 4096, 7168, 16384, lt::gemm_purpose::forward});
+      for (const shape& s : layer_shapes()) shapes.push_back(s);
     }
-    for (const shape& s : layer_shapes()) shapes.push_back(s);
-
-    std::ofstream csv(folder + "/gemm.csv");
-    csv << "kind,label,m,n,k,variant,ms,tflops\n";
+    const value_pool xs = make_pool(1), ws = make_pool(2);
     event_timer timer;
-    std::printf("%-8s %-16s %6s %6s %6s %-18s %9s %9s\n", "kind", "label", "m", "n", "k", "variant", "ms", "TFLOP/s");
+
+    const std::string suffix = only ? "_only" : "";
+    std::ofstream csv(folder + "/gemm" + suffix + ".csv");
+    csv << "kind,label,m,n,k,variant,ms,tflops,max_error\n";
+    std::printf("%-8s %-16s %6s %6s %6s %-18s %9s %9s %9s\n", "kind", "label", "m", "n", "k", "variant", "ms", "TFLOP/s",
+                "error");
+    bool warmed = false;
     for (const shape& s : shapes) {
-      const std::size_t mk = std::size_t(s.m * s.k), nk = std::size_t(s.n * s.k), mn = std::size_t(s.m * s.n);
-      device_memory x(mk * 2), w(nk * 2), y(mn * 2);
-      device_memory x_scales(sizeof(float) * std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.m, s.k) + s.m));
-      device_memory w_scales(sizeof(float) * std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.n, s.k) + s.n));
+      const shape_buffers b = make_buffers(s, xs, ws, std::size_t(l2));
       const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
-      const int iterations = flop > 1e12 ? 5 : (flop > 1e11 ? 20 : 100);
-      for (const variant& v : variants) {
+      const int iterations = std::max(2, int(2e12 / std::max(flop, 1.0)));  // about 3-5 ms of work per sample
+      for (const variant& v : variants_for(s.kind)) {
+        const bool fp8 = lt::is_fp8(v.input);
         lt::linear_problem p{};
         p.m = s.m;
         p.n = s.n;
         p.k = s.k;
-        const bool fp8 = lt::is_fp8(v.input);
-        p.x = {x.data(), v.input, 0, v.x_mode, fp8 ? static_cast<const float*>(x_scales.data()) : nullptr};
-        p.w = {w.data(), v.input, 0, v.w_mode, fp8 ? static_cast<const float*>(w_scales.data()) : nullptr};
-        p.y = {y.data(), lt::data_type::bf16};
+        p.y = {b.y->data(), lt::data_type::bf16};
         p.options.purpose = s.purpose;
         p.options.fast_accum = fp8 ? v.fast : lt::fast_accumulation::by_purpose;
+        const auto set_inputs = [&](std::size_t set) {
+          p.x = {fp8 ? b.x8[set]->data() : b.x16[set]->data(), v.input, 0, v.x_mode,
+                 fp8 ? static_cast<const float*>(b.x_scales->data()) : nullptr};
+          p.w = {fp8 ? b.w8[set]->data() : b.w16[set]->data(), v.input, 0, v.w_mode,
+                 fp8 ? static_cast<const float*>(b.w_scales->data()) : nullptr};
+        };
+        set_inputs(0);
         if (const auto why = lt::find_rejection(lt::to_gemm(p), handle.device())) {
           std::printf("%-8s %-16s %6lld %6lld %6lld %-18s skipped: %s\n", s.kind.c_str(), s.label.c_str(),
                       (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), why->cause.c_str());
           continue;
         }
-        const double ms = timer.time([&] { handle.linear(p); }, iterations, quick ? 3 : 7);
+        std::size_t call_index = 0;
+        const auto call = [&] {
+          set_inputs(call_index++ % b.sets);
+          handle.linear(p);
+        };
+        timer.warm_up(call, warmed ? 0.05 : (quick ? 0.5 : 1.0));
+        warmed = true;
+        const double ms = timer.median_ms(call, iterations, quick ? 5 : 9);
         const double tflops = flop / (ms * 1e-3) / 1e12;
+        const double error = sampled_error(s, v, b, xs, ws);
+        const bool fast = fp8 && lt::uses_fast_accumulation(lt::to_gemm(p));
+        const bool correct = error <= error_bound(fast, fp8);
+        if (!correct) ++failures;
         csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name << ',' << ms << ','
-            << tflops << '\n';
-        std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f\n", s.kind.c_str(), s.label.c_str(), (long long)s.m,
-                    (long long)s.n, (long long)s.k, v.name.c_str(), ms, tflops);
+            << tflops << ',' << error << '\n';
+        std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(), s.label.c_str(),
+                    (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms, tflops, error,
+                    correct ? "" : "  WRONG RESULT (above the bound)");
         std::fflush(stdout);
       }
     }
+    if (only) return failures > 0 ? 1 : 0;
+
+    // The memory ceiling of the same run: a device-to-device copy of 1 GiB (each byte read and written).
+    std::ofstream ceilings(folder + "/ceilings.csv");
+    ceilings << "name,value,unit\n";
+    {
+      const std::size_t bytes = std::size_t(quick ? 256 : 1024) << 20;
+      device_memory from(bytes), to(bytes);
+      FP8_CUDA_CHECK(cudaMemset(from.data(), 1, bytes));
+      const auto copy = [&] { FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice)); };
+      timer.warm_up(copy, 0.1);
+      const double ms = timer.median_ms(copy, 5, 9);
+      const double gbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
+      ceilings << "device-to-device copy," << gbps << ",GB/s\n";
+      std::printf("device-to-device copy: %.0f GB/s (read + write)\n", gbps);
+    }
+    ceilings << "device," << handle.device().name << ",\n";
+    ceilings << "driver CUDA version," << driver << ",\n";
+    ceilings << "runtime CUDA version," << runtime << ",\n";
+    ceilings << "cuBLASLt version," << cublasLtGetVersion() << ",\n";
 
     // Per-call overhead: a tiny product whose kernel time is negligible, enqueued many times; the
     // host time per call with the cache (descriptors and algorithm reused) and without (built and
     // chosen by the heuristic every call, as frameworks without a cache do).
     std::ofstream overhead(folder + "/overhead.csv");
     overhead << "variant,us_per_call\n";
-    device_memory a(64 * 64), b(64 * 64), d(64 * 64 * 2);
+    device_memory a(64 * 64), w(64 * 64), d(64 * 64 * 2);
+    FP8_CUDA_CHECK(cudaMemset(a.data(), 0x38, 64 * 64));
+    FP8_CUDA_CHECK(cudaMemset(w.data(), 0x38, 64 * 64));
     lt::linear_problem tiny{};
     tiny.m = tiny.n = tiny.k = 64;
     tiny.x = {a.data(), lt::data_type::e4m3};
-    tiny.w = {b.data(), lt::data_type::e4m3};
+    tiny.w = {w.data(), lt::data_type::e4m3};
     tiny.y = {d.data(), lt::data_type::bf16};
     for (const bool cached : {true, false}) {
       handle.set_algorithm_cache(cached);
@@ -187,20 +398,25 @@ int main(int argc, char** argv) {
       const int batches = cached ? 200 : 40;
       handle.linear(tiny);
       FP8_CUDA_CHECK(cudaDeviceSynchronize());
-      double host_us = 0.0;
+      std::vector<double> per_batch;
       for (int round = 0; round < batches; ++round) {
         const auto begin = std::chrono::steady_clock::now();
         for (int i = 0; i < batch; ++i) handle.linear(tiny);
         const auto end = std::chrono::steady_clock::now();
-        host_us += std::chrono::duration<double, std::micro>(end - begin).count();
+        per_batch.push_back(std::chrono::duration<double, std::micro>(end - begin).count() / batch);
         FP8_CUDA_CHECK(cudaDeviceSynchronize());
       }
-      const double us = host_us / double(batch * batches);
+      std::sort(per_batch.begin(), per_batch.end());
+      const double us = per_batch[per_batch.size() / 2];
       overhead << (cached ? "with_cache" : "without_cache") << ',' << us << '\n';
-      std::printf("per-call host time %s the algorithm cache: %.2f us\n", cached ? "with" : "without", us);
+      std::printf("per-call host time %s the plan cache: %.2f us (median)\n", cached ? "with" : "without", us);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gemm: %s\n", e.what());
+    return 1;
+  }
+  if (failures > 0) {
+    std::fprintf(stderr, "bench_gemm: %d products gave results outside their error bound\n", failures);
     return 1;
   }
   return 0;

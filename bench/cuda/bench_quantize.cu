@@ -1,5 +1,8 @@
 // Bandwidth of the quantize kernels beside a device-to-device copy moving the same number of bytes,
 // measured in the same run: GB/s = (bytes read once + bytes written) / time, and the ratio to copy.
+// Inputs are random normal values (a constant input would make every block's amax and scale alike
+// and the conversion's data-dependent paths uniform); about a second of warm-up comes first; times
+// are CUDA-event medians; the matrix (64 Mi elements) is far larger than L2.
 //
 //   bench_quantize <output-folder> [--quick]
 //
@@ -7,10 +10,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -22,7 +27,7 @@ class device_memory {
  public:
   explicit device_memory(std::size_t bytes) {
     FP8_CUDA_CHECK(cudaMalloc(&data_, bytes));
-    FP8_CUDA_CHECK(cudaMemset(data_, 0x3F, bytes));  // finite values of every element type
+    FP8_CUDA_CHECK(cudaMemset(data_, 0, bytes));
   }
   device_memory(const device_memory&) = delete;
   device_memory& operator=(const device_memory&) = delete;
@@ -36,12 +41,37 @@ class device_memory {
   void* data_ = nullptr;
 };
 
-// Median time in ms of one call, over `repetitions` runs of `iterations` calls, after a warm-up.
+// `count` random normal values (mean 0, deviation 1) as T, from a 4 Mi-value pool repeated.
+template <class T>
+void fill_normal(T* device, std::size_t count) {
+  constexpr std::size_t pool_size = std::size_t(1) << 22;
+  std::mt19937 generator(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> pool(std::min(count, pool_size));
+  for (T& value : pool) value = T(normal(generator));
+  FP8_CUDA_CHECK(cudaMemcpy(device, pool.data(), pool.size() * sizeof(T), cudaMemcpyHostToDevice));
+  for (std::size_t done = pool.size(); done < count;) {
+    const std::size_t chunk = std::min(done, count - done);
+    FP8_CUDA_CHECK(cudaMemcpy(device + done, device, chunk * sizeof(T), cudaMemcpyDeviceToDevice));
+    done += chunk;
+  }
+}
+
+// Calls `call` for about `seconds` (clocks settle).
+void warm_up(const std::function<void()>& call, double seconds) {
+  const auto begin = std::chrono::steady_clock::now();
+  do {
+    for (int i = 0; i < 4; ++i) call();
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds);
+}
+
+// Median time in ms of one call, over `repetitions` runs of `iterations` calls, after a short warm-up.
 double time_ms(const std::function<void()>& call, int iterations, int repetitions) {
   cudaEvent_t start, stop;
   FP8_CUDA_CHECK(cudaEventCreate(&start));
   FP8_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) call();
+  warm_up(call, 0.05);
   std::vector<double> samples;
   for (int r = 0; r < repetitions; ++r) {
     FP8_CUDA_CHECK(cudaEventRecord(start));
@@ -86,8 +116,12 @@ int main(int argc, char** argv) {
     device_memory in(n * sizeof(float)), out(n), out_t(n), scalars(64 * sizeof(float));
     device_memory scale_inv(fp8::scale_count(fp8::granularity::tile_1x128, rows, cols) * sizeof(float));
     device_memory wide(n * sizeof(float));  // copy source and destination, and dequantize output
+    device_memory in_bf16(n * sizeof(__nv_bfloat16));
+    fill_normal(in.as<float>(), n);
+    fill_normal(in_bf16.as<__nv_bfloat16>(), n);
     const float* x = in.as<float>();
-    const __nv_bfloat16* xb = in.as<__nv_bfloat16>();
+    const __nv_bfloat16* xb = in_bf16.as<__nv_bfloat16>();
+    device_memory scale_inv_t(fp8::scale_count(fp8::granularity::tile_1x128, cols, rows) * sizeof(float));
     float* amax = scalars.as<float>();
     const fp8::cuda::tensor_scale given{scalars.as<float>() + 1, scalars.as<float>() + 2, amax};
     const float initial[3] = {0.0f, 1.0f, 1.0f};  // amax, scale, scale_inv
@@ -113,6 +147,23 @@ int main(int argc, char** argv) {
          [&] { fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
         {"current block_128x128 f32", n, n * 5,
          [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"current block_128x128 bf16", n, n * 3,
+         [&] { fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+        {"current block_128x128 bf16 +transpose", n, n * 4,
+         [&] {
+           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(),
+                                         scale_inv.as<float>(), out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+         }},
+        {"current tile_1x128 bf16 +transpose (2 reads)", n, n * 4,
+         [&] {
+           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(),
+                                         scale_inv.as<float>(), out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+         }},
+        {"current per_tensor bf16 +transpose (2 reads)", n, n * 4,
+         [&] {
+           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::per_tensor), out.as<std::uint8_t>(),
+                                         scale_inv.as<float>(), out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+         }},
         {"dequantize e4m3->bf16", n, n * 3,
          [&] { fp8::cuda::dequantize(out.as<std::uint8_t>(), n, e4m3, given.scale_inv, wide.as<__nv_bfloat16>()); }},
     };
@@ -120,7 +171,8 @@ int main(int argc, char** argv) {
     std::ofstream csv(folder + "/quantize.csv");
     csv << "kernel,elements,bytes,ms,gbps,copy_gbps,ratio\n";
     std::printf("%-34s %12s %9s %9s %9s %7s\n", "kernel", "bytes", "ms", "GB/s", "copy GB/s", "ratio");
-    const int iterations = quick ? 5 : 20, repetitions = quick ? 3 : 7;
+    const int iterations = quick ? 5 : 20, repetitions = quick ? 5 : 9;
+    warm_up(kernels.front().call, quick ? 0.5 : 1.0);
     for (const measurement& m : kernels) {
       // The ceiling: a copy that reads and writes the same total number of bytes, same run.
       const std::size_t half = m.bytes / 2;

@@ -1,51 +1,73 @@
 #!/usr/bin/env python3
-"""torch._scaled_mm (FP8, cuBLASLt underneath) and torch.matmul (BF16) at the shapes bench_gemm
-measures, in the same run of the same machine, so the wrapper can be compared with PyTorch.
+"""torch._scaled_mm (FP8, cuBLASLt underneath) and torch.matmul (BF16) against fp8::cublaslt on the
+same machine, interleaved: for each shape, rounds alternate between PyTorch in this process and
+bench_gemm --only (a fresh process, the same GPU) so that clock and thermal drift hit both alike.
 
-    python3 bench/cuda/scaled_mm.py <output-folder> [--quick]
+    python3 bench/cuda/scaled_mm.py <output-folder> --bench-gemm <path> [--quick] [--rounds N]
 
-Reads <output-folder>/gemm.csv (written by bench_gemm) for the shapes and writes
-<output-folder>/torch_gemm.csv with the same columns: kind,label,m,n,k,variant,ms,tflops.
+Shapes: 8192^3, the DeepSeek-V3 shape 4096 x 7168 x 16384 and, without --quick, 4096^3 and 16384^3.
+Inputs are random normal (torch.randn) cast to E4M3 with unit scales, as bench_gemm's; several
+copies are rotated so that more than twice the L2 size is touched between reuses; about a second of
+warm-up precedes the first shape; each figure is the median over rounds of per-round medians.
+
+Writes <output-folder>/torch_gemm.csv (kind,label,m,n,k,variant,ms,tflops) with the PyTorch variants
+and the fp8::cublaslt variants of the same rounds (variant names prefixed "interleaved ").
 Exits with status 3 (and a message) when PyTorch or a CUDA device is missing.
 """
 import csv
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 
-def shapes_from(gemm_csv: Path):
-    seen = []
-    with gemm_csv.open() as f:
-        for row in csv.DictReader(f):
-            key = (row["kind"], row["label"], int(row["m"]), int(row["n"]), int(row["k"]))
-            if key not in seen:
-                seen.append(key)
-    return seen
-
-
-def time_ms(torch, call, iterations, repetitions):
-    for _ in range(3):
-        call()
+def time_ms(torch, calls, iterations, repetitions):
+    """Median over repetitions of the mean time of `iterations` calls, rotating through `calls`."""
     samples = []
     start = torch.cuda.Event(enable_timing=True)
     stop = torch.cuda.Event(enable_timing=True)
+    index = 0
     for _ in range(repetitions):
         start.record()
         for _ in range(iterations):
-            call()
+            calls[index % len(calls)]()
+            index += 1
         stop.record()
         stop.synchronize()
         samples.append(start.elapsed_time(stop) / iterations)
     return statistics.median(samples)
 
 
+def warm_up(torch, calls, seconds):
+    begin = time.monotonic()
+    while time.monotonic() - begin < seconds:
+        for call in calls:
+            call()
+        torch.cuda.synchronize()
+
+
+def ours(bench_gemm, m, n, k):
+    """fp8::cublaslt's figures for one shape: {variant: ms} from bench_gemm --only."""
+    with tempfile.TemporaryDirectory() as folder:
+        result = subprocess.run([bench_gemm, folder, "--quick", "--only", f"{m},{n},{k}"], capture_output=True,
+                                text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"bench_gemm --only {m},{n},{k} failed:\n{result.stdout}\n{result.stderr}")
+        with (Path(folder) / "gemm_only.csv").open() as f:
+            return {row["variant"]: float(row["ms"]) for row in csv.DictReader(f)}
+
+
 def main() -> int:
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    if not args or "--bench-gemm" not in args:
         print(__doc__, file=sys.stderr)
         return 2
-    folder = Path(sys.argv[1])
-    quick = "--quick" in sys.argv[2:]
+    folder = Path(args[0])
+    bench_gemm = args[args.index("--bench-gemm") + 1]
+    quick = "--quick" in args
+    rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 3
     try:
         import torch
     except ImportError:
@@ -54,32 +76,50 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("scaled_mm.py: PyTorch sees no CUDA device", file=sys.stderr)
         return 3
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    properties = torch.cuda.get_device_properties(0)
+    l2_bytes = getattr(properties, "L2_cache_size", 50 << 20)
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+
+    shapes = [("square", "8192", 8192, 8192, 8192), ("deepseek", "4096x7168x16384", 4096, 7168, 16384)]
+    if not quick:
+        shapes = [("square", "4096", 4096, 4096, 4096)] + shapes + [("square", "16384", 16384, 16384, 16384)]
 
     rows = []
-    for kind, label, m, n, k in shapes_from(folder / "gemm.csv"):
-        # Y[m, n] = X[m, k] @ W[n, k]^T: _scaled_mm wants the second operand column-major, i.e. W^T.
-        x16 = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w16 = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        x8 = x16.to(torch.float8_e4m3fn)
-        w8 = w16.to(torch.float8_e4m3fn)
-        one = torch.ones((), device="cuda", dtype=torch.float32)
+    first = True
+    for kind, label, m, n, k in shapes:
         flop = 2.0 * m * n * k
-        iterations = 5 if flop > 1e12 else (20 if flop > 1e11 else 100)
-        repetitions = 3 if quick else 7
+        copies = max(1, min(16, -(-2 * l2_bytes // (2 * (m * k + n * k)))))
+        xs16 = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+        ws16 = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+        xs8 = [x.to(torch.float8_e4m3fn) for x in xs16]
+        ws8 = [w.to(torch.float8_e4m3fn) for w in ws16]
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        # Y[m, n] = X[m, k] @ W[n, k]^T: _scaled_mm wants the second operand column-major, i.e. W^T.
         variants = {
-            "torch bf16": lambda: torch.matmul(x16, w16.t()),
-            "torch _scaled_mm fast_accum": lambda: torch._scaled_mm(
-                x8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True),
-            "torch _scaled_mm split_accum": lambda: torch._scaled_mm(
-                x8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=False),
+            "torch bf16": [lambda i=i: torch.matmul(xs16[i], ws16[i].t()) for i in range(copies)],
+            "torch _scaled_mm fast_accum": [
+                lambda i=i: torch._scaled_mm(xs8[i], ws8[i].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                             use_fast_accum=True) for i in range(copies)],
+            "torch _scaled_mm split_accum": [
+                lambda i=i: torch._scaled_mm(xs8[i], ws8[i].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                             use_fast_accum=False) for i in range(copies)],
         }
-        for name, call in variants.items():
-            ms = time_ms(torch, call, iterations, repetitions)
+        iterations = max(2, int(2e12 / flop))
+        torch_ms = {name: [] for name in variants}
+        our_ms = {}
+        for _ in range(rounds):
+            for name, calls in variants.items():
+                warm_up(torch, calls, 1.0 if first else 0.05)
+                first = False
+                torch_ms[name].append(time_ms(torch, calls, iterations, 5))
+            for name, ms in ours(bench_gemm, m, n, k).items():
+                our_ms.setdefault(name, []).append(ms)
+        for name, samples in list(torch_ms.items()) + [("interleaved " + v, s) for v, s in our_ms.items()]:
+            ms = statistics.median(samples)
             tflops = flop / (ms * 1e-3) / 1e12
             rows.append([kind, label, m, n, k, name, f"{ms:.6f}", f"{tflops:.3f}"])
-            print(f"{kind:8s} {label:16s} {m:6d} {n:6d} {k:6d} {name:30s} {ms:9.4f} ms {tflops:9.1f} TFLOP/s", flush=True)
-        del x16, w16, x8, w8
+            print(f"{kind:8s} {label:16s} {m:6d} {n:6d} {k:6d} {name:34s} {ms:9.4f} ms {tflops:9.1f} TFLOP/s", flush=True)
+        del xs16, ws16, xs8, ws8
         torch.cuda.empty_cache()
 
     with (folder / "torch_gemm.csv").open("w", newline="") as f:

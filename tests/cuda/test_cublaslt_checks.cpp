@@ -19,10 +19,12 @@ const void* address(std::uintptr_t value) { return reinterpret_cast<const void*>
 void* mutable_address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
 const float* float_address(std::uintptr_t value) { return reinterpret_cast<const float*>(value); }
 
-lt::device_info hopper() { return {1, 0, 9, 0, "NVIDIA H100 80GB HBM3"}; }
-lt::device_info ada() { return {1, 0, 8, 9, "NVIDIA L40S"}; }
-lt::device_info ampere() { return {1, 0, 8, 0, "NVIDIA A100-SXM4-80GB"}; }
-lt::device_info blackwell() { return {1, 0, 10, 0, "NVIDIA B200"}; }
+// cuBLASLt 13.1.0 loaded, compiled against the same headers.
+constexpr std::size_t cublas_13_1 = 130100;
+lt::device_info hopper() { return {1, 0, 9, 0, "NVIDIA H100 80GB HBM3", cublas_13_1, cublas_13_1}; }
+lt::device_info ada() { return {1, 0, 8, 9, "NVIDIA L40S", cublas_13_1, cublas_13_1}; }
+lt::device_info ampere() { return {1, 0, 8, 0, "NVIDIA A100-SXM4-80GB", cublas_13_1, cublas_13_1}; }
+lt::device_info blackwell() { return {1, 0, 10, 0, "NVIDIA B200", cublas_13_1, cublas_13_1}; }
 lt::device_info no_device() { return {}; }
 
 // A valid FP8 product: D[256, 128] (bf16) = A^T (e4m3) · B (e4m3), k = 512, tensorwise scales.
@@ -109,26 +111,60 @@ TEST_CASE("no CUDA device") {
   }
 }
 
-TEST_CASE("dims not multiples of 16") {
-  for (const auto& dims : {std::array<std::int64_t, 3>{250, 128, 512}, std::array<std::int64_t, 3>{256, 120, 512},
-                          std::array<std::int64_t, 3>{256, 128, 520}}) {
+TEST_CASE("shape rules are cuBLASLt's: K a multiple of 16, 16-byte leading dimensions; M and N free") {
+  // M and N need not be multiples of 16 (cuBLASLt has no such rule; a decode step has 1 token).
+  for (const auto& dims : {std::array<std::int64_t, 3>{250, 128, 512}, std::array<std::int64_t, 3>{256, 1, 512},
+                          std::array<std::int64_t, 3>{256, 15, 512}, std::array<std::int64_t, 3>{1, 3, 16}}) {
     lt::gemm_problem p = valid_fp8();
     p.m = dims[0];
     p.n = dims[1];
     p.k = dims[2];
     p.a.ld = p.k;
     p.b.ld = p.k;
-    p.d.ld = p.m;
+    p.d.ld = (p.m + 7) / 8 * 8;  // bf16 D: ldd in elements must be a multiple of 8 (16 bytes)
     CAPTURE(lt::describe(p));
-    const auto why = rejected(p, hopper());
-    CHECK(why.kind == lt::rejection_kind::invalid_value);
-    CHECK(contains(why.cause, "dims not multiples of 16"));
+    CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
   }
-  lt::gemm_problem padded_ld = valid_fp8();
-  padded_ld.a.ld = 520;
-  const auto why = rejected(padded_ld, hopper());
+  lt::gemm_problem odd_k = valid_fp8();
+  odd_k.k = 520;
+  odd_k.a.ld = odd_k.b.ld = 520;
+  auto why = rejected(odd_k, hopper());
   CHECK(why.kind == lt::rejection_kind::invalid_value);
-  CHECK(contains(why.cause, "leading dimensions not multiples of 16"));
+  CHECK(contains(why.cause, "k = 520 is not a multiple of 16"));
+
+  lt::gemm_problem padded_ld = valid_fp8();
+  padded_ld.a.ld = 520;  // FP8: 520 bytes, not a multiple of 16
+  why = rejected(padded_ld, hopper());
+  CHECK(why.kind == lt::rejection_kind::invalid_value);
+  CHECK(contains(why.cause, "lda spans 520 bytes"));
+
+  lt::gemm_problem odd_ldd = valid_fp8();
+  odd_ldd.m = 250;
+  odd_ldd.d.ld = 250;  // bf16: 500 bytes
+  CHECK(contains(rejected(odd_ldd, hopper()).cause, "ldd spans 500 bytes"));
+  odd_ldd.d.type = lt::data_type::fp32;
+  odd_ldd.d.ld = 252;  // fp32: 1008 bytes, a multiple of 16
+  CHECK_FALSE(lt::find_rejection(odd_ldd, hopper()).has_value());
+}
+
+TEST_CASE("a decode step of 1 to 15 tokens through linear() passes the checks") {
+  for (std::int64_t tokens = 1; tokens <= 15; ++tokens) {
+    for (const auto& modes : {std::pair{lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
+                             std::pair{lt::scale_mode::row_wise, lt::scale_mode::row_wise},
+                             std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128}}) {
+      lt::linear_problem p{};
+      p.m = tokens;
+      p.n = 4096;
+      p.k = 4096;
+      p.x = {address(0x10000), lt::data_type::e4m3, 0, modes.first, float_address(0x90000)};
+      p.w = {address(0x20000), lt::data_type::e4m3, 0, modes.second, float_address(0x91000)};
+      p.y = {mutable_address(0x30000), lt::data_type::bf16, 0};
+      CAPTURE(tokens);
+      CAPTURE(lt::name(modes.first));
+      const auto why = lt::find_rejection(lt::to_gemm(p), hopper());
+      CHECK_MESSAGE(!why.has_value(), (why ? why->cause : std::string()));
+    }
+  }
 }
 
 TEST_CASE("leading dimensions smaller than the matrix, null pointers, empty shapes") {
@@ -249,9 +285,13 @@ TEST_CASE("unsupported scale-mode pairs") {
   p.d.type = lt::data_type::e4m3;
   CHECK(contains(rejected(p, hopper()).cause, "bf16, fp16 or fp32 outputs"));
 
-  p = with_scales(scale_mode::row_wise, scale_mode::row_wise);
-  p.options.epilogue_kind = lt::epilogue::gelu;
-  CHECK(contains(rejected(p, hopper()).cause, "GELU epilogues are available with tensorwise scales only"));
+  for (const auto kind : {lt::epilogue::gelu, lt::epilogue::gelu_aux, lt::epilogue::dgelu,
+                          lt::epilogue::bias_gradient_b}) {
+    p = with_scales(scale_mode::row_wise, scale_mode::row_wise);
+    p.options.epilogue_kind = kind;
+    CAPTURE(lt::name(kind));
+    CHECK(contains(rejected(p, hopper()).cause, "is available with tensorwise scales only"));
+  }
 }
 
 TEST_CASE("D scale and amax need an FP8 output; epilogues need a matching bias") {

@@ -195,7 +195,7 @@ std::string describe(const product_case& c) {
          ", epilogue " + lt::name(c.epilogue) + (c.purpose == lt::gemm_purpose::forward ? ", forward" : ", gradient");
 }
 
-constexpr std::size_t tokens = 96;     // m of the row-major product (a partial 128-row block)
+constexpr std::size_t tokens = 272;  // m: two whole 128-row blocks and a partial one (block order of X)
 constexpr std::size_t features_in = 384;   // k: three 128-wide blocks
 constexpr std::size_t features_out = 256;  // n
 

@@ -351,6 +351,68 @@ TEST_CASE_TEMPLATE("current scaling per tensor, row, 1x128 tile and 128x128 bloc
   }
 }
 
+// The grid-stride paths: with the grid capped at a few blocks, every block loops over many rows,
+// tiles and blocks (the tile kernel's second tile per step, the transpose tile's reuse of shared
+// memory, the cast kernel's two loads in flight), which test shapes never reach under SMs x 8.
+struct grid_cap {
+  explicit grid_cap(std::size_t blocks) { fp8::cuda::detail::grid_cap_for_testing = blocks; }
+  ~grid_cap() { fp8::cuda::detail::grid_cap_for_testing = 0; }
+  grid_cap(const grid_cap&) = delete;
+  grid_cap& operator=(const grid_cap&) = delete;
+};
+
+TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 blocks") {
+  const shape capped_shapes[] = {{1000, 130}, {300, 1024}, {257, 385}, {512, 512}};
+  std::uint32_t seed = 5000;
+  for (const std::size_t blocks : {std::size_t(1), std::size_t(2), std::size_t(3)}) {
+    const grid_cap cap(blocks);
+    CAPTURE(blocks);
+    for (const fp8::quantization& q : current_recipes()) {
+      for (const shape s : capped_shapes) check_current<float>(s, q, seed++);
+    }
+    check_per_tensor<fp8::bfloat16>(1000003, 0, fp8_format::e4m3, 0.37f, seed++);
+    check_per_tensor<float>(100003, 1, fp8_format::e5m2, 3.0f, seed++);
+
+    // The history update: one block walks over every tensor (a grid-stride loop over tensors).
+    fp8::delayed_scaling config{};
+    config.history_length = 300;
+    const std::vector<fp8_format> formats(7, fp8_format::e4m3);
+    fp8::delayed_scaling_state host(config);
+    for (const fp8_format format : formats) host.add_tensor(format);
+    fp8::cuda::delayed_scaling_device_state device(config, formats);
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t t = 0; t < formats.size(); ++t) {
+        const float amax = std::ldexp(1.0f, int(t) - step);
+        const device_vector<float> x(std::vector<float>{amax, -amax / 2});
+        const device_vector<std::uint8_t> codes(2);
+        fp8::cuda::quantize(x.data(), 2, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data());
+        host.record(t, amax);
+      }
+      host.update();
+      device.update();
+      const fp8::delayed_scaling_state mirrored = device.download();
+      for (std::size_t t = 0; t < formats.size(); ++t) {
+        CAPTURE(t);
+        CHECK(mirrored.history(t) == host.history(t));
+        CHECK(bits(mirrored.scale(t)) == bits(host.scale(t)));
+      }
+    }
+  }
+}
+
+// A large matrix at the sizes real layers have (4096 x 8192 BF16): the grid cap SMs x 8 is reached,
+// so each kernel runs its grid-stride loop for real. Compared with the CPU bit for bit.
+TEST_CASE("large case: 4096 x 8192 bf16 at every granularity, with the transposed copy") {
+  std::uint32_t seed = 9000;
+  for (const fp8::quantization& q : {fp8::quantization{fp8_format::e4m3, granularity::per_tensor, 0, false},
+                                     fp8::quantization{fp8_format::e4m3, granularity::per_row, 0, false},
+                                     fp8::quantization{fp8_format::e4m3, granularity::tile_1x128, 0, false},
+                                     fp8::quantization{fp8_format::e4m3, granularity::block_128x128, 0, false}}) {
+    check_current<fp8::bfloat16>({4096, 8192}, q, seed++);
+  }
+  check_per_tensor<fp8::bfloat16>(std::size_t(4096) * 8192, 0, fp8_format::e4m3, 0.37f, seed++);
+}
+
 // --- Scales and delayed scaling -----------------------------------------------------------------
 
 __global__ void scales_from_amaxes(const float* amaxes, std::size_t count, fp8::cuda::scale_rule rule, float fallback,
@@ -442,6 +504,41 @@ TEST_CASE("the device delayed-scaling state = fp8::delayed_scaling_state, step b
       }
     }
   }
+}
+
+TEST_CASE("the device state's download and upload are ordered on the caller's non-blocking stream") {
+  fp8::delayed_scaling config{};
+  config.history_length = 4;
+  const std::vector<fp8_format> formats = {fp8_format::e4m3, fp8_format::e5m2};
+  fp8::cuda::delayed_scaling_device_state device(config, formats);
+  fp8::delayed_scaling_state host(config);
+  for (const fp8_format format : formats) host.add_tensor(format);
+
+  cudaStream_t stream = nullptr;
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::size_t n = std::size_t(1) << 22;  // long enough that an unordered copy would overtake it
+  std::vector<float> x(n, 0.5f);
+  x[n - 1] = 3.0f;
+  const device_vector<float> dx(x);
+  const device_vector<std::uint8_t> codes(n);
+  for (std::size_t t = 0; t < formats.size(); ++t) {
+    fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data(), stream);
+    host.record(t, 3.0f);
+  }
+  device.update(stream);
+  host.update();
+  const fp8::delayed_scaling_state mirrored = device.download(stream);  // no device-wide synchronisation
+  for (std::size_t t = 0; t < formats.size(); ++t) {
+    CAPTURE(t);
+    CHECK(mirrored.history(t) == host.history(t));
+    CHECK(bits(mirrored.scale(t)) == bits(host.scale(t)));
+  }
+  device.upload(host, stream);
+  device.update(stream);
+  host.update();
+  const fp8::delayed_scaling_state again = device.download(stream);
+  for (std::size_t t = 0; t < formats.size(); ++t) CHECK(bits(again.scale(t)) == bits(host.scale(t)));
+  FP8_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 }  // namespace quantize_test

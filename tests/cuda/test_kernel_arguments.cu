@@ -89,3 +89,44 @@ TEST_CASE("the device delayed-scaling state checks its configuration and formats
   CHECK(contains(rejection([&] { fp8::cuda::delayed_scaling_device_state(config, {fp8_format(9)}); }),
                  "unknown fp8_format value"));
 }
+
+// The 128x128 kernel's transposed copy, checked on the host: the 4 x 4 byte transpose, the
+// assignment of micro-tiles to threads (each exactly once), and the shared tile's padding, which
+// must keep the row writes and the micro-tile reads of a warp on 32 different banks.
+TEST_CASE("128x128 transposed copy: 4x4 byte transpose, micro-tile coverage, no bank conflicts") {
+  using namespace fp8::cuda::detail;
+  std::uint32_t state = 12345;
+  const auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+  for (int trial = 0; trial < 1000; ++trial) {
+    const std::uint32_t rows[4] = {next(), next(), next(), next()};
+    std::uint32_t columns[4];
+    transpose_4x4_bytes(rows[0], rows[1], rows[2], rows[3], columns);
+    for (int c = 0; c < 4; ++c) {
+      for (int r = 0; r < 4; ++r) {
+        CHECK(((columns[c] >> (8 * r)) & 0xFFu) == ((rows[r] >> (8 * c)) & 0xFFu));
+      }
+    }
+  }
+
+  constexpr int warps = block_threads_2d / 32;
+  std::vector<int> covered(32 * 32, 0);
+  for (int warp = 0; warp < warps; ++warp) {
+    for (int g = 0; g < 4; ++g) {
+      for (int j = 0; j < 4; ++j) {  // the j-th row word each lane reads in this step
+        std::vector<int> banks(32, 0);
+        for (int lane = 0; lane < 32; ++lane) {
+          const micro_tile tile = transpose_micro_tile(warp, lane, g);
+          if (j == 0) ++covered[tile.row_group * 32 + tile.column_word];
+          ++banks[((4 * tile.row_group + j) * block_tile_words + tile.column_word) % 32];
+        }
+        for (int bank = 0; bank < 32; ++bank) CHECK(banks[bank] == 1);
+      }
+    }
+    for (int pass = 0; pass < block_passes_2d; ++pass) {  // the row writes of the cast
+      std::vector<int> banks(32, 0);
+      for (int lane = 0; lane < 32; ++lane) ++banks[((warp + pass * warps) * block_tile_words + lane) % 32];
+      for (int bank = 0; bank < 32; ++bank) CHECK(banks[bank] == 1);
+    }
+  }
+  for (int count : covered) CHECK(count == 1);
+}

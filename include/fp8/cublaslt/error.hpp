@@ -75,5 +75,25 @@ inline void validate(const gemm_problem& problem, const device_info& device) {
   if (const auto why = find_rejection(problem, device)) throw_rejection(*why, problem);
 }
 
+// Checks every problem of a group; the message names the index of the first that cannot run.
+template <class Problems>
+void validate_group(const Problems& problems, const device_info& device) {
+  if (auto found = find_group_rejection(problems, device)) {
+    found->why.cause = "group member " + std::to_string(found->index) + ": " + found->why.cause;
+    std::size_t index = 0;
+    for (const gemm_problem& problem : problems) {
+      if (index++ == found->index) throw_rejection(found->why, problem);
+    }
+  }
+}
+
+// The cause given when cuBLASLt refuses to set an attribute: which attribute, which value, and
+// the library version (an attribute or value newer than the loaded cuBLASLt is the usual reason).
+inline std::string attribute_refused_cause(const char* attribute, const std::string& value,
+                                           std::size_t loaded_version) {
+  return "cuBLASLt " + version_text(loaded_version) + " refused " + attribute + " = " + value +
+         " (an attribute or value this cuBLASLt does not know, or one that contradicts another attribute)";
+}
+
 }  // namespace cublaslt
 }  // namespace fp8

@@ -1,5 +1,6 @@
-// fp8::cublaslt::handle: a cuBLASLt handle, its workspace (32 MiB by default) and a per-problem
-// cache of descriptors and chosen algorithm; gemm() and linear() validate, then run one product.
+// fp8::cublaslt::handle: a cuBLASLt handle, a workspace per stream (32 MiB each by default) and a
+// bounded cache of descriptors and candidate algorithms per problem; gemm() and linear() validate,
+// then run one product (falling back to the next candidate algorithm if the first fails).
 #pragma once
 
 #include <cublasLt.h>
@@ -7,32 +8,61 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <tuple>
 #include <string>
-#include <unordered_map>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../cuda/error.hpp"
 #include "../error.hpp"
 #include "error.hpp"
+#include "fallback.hpp"
+#include "plan_cache.hpp"
 #include "problem.hpp"
 #include "validate.hpp"
+#include "workspace.hpp"
+
+// The row-wise and 128-block scale modes exist in the headers of cuBLAS 12.9 and newer; older
+// headers compile the wrapper without them (the checks then reject those modes, naming the version).
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+#define FP8_CUBLASLT_HAS_SCALE_MODES 1
+#else
+#define FP8_CUBLASLT_HAS_SCALE_MODES 0
+#endif
 
 namespace fp8::cublaslt {
 
 // Hopper's split-K and stream-K kernels want scratch space; 0 (cuBLASLt's default preference)
 // would exclude them. 32 MiB is what cuBLAS itself reserves on Hopper.
 inline constexpr std::size_t default_workspace_bytes = std::size_t(32) << 20;
+// How many plans a handle keeps (least recently used out): enough for every GEMM of a model with
+// a few dozen sequence lengths, bounded for programs that see a new shape every step.
+inline constexpr std::size_t default_plan_capacity = 1024;
+// How many algorithms the heuristic is asked for: the first is used, the others are fallbacks.
+inline constexpr int heuristic_candidates = 8;
 
-// The current device as the checks see it; device_count is 0 when there is no GPU or no driver.
+// The current device as the checks see it, with the cuBLASLt versions (headers and loaded
+// library). device_count is 0 only when the machine has no GPU; a driver older than the toolkit
+// is an error (fp8::cuda_error, cudaErrorInsufficientDriver), never taken for "no device".
 inline device_info query_device() {
   device_info info{};
+  info.cublaslt_header_version = CUBLAS_VERSION;
+  info.cublaslt_version = cublasLtGetVersion();
   const cudaError_t count_status = cudaGetDeviceCount(&info.device_count);
-  if (count_status == cudaErrorNoDevice || count_status == cudaErrorInsufficientDriver) {
-    (void)cudaGetLastError();
-    info.device_count = 0;
-    return info;
+  int driver = 0;
+  (void)cudaDriverGetVersion(&driver);
+  switch (fp8::detail::classify_device(count_status, info.device_count, driver)) {
+    case fp8::detail::device_presence::present: break;
+    case fp8::detail::device_presence::absent:
+      (void)cudaGetLastError();
+      info.device_count = 0;
+      return info;
+    case fp8::detail::device_presence::driver_too_old:
+      (void)cudaGetLastError();
+      throw cuda_error(count_status, "cudaGetDeviceCount", {},
+                       fp8::detail::driver_too_old_message(driver, CUDART_VERSION));
+    case fp8::detail::device_presence::error: break;
   }
   FP8_CUDA_CHECK(count_status);
   if (info.device_count == 0) return info;
@@ -57,6 +87,7 @@ constexpr cudaDataType_t cuda_type(data_type type) noexcept {
   }
   return CUDA_R_32F;
 }
+#if FP8_CUBLASLT_HAS_SCALE_MODES
 constexpr std::int32_t cuda_scale_mode(scale_mode mode) noexcept {
   switch (mode) {
     case scale_mode::tensorwise: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
@@ -66,23 +97,23 @@ constexpr std::int32_t cuda_scale_mode(scale_mode mode) noexcept {
   }
   return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
 }
+#endif
 constexpr std::uint32_t cuda_epilogue(epilogue kind) noexcept {
   switch (kind) {
     case epilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
     case epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
     case epilogue::gelu: return CUBLASLT_EPILOGUE_GELU;
     case epilogue::gelu_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case epilogue::gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case epilogue::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case epilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
+    case epilogue::dgelu_bias_gradient: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case epilogue::bias_gradient_b: return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 constexpr std::int32_t cuda_operation(operation op) noexcept {
   return op == operation::none ? CUBLAS_OP_N : CUBLAS_OP_T;
-}
-
-// The C matrix is never read (beta = 0) but its type is part of the kernel's signature: the output
-// type, except FP8 outputs, which pair with a bf16 or fp16 C (the bias type).
-inline data_type c_type_of(const gemm_problem& problem) {
-  return is_fp8(problem.d.type) ? bias_type_of(problem) : problem.d.type;
 }
 
 // The largest power of two (up to 256, cuBLASLt's default assumption) that divides an address.
@@ -101,8 +132,9 @@ inline std::string likely_cause(cublasStatus_t status, const device_info& device
       return "cuBLASLt has no kernel for this combination of types, scale modes and epilogue on sm_" +
              std::to_string(device.major) + std::to_string(device.minor);
     case CUBLAS_STATUS_INVALID_VALUE:
-      return "an attribute or pointer does not fit the product (scale tensor size or layout, bias "
-             "length, or a pointer that is not device memory)";
+      return "cuBLASLt found an argument inconsistent with the others after the wrapper's checks passed "
+             "(a pointer that is not device memory, a workspace too small for the chosen algorithm, or a "
+             "layout cuBLASLt treats differently than the wrapper assumes); CUBLASLT_LOG_LEVEL=5 names it";
     case CUBLAS_STATUS_ARCH_MISMATCH: return "the GPU is too old for this product";
     case CUBLAS_STATUS_EXECUTION_FAILED: return "the kernel failed to launch or run (see compute-sanitizer)";
     case CUBLAS_STATUS_ALLOC_FAILED: return "cuBLASLt could not allocate host or device memory";
@@ -153,78 +185,107 @@ struct matmul_preference {
 };
 
 // Everything cuBLASLt needs to run a problem except the data: built once per distinct problem.
+// `algorithms` are the heuristic's candidates, best first; `chosen` is the one in use.
 struct plan {
   matmul_desc desc;
   matrix_layout a, b, c, d;
-  cublasLtMatmulAlgo_t algorithm{};
+  std::vector<cublasLtMatmulAlgo_t> algorithms{};
+  std::size_t chosen = 0;
 };
 
 // What makes two problems need different descriptors or algorithms: shapes, types, layouts, scale
-// modes, epilogue, accumulation, pointer alignments and which optional pointers are set.
+// modes, epilogue, accumulation, batch, workspace, pointer alignments and which optional pointers
+// are set.
 struct plan_key {
-  std::int64_t m, n, k, lda, ldb, ldd;
+  std::int64_t m, n, k, lda, ldb, ldc, ldd, aux_ld;
+  std::int64_t batch, stride_a, stride_b, stride_c, stride_d;
   std::int32_t op_a, op_b;
-  data_type a_type, b_type, d_type, c_type, bias_type;
+  data_type a_type, b_type, d_type, c_type, bias_type, aux_type;
   scale_mode a_scaling, b_scaling;
   epilogue epilogue_kind;
-  bool fast_accum, has_a_scale, has_b_scale, has_d_scale, has_amax;
-  std::uint32_t align_a, align_b, align_d, align_bias;
+  bool fast_accum, reads_c, has_a_scale, has_b_scale, has_d_scale, has_amax;
+  std::uint32_t align_a, align_b, align_c, align_d, align_bias, align_aux;
+  std::size_t workspace_bytes;
 
-  friend bool operator==(const plan_key& x, const plan_key& y) noexcept {
-    return x.m == y.m && x.n == y.n && x.k == y.k && x.lda == y.lda && x.ldb == y.ldb && x.ldd == y.ldd &&
-           x.op_a == y.op_a && x.op_b == y.op_b && x.a_type == y.a_type && x.b_type == y.b_type &&
-           x.d_type == y.d_type && x.c_type == y.c_type && x.bias_type == y.bias_type &&
-           x.a_scaling == y.a_scaling && x.b_scaling == y.b_scaling && x.epilogue_kind == y.epilogue_kind &&
-           x.fast_accum == y.fast_accum && x.has_a_scale == y.has_a_scale && x.has_b_scale == y.has_b_scale &&
-           x.has_d_scale == y.has_d_scale && x.has_amax == y.has_amax && x.align_a == y.align_a &&
-           x.align_b == y.align_b && x.align_d == y.align_d && x.align_bias == y.align_bias;
+  auto fields() const noexcept {
+    return std::tie(m, n, k, lda, ldb, ldc, ldd, aux_ld, batch, stride_a, stride_b, stride_c, stride_d, op_a, op_b,
+                    a_type, b_type, d_type, c_type, bias_type, aux_type, a_scaling, b_scaling, epilogue_kind,
+                    fast_accum, reads_c, has_a_scale, has_b_scale, has_d_scale, has_amax, align_a, align_b, align_c,
+                    align_d, align_bias, align_aux, workspace_bytes);
   }
+  friend bool operator==(const plan_key& x, const plan_key& y) noexcept { return x.fields() == y.fields(); }
 };
 
 struct plan_key_hash {
   std::size_t operator()(const plan_key& key) const noexcept {
     // FNV-1a style mixing of every field.
     std::uint64_t hash = 1469598103934665603ull;
-    const auto mix = [&hash](std::uint64_t value) {
-      hash ^= value;
+    const auto mix = [&hash](auto value) {
+      hash ^= std::uint64_t(value);
       hash *= 1099511628211ull;
     };
-    mix(std::uint64_t(key.m));
-    mix(std::uint64_t(key.n));
-    mix(std::uint64_t(key.k));
-    mix(std::uint64_t(key.lda));
-    mix(std::uint64_t(key.ldb));
-    mix(std::uint64_t(key.ldd));
-    mix((std::uint64_t(key.op_a) << 8) | std::uint64_t(key.op_b));
-    mix((std::uint64_t(key.a_type) << 32) | (std::uint64_t(key.b_type) << 24) |
-        (std::uint64_t(key.d_type) << 16) | (std::uint64_t(key.c_type) << 8) | std::uint64_t(key.bias_type));
-    mix((std::uint64_t(key.a_scaling) << 16) | (std::uint64_t(key.b_scaling) << 8) |
-        std::uint64_t(key.epilogue_kind));
-    mix((std::uint64_t(key.fast_accum) << 4) | (std::uint64_t(key.has_a_scale) << 3) |
-        (std::uint64_t(key.has_b_scale) << 2) | (std::uint64_t(key.has_d_scale) << 1) |
-        std::uint64_t(key.has_amax));
-    mix((std::uint64_t(key.align_a) << 48) | (std::uint64_t(key.align_b) << 32) |
-        (std::uint64_t(key.align_d) << 16) | std::uint64_t(key.align_bias));
+    std::apply([&mix](const auto&... field) { (mix(field), ...); }, key.fields());
     return std::size_t(hash);
   }
 };
 
-inline plan_key make_key(const gemm_problem& p) noexcept {
-  return plan_key{p.m, p.n, p.k, p.a.ld, p.b.ld, p.d.ld,
+inline plan_key make_key(const gemm_problem& p, std::size_t workspace_bytes) noexcept {
+  const bool c_read = reads_c(p);
+  return plan_key{p.m, p.n, p.k, p.a.ld, p.b.ld, c_read ? p.c.ld : p.d.ld, p.d.ld, p.options.aux_ld,
+                  p.batch.count, p.batch.stride_a, p.batch.stride_b, p.batch.stride_c, p.batch.stride_d,
                   cuda_operation(p.op_a), cuda_operation(p.op_b),
-                  p.a.type, p.b.type, p.d.type, c_type_of(p), bias_type_of(p),
+                  p.a.type, p.b.type, p.d.type, c_type_of(p), bias_type_of(p), aux_type_of(p),
                   p.a.scaling, p.b.scaling, p.options.epilogue_kind,
-                  is_fp8(p.a.type) && uses_fast_accumulation(p),
+                  is_fp8(p.a.type) && uses_fast_accumulation(p), c_read,
                   p.a.scale_inv != nullptr, p.b.scale_inv != nullptr, p.d.scale != nullptr, p.d.amax != nullptr,
-                  pointer_alignment(p.a.data), pointer_alignment(p.b.data), pointer_alignment(p.d.data),
-                  pointer_alignment(p.options.bias)};
+                  pointer_alignment(p.a.data), pointer_alignment(p.b.data),
+                  c_read ? pointer_alignment(p.c.data) : 0u, pointer_alignment(p.d.data),
+                  pointer_alignment(p.options.bias), pointer_alignment(p.options.aux), workspace_bytes};
+}
+
+// The attribute's name, for messages.
+inline const char* attribute_name(cublasLtMatmulDescAttributes_t attribute) noexcept {
+  switch (attribute) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return "CUBLASLT_MATMUL_DESC_TRANSA";
+    case CUBLASLT_MATMUL_DESC_TRANSB: return "CUBLASLT_MATMUL_DESC_TRANSB";
+    case CUBLASLT_MATMUL_DESC_FAST_ACCUM: return "CUBLASLT_MATMUL_DESC_FAST_ACCUM";
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return "CUBLASLT_MATMUL_DESC_EPILOGUE";
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return "CUBLASLT_MATMUL_DESC_BIAS_POINTER";
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE";
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER";
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD";
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE";
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER: return "CUBLASLT_MATMUL_DESC_A_SCALE_POINTER";
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER: return "CUBLASLT_MATMUL_DESC_B_SCALE_POINTER";
+    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER: return "CUBLASLT_MATMUL_DESC_D_SCALE_POINTER";
+    case CUBLASLT_MATMUL_DESC_AMAX_D_POINTER: return "CUBLASLT_MATMUL_DESC_AMAX_D_POINTER";
+#if FP8_CUBLASLT_HAS_SCALE_MODES
+    case CUBLASLT_MATMUL_DESC_A_SCALE_MODE: return "CUBLASLT_MATMUL_DESC_A_SCALE_MODE";
+    case CUBLASLT_MATMUL_DESC_B_SCALE_MODE: return "CUBLASLT_MATMUL_DESC_B_SCALE_MODE";
+#endif
+    default: return "a matmul descriptor attribute";
+  }
+}
+
+// A value as messages show it: numbers in decimal, pointers in hex.
+template <class T>
+std::string attribute_value(const T& value) {
+  if constexpr (std::is_pointer_v<T>) {
+    return detail::hex_address(value);
+  } else {
+    return std::to_string(value);
+  }
 }
 
 template <class T>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value,
                    const gemm_problem& problem, const device_info& device) {
-  FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)), problem, device,
-                   "setting a matmul attribute (the row-wise and block scale modes need cuBLAS 12.9+)");
+  const cublasStatus_t status = cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value));
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw cublas_error(status, "cublasLtMatmulDescSetAttribute", describe(problem),
+                     attribute_refused_cause(attribute_name(attribute), attribute_value(value),
+                                             device.cublaslt_version),
+                     fp8::detail::source_location(__FILE__, __LINE__));
 }
 
 // The attributes that change from call to call (data-dependent pointers), set on a cached plan.
@@ -237,19 +298,32 @@ inline void set_pointers(cublasLtMatmulDesc_t desc, const gemm_problem& p, const
     set_attribute(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(p.d.scale), p, device);
     set_attribute(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, static_cast<void*>(p.d.amax), p, device);
   }
-  if (uses_bias(p.options.epilogue_kind)) {
+  if (needs_bias_pointer(p.options.epilogue_kind)) {
     set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.options.bias, p, device);
+  }
+  if (uses_aux(p.options.epilogue_kind)) {
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.options.aux, p, device);
   }
 }
 
 inline void create_layout(matrix_layout& layout, data_type type, std::int64_t rows, std::int64_t cols,
-                          std::int64_t ld, const gemm_problem& p, const device_info& device) {
+                          std::int64_t ld, std::int64_t batch, std::int64_t stride, const gemm_problem& p,
+                          const device_info& device) {
   FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout.get, cuda_type(type), std::uint64_t(rows),
                                               std::uint64_t(cols), ld),
                    p, device, "creating a matrix layout");
+  if (batch != 1) {
+    const std::int32_t count = std::int32_t(batch);
+    FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                      sizeof(count)),
+                     p, device, "setting the batch count of a matrix layout");
+    FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                      &stride, sizeof(stride)),
+                     p, device, "setting the batch stride of a matrix layout");
+  }
 }
 
-// Builds the descriptors of `p` and asks cuBLASLt's heuristic for its best algorithm.
+// Builds the descriptors of `p` and asks cuBLASLt's heuristic for its candidate algorithms.
 inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace_bytes, const gemm_problem& p,
                        const device_info& device) {
   FP8_CUBLAS_CHECK(cublasLtMatmulDescCreate(&out.desc.get, CUBLAS_COMPUTE_32F, CUDA_R_32F), p, device,
@@ -261,21 +335,36 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
     const std::int8_t fast = uses_fast_accumulation(p) ? 1 : 0;
     set_attribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast, p, device);
     if (p.a.scaling != scale_mode::tensorwise || p.b.scaling != scale_mode::tensorwise) {
+#if FP8_CUBLASLT_HAS_SCALE_MODES
       set_attribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, cuda_scale_mode(p.a.scaling), p, device);
       set_attribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, cuda_scale_mode(p.b.scaling), p, device);
+#else
+      // find_version_rejection refused the problem before this point; kept for direct callers.
+      throw_rejection(*find_version_rejection(p, CUBLAS_VERSION, device.cublaslt_version), p);
+#endif
     }
   }
   set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, cuda_epilogue(p.options.epilogue_kind), p, device);
-  if (uses_bias(p.options.epilogue_kind)) {
+  if (needs_bias_pointer(p.options.epilogue_kind)) {
     const std::int32_t bias_type = cuda_type(bias_type_of(p));
     set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type, p, device);
   }
+  if (uses_aux(p.options.epilogue_kind)) {
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.options.aux_ld, p, device);
+    const std::int32_t aux_type = cuda_type(aux_type_of(p));
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type, p, device);
+  }
   set_pointers(desc, p, device);
 
-  create_layout(out.a, p.a.type, stored_rows_a(p), stored_cols_a(p), p.a.ld, p, device);
-  create_layout(out.b, p.b.type, stored_rows_b(p), stored_cols_b(p), p.b.ld, p, device);
-  create_layout(out.c, c_type_of(p), p.m, p.n, p.d.ld, p, device);
-  create_layout(out.d, p.d.type, p.m, p.n, p.d.ld, p, device);
+  // C's layout is part of the kernel's signature even when C is not passed (beta = 0): then it is
+  // described like D (leading dimension and stride) in C's type.
+  const bool c_read = reads_c(p);
+  const std::int64_t batch = p.batch.count;
+  create_layout(out.a, p.a.type, stored_rows_a(p), stored_cols_a(p), p.a.ld, batch, p.batch.stride_a, p, device);
+  create_layout(out.b, p.b.type, stored_rows_b(p), stored_cols_b(p), p.b.ld, batch, p.batch.stride_b, p, device);
+  create_layout(out.c, c_type_of(p), p.m, p.n, c_read ? p.c.ld : p.d.ld, batch,
+                c_read ? p.batch.stride_c : p.batch.stride_d, p, device);
+  create_layout(out.d, p.d.type, p.m, p.n, p.d.ld, batch, p.batch.stride_d, p, device);
 
   matmul_preference preference;
   FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.get), p, device, "creating the preference");
@@ -283,36 +372,61 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
   FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.get, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                         &workspace, sizeof(workspace)),
                    p, device, "setting the workspace size");
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+  // The alignment of what is passed: C's own pointer when it is read; no C, no C constraint.
+  std::vector<std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t>> alignments = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(p.a.data)},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointer_alignment(p.b.data)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(p.d.data)},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(p.d.data)}};
+  if (c_read) alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(p.c.data)});
   for (const auto& [attribute, alignment] : alignments) {
     FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.get, attribute, &alignment, sizeof(alignment)),
                      p, device, "setting the pointer alignments");
   }
 
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[heuristic_candidates] = {};
   int returned = 0;
   FP8_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, out.a.get, out.b.get, out.c.get, out.d.get,
-                                                  preference.get, 1, &result, &returned),
+                                                  preference.get, heuristic_candidates, results, &returned),
                    p, device, "choosing an algorithm");
-  if (returned == 0) {
+  for (int i = 0; i < returned; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) out.algorithms.push_back(results[i].algo);
+  }
+  if (out.algorithms.empty()) {
     throw cublas_error(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic", describe(p),
                        "no algorithm returned: " + likely_cause(CUBLAS_STATUS_NOT_SUPPORTED, device),
                        fp8::detail::source_location(__FILE__, __LINE__));
   }
-  out.algorithm = result.algo;
 }
+
+// Allocates workspaces with cudaMalloc (one per stream, see workspace_pool).
+struct cuda_workspace_allocator {
+  void* allocate(std::size_t bytes) {
+    void* data = nullptr;
+    const cudaError_t status = cudaMalloc(&data, bytes);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw cuda_error(status, "cudaMalloc(workspace, " + std::to_string(bytes) + ")",
+                       fp8::detail::source_location(__FILE__, __LINE__), fp8::detail::cuda_hint(status));
+    }
+    return data;
+  }
+  void release(void* data) noexcept { (void)cudaFree(data); }
+};
 
 }  // namespace detail
 
-// A cuBLASLt handle bound to the device that was current when it was made, with its workspace and
-// plan cache. Not thread-safe: use one per thread (or guard it); calls on it may target any stream
-// of its device. Errors throw fp8::cublas_error or fp8::cuda_error; the destructor never throws.
+// A cuBLASLt handle bound to the device that was current when it was made, with a workspace per
+// stream and a bounded plan cache. Not thread-safe: use one per thread (or guard it); calls on it
+// may target any stream of its device.
 //
-//   fp8::cublaslt::handle lt;                        // 32 MiB workspace
+// Workspaces: each stream a product runs on gets its own buffer of workspace_bytes() (allocated
+// on first use, kept until release_workspace(stream) or the handle's end), so that products on
+// concurrent streams never share scratch memory. A caller that manages memory itself passes a
+// `workspace` to gemm(); it must not be in use by another stream while the product runs, and it
+// must be at least as large as the handle's workspace_bytes() (plans are chosen for that size).
+// Errors throw fp8::cublas_error or fp8::cuda_error; the destructor never throws.
+//
+//   fp8::cublaslt::handle lt;                        // 32 MiB workspace per stream
 //   fp8::cublaslt::linear_problem p{};               // Y[m,n] = X[m,k] · W[n,k]ᵀ, row-major
 //   p.m = tokens; p.n = out_features; p.k = in_features;
 //   p.x = {x_fp8, fp8::cublaslt::data_type::e4m3, 0, fp8::cublaslt::scale_mode::tensorwise, x_scale_inv};
@@ -321,8 +435,12 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
 //   lt.linear(p, stream);
 class handle {
  public:
-  explicit handle(std::size_t workspace_bytes = default_workspace_bytes)
-      : device_(query_device()), workspace_bytes_(workspace_bytes) {
+  explicit handle(std::size_t workspace_bytes = default_workspace_bytes,
+                  std::size_t plan_capacity = default_plan_capacity)
+      : device_(query_device()),
+        workspace_bytes_(workspace_bytes),
+        workspaces_(workspace_bytes, detail::cuda_workspace_allocator{}),
+        plans_(plan_capacity) {
     if (device_.device_count == 0) {
       throw cuda_error(cudaErrorNoDevice, "fp8::cublaslt::handle()", {},
                        "no CUDA device: a cuBLASLt handle needs an NVIDIA GPU");
@@ -332,87 +450,91 @@ class handle {
       throw cublas_error(status, "cublasLtCreate", {}, detail::likely_cause(status, device_),
                          fp8::detail::source_location(__FILE__, __LINE__));
     }
-    if (workspace_bytes_ > 0) {
-      const cudaError_t allocated = cudaMalloc(&workspace_, workspace_bytes_);
-      if (allocated != cudaSuccess) {
-        (void)cudaGetLastError();
-        (void)cublasLtDestroy(handle_);
-        throw cuda_error(allocated, "cudaMalloc(workspace, " + std::to_string(workspace_bytes_) + ")",
-                         fp8::detail::source_location(__FILE__, __LINE__), fp8::detail::cuda_hint(allocated));
-      }
-    }
   }
 
   handle(const handle&) = delete;
   handle& operator=(const handle&) = delete;
-  handle(handle&& other) noexcept { swap(other); }
-  handle& operator=(handle&& other) noexcept {
-    if (this != &other) {
-      handle moved(std::move(other));
-      swap(moved);
-    }
-    return *this;
-  }
+  handle(handle&& other) noexcept
+      : device_(std::move(other.device_)),
+        handle_(std::exchange(other.handle_, nullptr)),
+        workspace_bytes_(other.workspace_bytes_),
+        workspaces_(std::move(other.workspaces_)),
+        cache_enabled_(other.cache_enabled_),
+        plans_(std::move(other.plans_)) {}
+  handle& operator=(handle&&) = delete;
   ~handle() {
     plans_.clear();  // descriptors first, then the handle they belong to
-    if (workspace_) (void)cudaFree(workspace_);
+    workspaces_.release_all();
     if (handle_) (void)cublasLtDestroy(handle_);
   }
 
-  // D = alpha · op(A) · op(B) (+ epilogue), column-major (see gemm_problem). Validates first.
+  // D = alpha · op(A) · op(B) + beta · C (+ epilogue), column-major (see gemm_problem). Validates
+  // first; runs on `stream` with that stream's workspace.
   void gemm(const gemm_problem& unresolved, cudaStream_t stream = nullptr) {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
-    validate(problem, device_);
-    if (!cache_enabled_) {
-      detail::plan fresh;
-      detail::build_plan(fresh, handle_, workspace_bytes_, problem, device_);
-      run(fresh, problem, stream);
-      return;
-    }
-    const detail::plan_key key = detail::make_key(problem);
-    auto found = plans_.find(key);
-    if (found == plans_.end()) {
-      auto inserted = plans_.emplace(std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
-      try {
-        detail::build_plan(inserted.first->second, handle_, workspace_bytes_, problem, device_);
-      } catch (...) {
-        plans_.erase(inserted.first);  // a failed build leaves no half-made entry behind
-        throw;
-      }
-      found = inserted.first;
-    } else {
-      detail::set_pointers(found->second.desc.get, problem, device_);
-    }
-    run(found->second, problem, stream);
+    validate(problem, device_);  // before the stream's workspace is allocated
+    run_validated(problem, stream, workspaces_.for_stream(stream));
   }
 
-  // Row-major Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n]), mapped onto cuBLASLt's TN form by to_gemm().
+  // As above with a workspace of the caller's (see the class comment for the rule).
+  void gemm(const gemm_problem& unresolved, cudaStream_t stream, workspace scratch) {
+    const gemm_problem problem = with_packed_leading_dimensions(unresolved);
+    check_current_device();
+    validate(problem, device_);
+    if (scratch.bytes < workspace_bytes_) {
+      throw invalid_argument("fp8::cublaslt::handle::gemm: the workspace has " + std::to_string(scratch.bytes) +
+                             " bytes, the handle's plans are chosen for " + std::to_string(workspace_bytes_));
+    }
+    run_validated(problem, stream, scratch);
+  }
+
+  // Row-major Y[m, n] = X[m, k] · W[n, k]ᵀ (+ beta · C) (+ bias[n]), mapped onto cuBLASLt's TN
+  // form by to_gemm().
   void linear(const linear_problem& problem, cudaStream_t stream = nullptr) { gemm(to_gemm(problem), stream); }
 
-  // The algorithm cache (on by default). Off, every call builds descriptors and queries the
-  // heuristic again, as frameworks without a cache do; benchmarks compare the two.
+  // Many products of different shapes on one stream, e.g. the experts of a mixture-of-experts
+  // layer (each its own token count M). Every member is checked before the first runs, so a bad
+  // member leaves nothing half done; each runs through its cached plan. (cuBLASLt 13 has no
+  // grouped FP8 kernel: this is one cublasLtMatmul per member, in order, on `stream`.)
+  void grouped_linear(const std::vector<linear_problem>& problems, cudaStream_t stream = nullptr) {
+    std::vector<gemm_problem> resolved;
+    resolved.reserve(problems.size());
+    for (const linear_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(to_gemm(p)));
+    grouped_gemm(resolved, stream);
+  }
+  void grouped_gemm(const std::vector<gemm_problem>& problems, cudaStream_t stream = nullptr) {
+    check_current_device();
+    std::vector<gemm_problem> resolved;
+    resolved.reserve(problems.size());
+    for (const gemm_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(p));
+    validate_group(resolved, device_);
+    const workspace scratch = workspaces_.for_stream(stream);
+    for (const gemm_problem& p : resolved) run_validated(p, stream, scratch);
+  }
+
+  // The plan cache (on by default, at most plan_capacity() plans, least recently used out). Off,
+  // every call builds descriptors and queries the heuristic again, as frameworks without a cache
+  // do; benchmarks compare the two.
   void set_algorithm_cache(bool enabled) {
     cache_enabled_ = enabled;
     if (!enabled) plans_.clear();
   }
   bool algorithm_cache() const noexcept { return cache_enabled_; }
   std::size_t cached_plans() const noexcept { return plans_.size(); }
+  void set_plan_capacity(std::size_t capacity) { plans_.set_capacity(capacity); }
+  std::size_t plan_capacity() const noexcept { return plans_.capacity(); }
+
+  // Frees the workspace of a stream that will not be used with this handle again (after its work
+  // is done, e.g. before cudaStreamDestroy).
+  void release_workspace(cudaStream_t stream) noexcept { workspaces_.release(stream); }
+  std::size_t workspace_streams() const noexcept { return workspaces_.streams(); }
 
   const device_info& device() const noexcept { return device_; }
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
   cublasLtHandle_t native_handle() const noexcept { return handle_; }
 
  private:
-  void swap(handle& other) noexcept {
-    std::swap(device_, other.device_);
-    std::swap(handle_, other.handle_);
-    std::swap(workspace_, other.workspace_);
-    std::swap(workspace_bytes_, other.workspace_bytes_);
-    std::swap(cache_enabled_, other.cache_enabled_);
-    std::swap(plans_, other.plans_);
-  }
-
   void check_current_device() const {
     int current = 0;
     FP8_CUDA_CHECK(cudaGetDevice(&current));
@@ -423,21 +545,59 @@ class handle {
     }
   }
 
-  void run(detail::plan& plan, const gemm_problem& p, cudaStream_t stream) {
+  void run_validated(const gemm_problem& problem, cudaStream_t stream, workspace scratch) {
+    if (!cache_enabled_) {
+      detail::plan fresh;
+      detail::build_plan(fresh, handle_, workspace_bytes_, problem, device_);
+      run(fresh, problem, stream, scratch);
+      return;
+    }
+    const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
+    detail::plan* found = plans_.find(key);
+    if (found == nullptr) {
+      detail::plan& inserted = plans_.insert(key);
+      try {
+        detail::build_plan(inserted, handle_, workspace_bytes_, problem, device_);
+      } catch (...) {
+        plans_.erase(key);  // a failed build leaves no half-made entry behind
+        throw;
+      }
+      found = &inserted;
+    } else {
+      detail::set_pointers(found->desc.get, problem, device_);
+    }
+    run(*found, problem, stream, scratch);
+  }
+
+  // Runs the plan's chosen algorithm, falling back to the next candidates if it fails; the one
+  // that works becomes the plan's choice. C is passed only when it is read (beta != 0).
+  void run(detail::plan& plan, const gemm_problem& p, cudaStream_t stream, workspace scratch) {
     const float alpha = p.options.alpha;
-    const float beta = 0.0f;
-    FP8_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc.get, &alpha, p.a.data, plan.a.get, p.b.data, plan.b.get,
-                                    &beta, p.d.data, plan.c.get, p.d.data, plan.d.get, &plan.algorithm,
-                                    workspace_, workspace_bytes_, stream),
-                     p, device_, "running the product");
+    const float beta = p.options.beta;
+    const void* c = reads_c(p) ? p.c.data : nullptr;
+    const auto attempt = [&](std::size_t i) {
+      return cublasLtMatmul(handle_, plan.desc.get, &alpha, p.a.data, plan.a.get, p.b.data, plan.b.get, &beta, c,
+                            plan.c.get, p.d.data, plan.d.get, &plan.algorithms[i], scratch.data, scratch.bytes,
+                            stream);
+    };
+    const auto result = first_that_works(plan.algorithms.size(), plan.chosen, CUBLAS_STATUS_SUCCESS, attempt);
+    if (result.succeeded(plan.algorithms.size())) {
+      plan.chosen = result.index;
+      return;
+    }
+    const cublasStatus_t first = result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.front();
+    throw cublas_error(first, "cublasLtMatmul", describe(p),
+                       "running the product (" + std::to_string(result.statuses.size()) +
+                           " candidate algorithms tried, all failed): " + detail::likely_cause(first, device_),
+                       fp8::detail::source_location(__FILE__, __LINE__));
   }
 
   device_info device_{};
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  workspace_pool<detail::cuda_workspace_allocator> workspaces_;
   bool cache_enabled_ = true;
-  std::unordered_map<detail::plan_key, detail::plan, detail::plan_key_hash> plans_;
+  lru_cache<detail::plan_key, detail::plan, detail::plan_key_hash> plans_;
 };
 
 }  // namespace fp8::cublaslt

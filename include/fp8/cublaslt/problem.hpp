@@ -31,8 +31,18 @@ enum class operation { none, transpose };
 // (fp8/scaling/granularity.hpp) for tile_1x128 and block_128x128, which the quantize kernels write.
 enum class scale_mode { tensorwise, row_wise, block_1x128, block_128x128 };
 
-// What happens to alpha·op(A)·op(B) before the output is written.
-enum class epilogue { none, bias, gelu, gelu_bias };
+// What happens to alpha·op(A)·op(B) (+ beta·C) before the output is written (cublasLtEpilogue_t).
+// Forward:
+//  - bias (BIAS), gelu (GELU), gelu_bias (GELU_BIAS): D = act(AB + bias), bias has m elements;
+//  - gelu_aux (GELU_AUX), gelu_aux_bias (GELU_AUX_BIAS): as gelu / gelu_bias, and the GELU input
+//    (AB [+ bias]) is also written to the aux matrix (m x n, ld aux_ld), for the backward pass.
+// Backward:
+//  - dgelu (DGELU): D = AB · GELU'(aux), aux = the GELU input saved by gelu_aux in the forward pass;
+//  - dgelu_bias_gradient (DGELU_BGRAD): as dgelu, and the bias gradient (the sum of D over n, m
+//    elements) is written to `bias`;
+//  - bias_gradient_b (BGRADB): D = AB and the bias gradient of B (the sum of op(B) over k, one per
+//    column of D: n elements) is written to `bias`; the weight-gradient product's bias gradient.
+enum class epilogue { none, bias, gelu, gelu_bias, gelu_aux, gelu_aux_bias, dgelu, dgelu_bias_gradient, bias_gradient_b };
 
 // Which pass a product belongs to: it chooses the default of fast accumulation.
 enum class gemm_purpose { forward, gradient };
@@ -53,6 +63,12 @@ struct input_matrix {
 
 // The output matrix. For an FP8 output, `scale` (device, one float; null = 1) multiplies the result
 // before the cast and `amax` (device, one float) receives max |result| before that scaling.
+// The AMAX_D rule: cuBLASLt *overwrites* *amax (it does not take the maximum with what is there),
+// while the cast kernels max-accumulate into their slots. So a GEMM's amax must point at a slot of
+// its own that nothing else writes in the same step, e.g. the output tensor's slot of
+// fp8::cuda::delayed_scaling_device_state (amax(i)), which update() zeroes after every step, so that
+// the overwrite equals a maximum with 0. Two products of one group must not share an amax slot
+// (the group checks refuse it); to combine them, give each a slot and take the maximum afterwards.
 struct output_matrix {
   void* data = nullptr;
   data_type type = data_type::bf16;
@@ -61,14 +77,42 @@ struct output_matrix {
   float* amax = nullptr;
 };
 
+// The C matrix of D = alpha·AB + beta·C, read only when beta != 0 (it is never passed otherwise).
+// Its shape is D's (m x n). `type` empty: the output type, or bf16 beside an FP8 output (the type
+// cuBLASLt pairs with it). `data` may equal D's pointer (accumulate in place) only when C's type
+// and leading dimension are D's: cuBLASLt refuses one pointer under two different layouts.
+struct accumulator_matrix {
+  const void* data = nullptr;
+  std::optional<data_type> type{};
+  std::int64_t ld = 0;  // 0 = packed (m)
+};
+
 // Everything beside the matrices.
 struct gemm_options {
   epilogue epilogue_kind = epilogue::none;
-  const void* bias = nullptr;               // device vector of M (cuBLAS rows of D) elements
+  // bias, gelu_bias, gelu_aux_bias: the bias (input, m elements); dgelu_bias_gradient (m) and
+  // bias_gradient_b (n): where the bias gradient is written. Device memory, 16-byte aligned.
+  const void* bias = nullptr;
   std::optional<data_type> bias_type{};     // empty: the type cuBLASLt pairs with the output type
+  // gelu_aux, gelu_aux_bias (output) and dgelu, dgelu_bias_gradient (input): the GELU input, an
+  // m x n column-major matrix with leading dimension aux_ld (0 = m; a multiple of 8, >= m).
+  void* aux = nullptr;
+  std::int64_t aux_ld = 0;
+  std::optional<data_type> aux_type{};      // empty: the bias type
   float alpha = 1.0f;
+  float beta = 0.0f;                        // != 0: D = alpha·AB + beta·C, C from gemm_problem::c
   gemm_purpose purpose = gemm_purpose::forward;
   fast_accumulation fast_accum = fast_accumulation::by_purpose;
+};
+
+// A strided batch: `count` products of the same shape whose matrices lie `stride_*` elements
+// apart (0 = packed: ld x stored columns). Scales are shared by the whole batch (tensorwise only).
+struct batch_layout {
+  std::int64_t count = 1;
+  std::int64_t stride_a = 0;
+  std::int64_t stride_b = 0;
+  std::int64_t stride_c = 0;
+  std::int64_t stride_d = 0;
 };
 
 // D[m, n] = alpha · op(A)[m, k] · op(B)[k, n] (+ epilogue), all column-major, as cuBLASLt sees it.
@@ -83,6 +127,17 @@ struct gemm_problem {
   input_matrix b{};
   output_matrix d{};
   gemm_options options{};
+  accumulator_matrix c{};
+  batch_layout batch{};
+};
+
+// A strided batch of linear products (strides in elements, 0 = packed); see batch_layout.
+struct linear_batch {
+  std::int64_t count = 1;
+  std::int64_t stride_x = 0;
+  std::int64_t stride_w = 0;
+  std::int64_t stride_c = 0;
+  std::int64_t stride_y = 0;
 };
 
 // The row-major product of a linear layer: Y[m, n] = X[m, k] · W[n, k]ᵀ (+ bias[n]), where m counts
@@ -97,6 +152,8 @@ struct linear_problem {
   input_matrix w{};
   output_matrix y{};
   gemm_options options{};
+  accumulator_matrix c{};  // read when options.beta != 0: Y = alpha·X·Wᵀ + beta·C, C row-major m x n
+  linear_batch batch{};
 };
 
 // --- Names, for messages ---
@@ -126,6 +183,11 @@ constexpr const char* name(epilogue kind) noexcept {
     case epilogue::bias: return "bias";
     case epilogue::gelu: return "gelu";
     case epilogue::gelu_bias: return "gelu_bias";
+    case epilogue::gelu_aux: return "gelu_aux";
+    case epilogue::gelu_aux_bias: return "gelu_aux_bias";
+    case epilogue::dgelu: return "dgelu";
+    case epilogue::dgelu_bias_gradient: return "dgelu_bias_gradient";
+    case epilogue::bias_gradient_b: return "bias_gradient_b";
   }
   return "?";
 }
@@ -143,8 +205,24 @@ constexpr std::size_t element_bytes(data_type type) noexcept {
   }
   return 0;
 }
+// Epilogues that read a bias vector.
 constexpr bool uses_bias(epilogue kind) noexcept {
-  return kind == epilogue::bias || kind == epilogue::gelu_bias;
+  return kind == epilogue::bias || kind == epilogue::gelu_bias || kind == epilogue::gelu_aux_bias;
+}
+// Epilogues that write a bias gradient through the bias pointer.
+constexpr bool writes_bias_gradient(epilogue kind) noexcept {
+  return kind == epilogue::dgelu_bias_gradient || kind == epilogue::bias_gradient_b;
+}
+// Epilogues that need the bias pointer at all (to read or to write).
+constexpr bool needs_bias_pointer(epilogue kind) noexcept { return uses_bias(kind) || writes_bias_gradient(kind); }
+// Epilogues that write (gelu_aux*) or read (dgelu*) the aux matrix.
+constexpr bool uses_aux(epilogue kind) noexcept {
+  return kind == epilogue::gelu_aux || kind == epilogue::gelu_aux_bias || kind == epilogue::dgelu ||
+         kind == epilogue::dgelu_bias_gradient;
+}
+// The length of the bias (or bias gradient) vector: n for bias_gradient_b, m otherwise.
+constexpr std::int64_t bias_length(epilogue kind, std::int64_t m, std::int64_t n) noexcept {
+  return kind == epilogue::bias_gradient_b ? n : m;
 }
 
 // --- Shapes ---
@@ -184,11 +262,17 @@ constexpr std::int64_t stored_cols_b(const gemm_problem& p) noexcept {
   return p.op_b == operation::none ? p.n : p.k;
 }
 
-// The problem with every `ld` of 0 replaced by the packed leading dimension.
+// The problem with every `ld` (and batch stride) of 0 replaced by its packed value.
 constexpr gemm_problem with_packed_leading_dimensions(gemm_problem p) noexcept {
   if (p.a.ld == 0) p.a.ld = stored_rows_a(p);
   if (p.b.ld == 0) p.b.ld = stored_rows_b(p);
   if (p.d.ld == 0) p.d.ld = p.m;
+  if (p.c.ld == 0) p.c.ld = p.m;
+  if (p.options.aux_ld == 0) p.options.aux_ld = p.m;
+  if (p.batch.stride_a == 0) p.batch.stride_a = p.a.ld * stored_cols_a(p);
+  if (p.batch.stride_b == 0) p.batch.stride_b = p.b.ld * stored_cols_b(p);
+  if (p.batch.stride_c == 0) p.batch.stride_c = p.c.ld * p.n;
+  if (p.batch.stride_d == 0) p.batch.stride_d = p.d.ld * p.n;
   return p;
 }
 
@@ -206,10 +290,14 @@ constexpr gemm_problem to_gemm(const linear_problem& p) noexcept {
   g.a = p.w;
   g.b = p.x;
   g.d = p.y;
+  g.c = p.c;
   g.options = p.options;
   if (g.a.ld == 0) g.a.ld = p.k;
   if (g.b.ld == 0) g.b.ld = p.k;
   if (g.d.ld == 0) g.d.ld = p.n;
+  if (g.c.ld == 0) g.c.ld = p.n;
+  if (g.options.aux_ld == 0) g.options.aux_ld = p.n;
+  g.batch = {p.batch.count, p.batch.stride_w, p.batch.stride_x, p.batch.stride_c, p.batch.stride_y};
   return g;
 }
 
@@ -226,6 +314,11 @@ inline std::string describe(const gemm_problem& problem) {
       << name(problem.b.type) << ", ld " << problem.b.ld << ", " << name(problem.b.scaling) << "), k="
       << problem.k << ", epilogue " << name(problem.options.epilogue_kind) << ", purpose "
       << (problem.options.purpose == gemm_purpose::forward ? "forward" : "gradient");
+  if (problem.options.beta != 0.0f) {
+    out << ", beta " << problem.options.beta << " (C " << (problem.c.data == problem.d.data ? "= D" : "separate")
+        << ", ld " << problem.c.ld << ")";
+  }
+  if (problem.batch.count != 1) out << ", batch " << problem.batch.count;
   return out.str();
 }
 

@@ -6,8 +6,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 
+#include "../quantize/checks.hpp"
 #include "problem.hpp"
 
 namespace fp8::cublaslt {
@@ -19,6 +21,11 @@ struct device_info {
   int major = 0;  // compute capability, e.g. 9.0 for H100 / H200
   int minor = 0;
   std::string name{};
+  // cuBLASLt's version as major * 10000 + minor * 100 + patch: the library loaded at run time
+  // (cublasLtGetVersion()) and the headers the wrapper was compiled against (CUBLAS_VERSION).
+  // 0 = unknown, which the checks treat as too old for anything that needs a version.
+  std::size_t cublaslt_version = 0;
+  std::size_t cublaslt_header_version = 0;
 };
 
 // How a rejected problem maps onto cuBLAS's status codes (error.hpp turns it into cublasStatus_t).
@@ -35,9 +42,24 @@ struct rejection {
   std::string cause;
 };
 
-// Shapes and pointers of FP8 products must be multiples of 16 elements / bytes.
-inline constexpr std::int64_t fp8_dimension_multiple = 16;
+// What cuBLASLt requires of FP8 products: K a multiple of 16, and every matrix pointer and
+// leading dimension (in bytes) a multiple of 16. M and N (tokens) are free: a decode step of one
+// token is a valid product.
+inline constexpr std::int64_t fp8_k_multiple = 16;
 inline constexpr std::uintptr_t fp8_pointer_alignment = 16;
+inline constexpr std::int64_t fp8_ld_bytes_multiple = 16;
+// The GELU aux matrix's leading dimension must be a multiple of 8 elements (cuBLASLt's rule).
+inline constexpr std::int64_t aux_ld_multiple = 8;
+// cuBLAS 12.9 (CUDA 12.9) brought the row-wise (OUTER_VEC_32F) and 128-block (VEC128_32F,
+// BLK128x128_32F) scale modes: both the headers and the loaded library must be at least this.
+inline constexpr std::size_t scale_modes_min_version = 120900;
+
+// "12.9.0" for 120900.
+inline std::string version_text(std::size_t version) {
+  if (version == 0) return "unknown";
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
 // One scale or amax float needs only its own alignment.
 inline constexpr std::uintptr_t scalar_alignment = alignof(float);
 
@@ -48,9 +70,7 @@ inline std::string hex_address(const void* pointer) {
   out << "0x" << std::hex << reinterpret_cast<std::uintptr_t>(pointer);
   return out.str();
 }
-inline bool is_aligned(const void* pointer, std::uintptr_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
-}
+using fp8::detail::is_aligned;  // the quantize layer's test, one copy for host, device and wrapper
 inline std::string compute_capability(const device_info& device) {
   return "sm_" + std::to_string(device.major) + std::to_string(device.minor) +
          (device.name.empty() ? "" : " (" + device.name + ")");
@@ -91,14 +111,36 @@ inline std::optional<rejection> check_scale_pointer(const char* operand, const i
   return std::nullopt;
 }
 
+inline bool block_scaled(scale_mode mode) {
+  return mode == scale_mode::block_1x128 || mode == scale_mode::block_128x128;
+}
+
 }  // namespace detail
 
+// Why the row-wise and block scale modes cannot be used with these cuBLASLt versions (headers the
+// wrapper was compiled with, library loaded at run time), or nothing when both are new enough.
+inline std::optional<rejection> find_version_rejection(const gemm_problem& problem, std::size_t header_version,
+                                                       std::size_t loaded_version) {
+  if (problem.a.scaling == scale_mode::tensorwise && problem.b.scaling == scale_mode::tensorwise) return std::nullopt;
+  const std::string modes = std::string(name(problem.a.scaling)) + " x " + name(problem.b.scaling);
+  if (header_version < scale_modes_min_version) {
+    return detail::reject(rejection_kind::not_supported,
+                          "the scale modes " + modes + " need cuBLAS " + version_text(scale_modes_min_version) +
+                              " or newer; this program was compiled against cuBLAS headers " +
+                              version_text(header_version) + " (CUBLAS_VERSION): rebuild with CUDA 12.9+");
+  }
+  if (loaded_version < scale_modes_min_version) {
+    return detail::reject(rejection_kind::not_supported,
+                          "the scale modes " + modes + " need cuBLASLt " + version_text(scale_modes_min_version) +
+                              " or newer at run time; the loaded libcublasLt is " + version_text(loaded_version) +
+                              " (cublasLtGetVersion()): put a CUDA 12.9+ libcublasLt on the library path");
+  }
+  return std::nullopt;
+}
+
 // Whether fast accumulation is on for this problem once `by_purpose` is resolved.
-constexpr bool uses_fast_accumulation(const gemm_problem& problem) noexcept {
-  const bool block_scaled = problem.a.scaling == scale_mode::block_1x128 ||
-                            problem.a.scaling == scale_mode::block_128x128 ||
-                            problem.b.scaling == scale_mode::block_1x128 ||
-                            problem.b.scaling == scale_mode::block_128x128;
+inline bool uses_fast_accumulation(const gemm_problem& problem) noexcept {
+  const bool block_scaled = detail::block_scaled(problem.a.scaling) || detail::block_scaled(problem.b.scaling);
   switch (problem.options.fast_accum) {
     case fast_accumulation::on: return true;
     case fast_accumulation::off: return false;
@@ -118,6 +160,156 @@ constexpr data_type default_bias_type(const gemm_problem& problem) noexcept {
 }
 constexpr data_type bias_type_of(const gemm_problem& problem) noexcept {
   return problem.options.bias_type ? *problem.options.bias_type : default_bias_type(problem);
+}
+// The type of the GELU aux matrix: as named, else the bias type.
+constexpr data_type aux_type_of(const gemm_problem& problem) noexcept {
+  return problem.options.aux_type ? *problem.options.aux_type : bias_type_of(problem);
+}
+// C's type: as named, else the output type, or the bias type beside an FP8 output (cuBLASLt pairs
+// an FP8 D with a bf16 or fp16 C). It is part of the kernel's signature even when C is not read.
+constexpr data_type c_type_of(const gemm_problem& problem) noexcept {
+  if (problem.c.type) return *problem.c.type;
+  return is_fp8(problem.d.type) ? bias_type_of(problem) : problem.d.type;
+}
+// Whether C is passed to cuBLASLt: only when it is read (beta != 0). With beta = 0 the wrapper
+// passes a null C, so no pointer is ever described by two layouts.
+constexpr bool reads_c(const gemm_problem& problem) noexcept { return problem.options.beta != 0.0f; }
+
+// C of D = alpha·AB + beta·C: present exactly when beta != 0, with a layout of its own.
+inline std::optional<rejection> find_c_rejection(const gemm_problem& problem) {
+  using detail::reject;
+  const accumulator_matrix& c = problem.c;
+  const output_matrix& d = problem.d;
+  if (!reads_c(problem)) {
+    if (c.data != nullptr) {
+      return reject(rejection_kind::invalid_value,
+                    "a C pointer was given but beta is 0: C is read only when beta != 0 (set options.beta, "
+                    "e.g. 1 to accumulate into C, or leave c.data null)");
+    }
+    return std::nullopt;
+  }
+  if (c.data == nullptr) {
+    return reject(rejection_kind::invalid_value,
+                  "beta != 0 but C is null: D = alpha·AB + beta·C needs c.data (it may be D's pointer "
+                  "when C has D's type and leading dimension)");
+  }
+  if (c.ld < problem.m) {
+    return reject(rejection_kind::invalid_value,
+                  "ldc = " + std::to_string(c.ld) + " is smaller than m = " + std::to_string(problem.m));
+  }
+  const data_type c_type = c_type_of(problem);
+  if (c.data == d.data && (c_type != d.type || c.ld != d.ld)) {
+    return reject(rejection_kind::invalid_value,
+                  std::string("C and D share one pointer with different layouts (C ") + name(c_type) + ", ld " +
+                      std::to_string(c.ld) + "; D " + name(d.type) + ", ld " + std::to_string(d.ld) +
+                      "): cuBLASLt refuses that; accumulate in place only with C of D's type and ld, or give "
+                      "C its own buffer");
+  }
+  if (is_fp8(d.type) ? !(c_type == data_type::bf16 || c_type == data_type::fp16) : c_type != d.type) {
+    return reject(rejection_kind::not_supported,
+                  std::string("a ") + name(c_type) + " C does not go with a " + name(d.type) +
+                      " output: C has D's type, or bf16 / fp16 beside an FP8 D");
+  }
+  return std::nullopt;
+}
+
+// A strided batch: positive count, strides that keep the matrices apart, FP8 strides in 16 bytes.
+inline std::optional<rejection> find_batch_rejection(const gemm_problem& problem) {
+  using detail::reject;
+  const batch_layout& batch = problem.batch;
+  if (batch.count < 1) {
+    return reject(rejection_kind::invalid_value,
+                  "batch count must be >= 1; got " + std::to_string(batch.count));
+  }
+  if (batch.count == 1) return std::nullopt;
+  const std::int64_t c_extent = reads_c(problem) ? problem.c.ld * problem.n : 0;
+  const std::tuple<const char*, std::int64_t, std::int64_t, std::size_t> strides[] = {
+      {"stride_a", batch.stride_a, problem.a.ld * stored_cols_a(problem), element_bytes(problem.a.type)},
+      {"stride_b", batch.stride_b, problem.b.ld * stored_cols_b(problem), element_bytes(problem.b.type)},
+      {"stride_c", reads_c(problem) ? batch.stride_c : 0, c_extent, element_bytes(c_type_of(problem))},
+      {"stride_d", batch.stride_d, problem.d.ld * problem.n, element_bytes(problem.d.type)}};
+  for (const auto& [which, stride, extent, bytes] : strides) {
+    if (stride < extent) {
+      return reject(rejection_kind::invalid_value,
+                    std::string(which) + " = " + std::to_string(stride) + " elements is smaller than one matrix (" +
+                        std::to_string(extent) + "): the batch's matrices would overlap");
+    }
+    if (is_fp8(problem.a.type) && (stride * std::int64_t(bytes)) % fp8_ld_bytes_multiple) {
+      return reject(rejection_kind::invalid_value,
+                    std::string(which) + " spans " + std::to_string(stride * std::int64_t(bytes)) +
+                        " bytes: the matrices of an FP8 batch must start 16-byte aligned");
+    }
+  }
+  if (uses_aux(problem.options.epilogue_kind) || needs_bias_pointer(problem.options.epilogue_kind)) {
+    return reject(rejection_kind::not_supported,
+                  std::string("the ") + name(problem.options.epilogue_kind) +
+                      " epilogue is not batched by this wrapper: use batch count 1");
+  }
+  if (problem.d.amax != nullptr) {
+    return reject(rejection_kind::not_supported,
+                  "an amax output with a batch would hold the amax of all matrices: use batch count 1");
+  }
+  return std::nullopt;
+}
+
+// Bias, bias-gradient and aux pointers, types and leading dimensions of the epilogue.
+inline std::optional<rejection> find_epilogue_rejection(const gemm_problem& problem) {
+  using detail::reject;
+  const gemm_options& options = problem.options;
+  const epilogue kind = options.epilogue_kind;
+  const output_matrix& d = problem.d;
+  if (needs_bias_pointer(kind)) {
+    if (options.bias == nullptr) {
+      return reject(rejection_kind::invalid_value,
+                    std::string("epilogue ") + name(kind) +
+                        (writes_bias_gradient(kind) ? " writes a bias gradient of " : " reads a bias of ") +
+                        std::to_string(bias_length(kind, problem.m, problem.n)) +
+                        " elements: it needs a bias pointer");
+    }
+    const data_type bias = bias_type_of(problem);
+    bool bias_ok = bias == default_bias_type(problem);
+    if (is_fp8(d.type)) bias_ok = bias == data_type::bf16 || bias == data_type::fp16;
+    if (!bias_ok) {
+      return reject(rejection_kind::not_supported,
+                    std::string("a ") + name(bias) + " bias does not go with a " + name(d.type) +
+                        " output (use " + name(default_bias_type(problem)) + ")");
+    }
+    if (!detail::is_aligned(options.bias, fp8_pointer_alignment)) {
+      return reject(rejection_kind::invalid_value,
+                    "misaligned pointers: the bias is at " + detail::hex_address(options.bias) +
+                        ", it needs 16-byte alignment");
+    }
+  } else if (options.bias != nullptr) {
+    return reject(rejection_kind::invalid_value,
+                  std::string("a bias pointer was given but epilogue ") + name(kind) +
+                      " adds no bias (use epilogue::bias or epilogue::gelu_bias)");
+  }
+  if (uses_aux(kind)) {
+    if (options.aux == nullptr) {
+      return reject(rejection_kind::invalid_value,
+                    std::string("epilogue ") + name(kind) +
+                        " needs the aux matrix (the GELU input, m x n): options.aux is null");
+    }
+    if (options.aux_ld < problem.m || options.aux_ld % aux_ld_multiple) {
+      return reject(rejection_kind::invalid_value,
+                    "aux_ld = " + std::to_string(options.aux_ld) + ": the GELU aux matrix needs a leading "
+                    "dimension >= m = " + std::to_string(problem.m) + " and a multiple of 8");
+    }
+    if (!detail::is_aligned(options.aux, fp8_pointer_alignment)) {
+      return reject(rejection_kind::invalid_value,
+                    "misaligned pointers: the aux matrix is at " + detail::hex_address(options.aux) +
+                        ", it needs 16-byte alignment");
+    }
+    const data_type aux = aux_type_of(problem);
+    if (!(aux == data_type::bf16 || aux == data_type::fp16 || aux == data_type::fp32 || is_fp8(aux))) {
+      return reject(rejection_kind::not_supported, std::string("an aux matrix of type ") + name(aux));
+    }
+  } else if (options.aux != nullptr) {
+    return reject(rejection_kind::invalid_value,
+                  std::string("an aux pointer was given but epilogue ") + name(kind) +
+                      " uses none (gelu_aux*, dgelu* do)");
+  }
+  return std::nullopt;
 }
 
 // Every reason cuBLASLt would refuse `problem` on `device` (or run it wrongly), checked up front.
@@ -197,19 +389,28 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
                         "; for a row-major Y = X·Wᵀ call fp8::cublaslt::linear, and keep transposed "
                         "FP8 copies (fused cast + transpose) for the backward pass");
     }
-    // Multiples of 16.
-    const std::int64_t multiple = fp8_dimension_multiple;
-    if (problem.m % multiple || problem.n % multiple || problem.k % multiple) {
+    // K, leading dimensions (in bytes) and pointers, as cuBLASLt requires them of FP8 products.
+    if (problem.k % fp8_k_multiple) {
       return reject(rejection_kind::invalid_value,
-                    "dims not multiples of 16: FP8 products need m, n and k divisible by 16 (pad the "
-                    "tensors, e.g. the token count, to a multiple of 16)");
+                    "k = " + std::to_string(problem.k) +
+                        " is not a multiple of 16: FP8 products need the reduced dimension K divisible by 16 "
+                        "(pad the input features; M and N, e.g. the token count, may be anything)");
     }
-    if (a.ld % multiple || b.ld % multiple || d.ld % multiple) {
-      return reject(rejection_kind::invalid_value,
-                    "leading dimensions not multiples of 16: FP8 products need lda, ldb and ldd "
-                    "divisible by 16");
+    const std::int64_t c_bytes = std::int64_t(element_bytes(c_type_of(problem)));
+    const std::pair<const char*, std::int64_t> lds[] = {{"lda", a.ld * std::int64_t(element_bytes(a.type))},
+                                                         {"ldb", b.ld * std::int64_t(element_bytes(b.type))},
+                                                         {"ldd", d.ld * std::int64_t(element_bytes(d.type))},
+                                                         {"ldc", reads_c(problem) ? problem.c.ld * c_bytes : 0}};
+    for (const auto& [which, bytes] : lds) {
+      if (bytes % fp8_ld_bytes_multiple) {
+        return reject(rejection_kind::invalid_value,
+                      std::string("leading dimension not 16-byte aligned: ") + which + " spans " +
+                          std::to_string(bytes) + " bytes; FP8 products need lda, ldb, ldc and ldd to be "
+                          "multiples of 16 bytes (16 FP8, 8 bf16/fp16 or 4 fp32 elements)");
+      }
     }
-    const std::pair<const char*, const void*> pointers[] = {{"A", a.data}, {"B", b.data}, {"D", d.data}};
+    const std::pair<const char*, const void*> pointers[] = {
+        {"A", a.data}, {"B", b.data}, {"D", d.data}, {"C", reads_c(problem) ? problem.c.data : nullptr}};
     for (const auto& [which, pointer] : pointers) {
       if (!detail::is_aligned(pointer, fp8_pointer_alignment)) {
         return reject(rejection_kind::invalid_value,
@@ -219,6 +420,11 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
     }
   }
 
+  // C: read only when beta != 0, never passed otherwise.
+  if (auto why = find_c_rejection(problem)) return why;
+  // Strided batches.
+  if (auto why = find_batch_rejection(problem)) return why;
+
   // Input scales.
   if (auto problem_a = detail::check_scale_pointer("A", a)) return problem_a;
   if (auto problem_b = detail::check_scale_pointer("B", b)) return problem_b;
@@ -227,6 +433,9 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
     const scale_mode sb = b.scaling;
     const bool both_tensorwise = sa == scale_mode::tensorwise && sb == scale_mode::tensorwise;
     if (!both_tensorwise) {
+      if (auto why = find_version_rejection(problem, device.cublaslt_header_version, device.cublaslt_version)) {
+        return why;
+      }
       if (!detail::is_hopper(device)) {
         return reject(rejection_kind::not_supported,
                       std::string("the scale modes ") + name(sa) + " x " + name(sb) +
@@ -252,10 +461,16 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
                       std::string("row-wise and block scale modes write bf16, fp16 or fp32 outputs, not ") +
                           name(d.type));
       }
-      if (options.epilogue_kind == epilogue::gelu || options.epilogue_kind == epilogue::gelu_bias) {
+      if (options.epilogue_kind != epilogue::none && options.epilogue_kind != epilogue::bias) {
         return reject(rejection_kind::not_supported,
-                      "GELU epilogues are available with tensorwise scales only; row-wise and block "
-                      "scale modes take the bias epilogue or none");
+                      std::string("the ") + name(options.epilogue_kind) +
+                          " epilogue (GELU, its gradients and bias gradients) is available with tensorwise "
+                          "scales only; row-wise and block scale modes take the bias epilogue or none");
+      }
+      if (problem.batch.count != 1) {
+        return reject(rejection_kind::not_supported,
+                      "row-wise and block scales are not batched by this wrapper: batch count must be 1 "
+                      "(one scale tensor describes one matrix)");
       }
       const bool block = sa != scale_mode::row_wise;
       if (block && options.fast_accum == fast_accumulation::on) {
@@ -282,28 +497,34 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
   }
 
   // Epilogue.
-  if (uses_bias(options.epilogue_kind)) {
-    if (options.bias == nullptr) {
-      return reject(rejection_kind::invalid_value,
-                    std::string("epilogue ") + name(options.epilogue_kind) + " needs a bias pointer");
+  if (auto why = find_epilogue_rejection(problem)) return why;
+  return std::nullopt;
+}
+
+// A grouped product (problems of different shapes, e.g. one per expert of a mixture-of-experts
+// layer) is checked whole before any of it runs: the first problem that cannot run, with its index.
+struct group_rejection {
+  std::size_t index;
+  rejection why;
+};
+template <class Problems>
+std::optional<group_rejection> find_group_rejection(const Problems& problems, const device_info& device) {
+  std::size_t index = 0;
+  for (const gemm_problem& problem : problems) {
+    if (auto why = find_rejection(problem, device)) return group_rejection{index, std::move(*why)};
+    // cuBLASLt overwrites an amax: two members writing one slot would keep only the last one's.
+    std::size_t earlier = 0;
+    for (const gemm_problem& other : problems) {
+      if (earlier == index) break;
+      if (problem.d.amax != nullptr && other.d.amax == problem.d.amax) {
+        return group_rejection{index, {rejection_kind::invalid_value,
+                                       "members " + std::to_string(earlier) + " and " + std::to_string(index) +
+                                           " share one amax slot: cuBLASLt overwrites an amax (it does not "
+                                           "take the maximum), so give each member its own slot"}};
+      }
+      ++earlier;
     }
-    const data_type bias = bias_type_of(problem);
-    bool bias_ok = bias == default_bias_type(problem);
-    if (is_fp8(d.type)) bias_ok = bias == data_type::bf16 || bias == data_type::fp16;
-    if (!bias_ok) {
-      return reject(rejection_kind::not_supported,
-                    std::string("a ") + name(bias) + " bias does not go with a " + name(d.type) +
-                        " output (use " + name(default_bias_type(problem)) + ")");
-    }
-    if (!detail::is_aligned(options.bias, fp8_pointer_alignment)) {
-      return reject(rejection_kind::invalid_value,
-                    "misaligned pointers: the bias is at " + detail::hex_address(options.bias) +
-                        ", it needs 16-byte alignment");
-    }
-  } else if (options.bias != nullptr) {
-    return reject(rejection_kind::invalid_value,
-                  std::string("a bias pointer was given but epilogue ") + name(options.epilogue_kind) +
-                      " adds no bias (use epilogue::bias or epilogue::gelu_bias)");
+    ++index;
   }
   return std::nullopt;
 }

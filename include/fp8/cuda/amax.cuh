@@ -83,7 +83,7 @@ template <class T>
 void compute_amax(const T* in, std::size_t count, float* amax, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::compute_amax";
-  detail::require_pointer(in, count, function, "in");
+  detail::check_pointer(in, count, function, "in");
   detail::require(amax != nullptr, function, "amax is null");
   if (count == 0) return;
   const bool vector = detail::is_aligned(in, 4 * sizeof(T));

@@ -23,27 +23,6 @@
 namespace fp8::cuda {
 namespace detail {
 
-// The scale layout's index arithmetic, on the device (fp8::scale_layout::index for these kinds).
-struct device_scale_layout {
-  std::size_t grid_cols;
-  std::size_t leading;
-  std::size_t grid_rows;
-  granularity kind;
-
-  __device__ std::size_t index(std::size_t block_row, std::size_t block_col) const {
-    switch (kind) {
-      case granularity::per_tensor: return 0;
-      case granularity::per_row: return block_row;
-      case granularity::tile_1x128: return block_col * leading + block_row;
-      default: return block_row * leading + block_col;
-    }
-  }
-};
-
-inline device_scale_layout to_device(const scale_layout& layout) {
-  return {layout.grid_cols, layout.leading, layout.grid_rows, layout.kind};
-}
-
 // Four elements of a row starting at column c: one vector load when `vector` (the row and c are
 // 4-aligned and all four exist), else guarded loads with 0 outside the matrix (0 leaves amaxes alone).
 template <class T>
@@ -97,7 +76,7 @@ __global__ void __launch_bounds__(Threads)
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
     tile_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector, scale_rule rule,
-                         device_scale_layout layout, std::uint8_t* __restrict__ out, float* scale_inv, float* amax) {
+                         scale_layout layout, std::uint8_t* __restrict__ out, float* scale_inv, float* amax) {
   constexpr int warps = Threads / 32;
   const int lane = int(threadIdx.x) % 32;
   const std::size_t tiles = rows * layout.grid_cols;
@@ -135,11 +114,62 @@ __global__ void __launch_bounds__(Threads)
 // and the cast (one read). 32 lanes x 4 columns span 128 columns; 8 warps x 16 passes span 128 rows.
 inline constexpr int block_threads_2d = 256;
 inline constexpr int block_passes_2d = int(block_length) / (block_threads_2d / 32);
+// The transposed copy goes through a shared tile of the block's codes, 128 rows of 32 words padded
+// to 33 words, so that both the row writes and the 4 x 4 column reads below are free of bank
+// conflicts (a row step moves one bank).
+inline constexpr int block_tile_words = int(block_length) / 4 + 1;
 
-template <class Format, class T>
+// __byte_perm on the device, the same selection on the host (so the transpose below is tested on
+// machines without a GPU): byte i of the result is byte (selector >> 4i) & 7 of the pair (y:x).
+__host__ __device__ inline std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t selector) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, selector);
+#else
+  const std::uint64_t pair = (std::uint64_t(y) << 32) | x;
+  std::uint32_t result = 0;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned source = (selector >> (4 * i)) & 7u;
+    result |= std::uint32_t((pair >> (8 * source)) & 0xFFu) << (8 * i);
+  }
+  return result;
+#endif
+}
+
+// Four words (rows r..r+3 of four columns) to four words (columns c..c+3 of four rows): word j of
+// the result holds byte j of each input, in row order, i.e. column j's four codes.
+__host__ __device__ inline void transpose_4x4_bytes(std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                                    std::uint32_t r3, std::uint32_t (&columns)[4]) {
+  const std::uint32_t low01 = byte_perm(r0, r1, 0x5140);   // r0.b0 r1.b0 r0.b1 r1.b1
+  const std::uint32_t high01 = byte_perm(r0, r1, 0x7362);  // r0.b2 r1.b2 r0.b3 r1.b3
+  const std::uint32_t low23 = byte_perm(r2, r3, 0x5140);
+  const std::uint32_t high23 = byte_perm(r2, r3, 0x7362);
+  columns[0] = byte_perm(low01, low23, 0x5410);
+  columns[1] = byte_perm(low01, low23, 0x7632);
+  columns[2] = byte_perm(high01, high23, 0x5410);
+  columns[3] = byte_perm(high01, high23, 0x7632);
+}
+
+// Which 4 x 4 micro-tile of the 128 x 128 block a thread transposes in step g (0..3): its row
+// group (rows 4·row_group..+3) and column word (columns 4·column_word..+3). Lanes 0-7 take
+// consecutive row groups, so eight lanes write 32 contiguous bytes of one row of out_t.
+struct micro_tile {
+  int row_group;
+  int column_word;
+};
+__host__ __device__ inline micro_tile transpose_micro_tile(int warp, int lane, int g) {
+  return {lane % 8 + 8 * g, lane / 8 + 4 * warp};
+}
+
+// out (rows x cols) and, when Transposed, out_t (cols x rows) with the transposed scales
+// scale_inv_t in layout_t, all from the one read of each block: the codes go to a shared tile and
+// come out as columns, four rows per 32-bit store (`packed_t`: rows % 4 == 0 and out_t 4-aligned).
+template <class Format, class T, bool Transposed>
 __global__ void __launch_bounds__(block_threads_2d)
     block_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector, scale_rule rule,
-                          device_scale_layout layout, std::uint8_t* __restrict__ out, float* scale_inv, float* amax) {
+                          scale_layout layout, std::uint8_t* __restrict__ out, float* scale_inv, float* amax,
+                          bool packed_t, scale_layout layout_t, std::uint8_t* __restrict__ out_t, float* scale_inv_t) {
+  __shared__ std::uint32_t tile[Transposed ? int(block_length) * block_tile_words : 1];
+  std::uint8_t* const tile_bytes = reinterpret_cast<std::uint8_t*>(tile);
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
   constexpr int warps = block_threads_2d / 32;
@@ -149,7 +179,8 @@ __global__ void __launch_bounds__(block_threads_2d)
     const std::size_t i = b / layout.grid_cols;
     const std::size_t j = b % layout.grid_cols;
     const std::size_t c = j * block_length + 4 * std::size_t(lane);
-    const auto row_of = [&](int pass) { return i * block_length + std::size_t(warp + pass * warps); };
+    const auto row_in_block = [&](int pass) { return warp + pass * warps; };
+    const auto row_of = [&](int pass) { return i * block_length + std::size_t(row_in_block(pass)); };
     // A whole, aligned block keeps its values in registers (one read); an edge block reads twice
     // with guards instead, so that the common path stays lean. `whole` is the same for the block.
     const bool whole = vector && (i + 1) * block_length <= rows && (j + 1) * block_length <= cols;
@@ -169,6 +200,7 @@ __global__ void __launch_bounds__(block_threads_2d)
       for (int pass = 0; pass < block_passes_2d; ++pass) {
         const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
         *reinterpret_cast<std::uint32_t*>(out + row_of(pass) * cols + c) = codes;
+        if constexpr (Transposed) tile[row_in_block(pass) * block_tile_words + lane] = codes;
       }
     } else {
       std::uint32_t bits = 0;
@@ -183,7 +215,12 @@ __global__ void __launch_bounds__(block_threads_2d)
       for (int pass = 0; pass < block_passes_2d; ++pass) {
         const std::size_t r = row_of(pass);
         if (r < rows) {
-          store4_guarded<Format>(out + r * cols, c, cols, vector, scale4(load4_guarded(in + r * cols, c, cols, vector), scale));
+          const float4 scaled = scale4(load4_guarded(in + r * cols, c, cols, vector), scale);
+          store4_guarded<Format>(out + r * cols, c, cols, vector, scaled);
+          if constexpr (Transposed) {
+            const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
+            tile[row_in_block(pass) * block_tile_words + lane] = codes;  // bytes past the edge are never read
+          }
         }
       }
     }
@@ -192,18 +229,57 @@ __global__ void __launch_bounds__(block_threads_2d)
       if (j + 1 == layout.grid_cols) {  // padding of this scale row, 0 as on the CPU
         for (std::size_t p = layout.grid_cols; p < layout.leading; ++p) scale_inv[layout.index(i, p)] = 0.0f;
       }
+      if constexpr (Transposed) {  // block (i, j) of X is block (j, i) of Xᵀ: the same elements, scale
+        scale_inv_t[layout_t.index(j, i)] = 1.0f / scale;
+        if (i + 1 == layout.grid_rows) {
+          for (std::size_t p = layout_t.grid_cols; p < layout_t.leading; ++p) scale_inv_t[layout_t.index(j, p)] = 0.0f;
+        }
+      }
+    }
+    if constexpr (Transposed) {
+      __syncthreads();
+      const std::size_t r0 = i * block_length;
+      const std::size_t c0 = j * block_length;
+      if (whole && packed_t) {
+        // 32 x 32 micro-tiles of 4 x 4 codes, four per thread (transpose_micro_tile).
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+          const auto [row_group, column_word] = transpose_micro_tile(warp, lane, g);
+          const std::uint32_t* source = tile + 4 * row_group * block_tile_words + column_word;
+          std::uint32_t columns[4];
+          transpose_4x4_bytes(source[0], source[block_tile_words], source[2 * block_tile_words],
+                              source[3 * block_tile_words], columns);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const std::size_t column = c0 + std::size_t(4 * column_word + k);
+            *reinterpret_cast<std::uint32_t*>(out_t + column * rows + r0 + std::size_t(4 * row_group)) = columns[k];
+          }
+        }
+      } else {
+        for (int e = int(threadIdx.x); e < int(block_length * block_length); e += block_threads_2d) {
+          const int tc = e / int(block_length);
+          const int tr = e % int(block_length);
+          if (r0 + std::size_t(tr) < rows && c0 + std::size_t(tc) < cols) {
+            out_t[(c0 + std::size_t(tc)) * rows + r0 + std::size_t(tr)] = tile_bytes[tr * 4 * block_tile_words + tc];
+          }
+        }
+      }
+      __syncthreads();  // the tile is refilled by the next block of this grid-stride loop
     }
   }
   if (threadIdx.x == 0) atomic_max_amax(amax, tensor_bits);
 }
 
+// Launches the current-scaling kernel of layout.kind. For block_128x128, a non-null out_t also gets
+// the transposed codes (cols x rows) and scale_inv_t the transposed scales (layout_t), in the same pass.
 template <class T>
 void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_format format, const scale_rule& rule,
                            const scale_layout& layout, std::uint8_t* out, float* scale_inv, float* amax,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, std::uint8_t* out_t = nullptr, float* scale_inv_t = nullptr,
+                           const scale_layout* layout_t = nullptr) {
   const bool vector = cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4);
-  const device_scale_layout device_layout = to_device(layout);
-  dispatch_format(format, [&](auto descriptor) {
+  const bool packed_t = rows % 4 == 0 && is_aligned(out_t, 4);
+  visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     switch (layout.kind) {
       case granularity::per_row:
@@ -213,13 +289,20 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
       case granularity::tile_1x128: {
         constexpr int warps = block_threads / 32;
         tile_quantize_kernel<format_t, T, block_threads><<<grid_for(rows * layout.grid_cols, warps), block_threads, 0, stream>>>(
-            in, rows, cols, vector, rule, device_layout, out, scale_inv, amax);
+            in, rows, cols, vector, rule, layout, out, scale_inv, amax);
         break;
       }
-      default:
-        block_quantize_kernel<format_t, T><<<grid_for(layout.grid_rows * layout.grid_cols, 1), block_threads_2d, 0, stream>>>(
-            in, rows, cols, vector, rule, device_layout, out, scale_inv, amax);
+      default: {
+        const unsigned grid = grid_for(layout.grid_rows * layout.grid_cols, 1);
+        if (out_t != nullptr) {
+          block_quantize_kernel<format_t, T, true><<<grid, block_threads_2d, 0, stream>>>(
+              in, rows, cols, vector, rule, layout, out, scale_inv, amax, packed_t, *layout_t, out_t, scale_inv_t);
+        } else {
+          block_quantize_kernel<format_t, T, false><<<grid, block_threads_2d, 0, stream>>>(
+              in, rows, cols, vector, rule, layout, out, scale_inv, amax, false, layout, nullptr, nullptr);
+        }
         break;
+      }
     }
   });
   check_launch("fp8::cuda::detail::block_quantize kernels");
@@ -229,7 +312,7 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
     block_dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
-                            device_scale_layout layout, std::size_t block_rows, std::size_t block_cols,
+                            scale_layout layout, std::size_t block_rows, std::size_t block_cols,
                             const float* scale_inv, T* __restrict__ out) {
   __shared__ float table[byte_codes];
   fill_decode_table<Format>(table);
@@ -242,11 +325,7 @@ __global__ void __launch_bounds__(Threads)
     const float s = scale_inv[layout.index(r / block_rows, c / block_cols)];
     const std::size_t base = r * cols + c;
     if (vector && c + 4 <= cols) {
-      const std::uint32_t codes = *reinterpret_cast<const std::uint32_t*>(in + base);
-      store4(out + base, float4{dequantize_one<Format>(table, codes & 0xFFu, s),
-                                dequantize_one<Format>(table, (codes >> 8) & 0xFFu, s),
-                                dequantize_one<Format>(table, (codes >> 16) & 0xFFu, s),
-                                dequantize_one<Format>(table, codes >> 24, s)});
+      dequantize4<Format>(table, *reinterpret_cast<const std::uint32_t*>(in + base), s, out + base);
     } else {
       for (std::size_t j = 0; j < 4 && c + j < cols; ++j) out[base + j] = narrow<T>(dequantize_one<Format>(table, in[base + j], s));
     }

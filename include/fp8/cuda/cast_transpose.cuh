@@ -117,7 +117,7 @@ void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_
                       is_aligned(out_t, 4);
   const std::size_t tiles = ((rows + transpose_tile - 1) / transpose_tile) * ((cols + transpose_tile - 1) / transpose_tile);
   const unsigned grid = grid_for(tiles, 1);
-  dispatch_format(format, [&](auto descriptor) {
+  visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     if (amax != nullptr) {
       cast_transpose_kernel<format_t, T, true>
@@ -132,11 +132,11 @@ void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_
 
 inline void check_matrix(const void* in, const void* out, const void* out_t, std::size_t rows, std::size_t cols,
                          fp8_format format, const char* function) {
-  require(cols == 0 || rows <= std::size_t(-1) / cols, function, "rows x cols overflows size_t");
-  require_pointer(in, rows * cols, function, "in");
-  require_pointer(out, rows * cols, function, "out");
-  require_pointer(out_t, rows * cols, function, "out_t");
-  require_format(format, function);
+  (void)checked_size(rows, cols, function);
+  check_pointer(in, rows * cols, function, "in");
+  check_pointer(out, rows * cols, function, "out");
+  check_pointer(out_t, rows * cols, function, "out_t");
+  check_format(format, function);
 }
 
 }  // namespace detail

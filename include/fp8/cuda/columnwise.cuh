@@ -1,5 +1,6 @@
 // Kernels of the transposed FP8 copy under column-wise scales: the rows of Xᵀ are the columns of X,
-// so Xᵀ's per-row and 1x128 scales come from columns of X; 128x128 blocks are only transposed.
+// so Xᵀ's per-row and 1x128 scales come from columns of X (128x128 blocks are transposed by the block
+// kernel itself, block_quantize.cuh).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(column_threads)
 template <class Format, class T>
 __global__ void __launch_bounds__(column_threads)
     column_quantize_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, scale_rule rule,
-                                     const float* column_amax, device_scale_layout layout_t, float* scale_inv_t,
+                                     const float* column_amax, scale_layout layout_t, float* scale_inv_t,
                                      std::uint8_t* __restrict__ out_t) {
   __shared__ alignas(4) std::uint8_t codes[column_width][column_stride];
   const int lane = int(threadIdx.x) % 32;
@@ -144,42 +145,6 @@ __global__ void __launch_bounds__(column_threads)
 __global__ void finish_columns_kernel(float* column_amax_then_scale_inv, std::size_t cols, scale_rule rule) {
   for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < cols; c += std::size_t(gridDim.x) * blockDim.x) {
     column_amax_then_scale_inv[c] = 1.0f / scale_from_amax(column_amax_then_scale_inv[c], rule, 1.0f);
-  }
-}
-
-// out_t = transpose of the rows x cols codes `in` (64 x 64 tiles through shared memory).
-__global__ void __launch_bounds__(transpose_threads)
-    transpose_codes_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
-                           std::uint8_t* __restrict__ out_t) {
-  __shared__ std::uint8_t tile[transpose_tile][transpose_tile + 1];
-  const std::size_t tiles_across = (cols + transpose_tile - 1) / transpose_tile;
-  const std::size_t tiles = tiles_across * ((rows + transpose_tile - 1) / transpose_tile);
-  for (std::size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const std::size_t r0 = (t / tiles_across) * transpose_tile;
-    const std::size_t c0 = (t % tiles_across) * transpose_tile;
-    for (int e = int(threadIdx.x); e < transpose_tile * transpose_tile; e += transpose_threads) {
-      const int tr = e / transpose_tile;
-      const int tc = e % transpose_tile;
-      if (r0 + tr < rows && c0 + tc < cols) tile[tr][tc] = in[(r0 + tr) * cols + c0 + tc];
-    }
-    __syncthreads();
-    for (int e = int(threadIdx.x); e < transpose_tile * transpose_tile; e += transpose_threads) {
-      const int tc = e / transpose_tile;
-      const int tr = e % transpose_tile;
-      if (r0 + tr < rows && c0 + tc < cols) out_t[(c0 + tc) * rows + r0 + tr] = tile[tr][tc];
-    }
-    __syncthreads();
-  }
-}
-
-// The 128x128 scale grid of Xᵀ: block (j, i) of Xᵀ is block (i, j) of X; padding 0.
-__global__ void transpose_block_scales_kernel(const float* scale_inv, device_scale_layout layout,
-                                              device_scale_layout layout_t, float* scale_inv_t) {
-  const std::size_t entries = layout_t.grid_rows * layout_t.leading;
-  for (std::size_t e = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; e < entries; e += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t j = e / layout_t.leading;  // block row of Xᵀ = block column of X
-    const std::size_t i = e % layout_t.leading;  // block column of Xᵀ = block row of X
-    scale_inv_t[e] = i < layout_t.grid_cols ? scale_inv[layout.index(i, j)] : 0.0f;
   }
 }
 

@@ -36,10 +36,10 @@ inline void check_current_scaling(const void* in, const void* out, const void* o
   require(q.granularity != granularity::mx_1x32, function,
           "mx_1x32 (E8M0 scales) is quantized on the CPU only (fp8::quantize with a std::uint8_t* scale "
           "buffer); the device kernels cover per_tensor, per_row, tile_1x128 and block_128x128");
-  require(cols == 0 || rows <= std::size_t(-1) / cols, function, "rows x cols overflows size_t");
-  require_pointer(in, rows * cols, function, "in");
-  require_pointer(out, rows * cols, function, "out");
-  require_pointer(out_t, rows * cols, function, "out_t");
+  (void)checked_size(rows, cols, function);
+  check_pointer(in, rows * cols, function, "in");
+  check_pointer(out, rows * cols, function, "out");
+  check_pointer(out_t, rows * cols, function, "out_t");
   require(scale_inv != nullptr, function, "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
   require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
 }
@@ -80,8 +80,8 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
 // out_t (cols x rows) with scale_inv_t exactly as quantize() of the transposed matrix would give them.
 // The rows of Xᵀ are the columns of X, so its per_row and 1x128 scales come from columns of X
 // (Transformer Engine's column-wise scaling); per_tensor and 128x128 scales are shared, transposed.
-// Reads: per_tensor 2 (amax, then one fused cast + transpose); 128x128 1 (+ the codes, to transpose
-// them); 1x128 2 (row-wise and column-wise casts); per_row 4 (two per copy).
+// Reads: per_tensor 2 (amax, then one fused cast + transpose); 128x128 1 (the block kernel writes the
+// transposed codes and scales too); 1x128 2 (row-wise and column-wise casts); per_row 4 (two per copy).
 template <class T>
 void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
                         float* scale_inv, std::uint8_t* out_t, float* scale_inv_t, float* amax,
@@ -101,19 +101,13 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   }
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   const scale_layout layout_t = make_scale_layout(q.granularity, cols, rows);
-  detail::launch_block_quantize(in, rows, cols, q.format, rule, layout, out, scale_inv, amax, stream);
   if (q.granularity == granularity::block_128x128) {
-    detail::transpose_codes_kernel<<<detail::grid_for(((rows + detail::transpose_tile - 1) / detail::transpose_tile) *
-                                                          ((cols + detail::transpose_tile - 1) / detail::transpose_tile), 1),
-                                     detail::transpose_threads, 0, stream>>>(out, rows, cols, out_t);
-    detail::check_launch("fp8::cuda::detail::transpose_codes_kernel");
-    if (layout_t.count > 0) {
-      detail::transpose_block_scales_kernel<<<detail::grid_for(layout_t.count), detail::block_threads, 0, stream>>>(
-          scale_inv, detail::to_device(layout), detail::to_device(layout_t), scale_inv_t);
-      detail::check_launch("fp8::cuda::detail::transpose_block_scales_kernel");
-    }
+    // One pass: the block kernel writes both copies and both scale grids from registers.
+    detail::launch_block_quantize(in, rows, cols, q.format, rule, layout, out, scale_inv, amax, stream, out_t,
+                                  scale_inv_t, &layout_t);
     return;
   }
+  detail::launch_block_quantize(in, rows, cols, q.format, rule, layout, out, scale_inv, amax, stream);
   const std::size_t chunks = ((rows + detail::column_chunk_rows - 1) / detail::column_chunk_rows) *
                              ((cols + detail::column_width - 1) / detail::column_width);
   const unsigned grid = detail::grid_for(chunks, 1);
@@ -127,10 +121,10 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
     }
     column_amax = scale_inv_t;
   }
-  detail::dispatch_format(q.format, [&](auto descriptor) {
+  visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     detail::column_quantize_transpose_kernel<format_t, T><<<grid, detail::column_threads, 0, stream>>>(
-        in, rows, cols, rule, column_amax, detail::to_device(layout_t), scale_inv_t, out_t);
+        in, rows, cols, rule, column_amax, layout_t, scale_inv_t, out_t);
   });
   detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel");
   if (q.granularity == granularity::per_row && cols > 0) {
@@ -153,11 +147,11 @@ void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, cons
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   const bool vector = cols % 4 == 0 && detail::is_aligned(in, 4) && detail::is_aligned(out, 4 * sizeof(T));
   const std::size_t quads = rows * ((cols + 3) / 4);
-  detail::dispatch_format(q.format, [&](auto descriptor) {
+  visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     detail::block_dequantize_kernel<format_t, T, detail::block_threads>
         <<<detail::grid_for(quads), detail::block_threads, 0, stream>>>(
-            in, rows, cols, vector, detail::to_device(layout), layout.block_rows, layout.block_cols, scale_inv, out);
+            in, rows, cols, vector, layout, layout.block_rows, layout.block_cols, scale_inv, out);
   });
   detail::check_launch("fp8::cuda::detail::block_dequantize_kernel");
 }

@@ -114,7 +114,10 @@ class device_array {
 //   (multi-GPU: all-reduce the tensor_count floats at current_amaxes() with a max over their bits as
 //    uint32, e.g. ncclAllReduce(p, p, n, ncclUint32, ncclMax, ...), which keeps NaN on top)
 //   state.update(stream);   // roll, new scales: step N + 1 uses amaxes up to step N
-// download() / upload() convert to and from the host fp8::delayed_scaling_state (checkpoints).
+// download(stream) / upload(host, stream) convert to and from the host fp8::delayed_scaling_state
+// (checkpoints). They are ordered on `stream` like every other call: pass the stream that ran the
+// casts and update(), so that a checkpoint sees the state after them (a plain cudaMemcpy would not
+// wait for work on a non-blocking stream).
 class delayed_scaling_device_state {
  public:
   delayed_scaling_device_state(const delayed_scaling& config, std::vector<fp8_format> formats)
@@ -125,8 +128,9 @@ class delayed_scaling_device_state {
     allocate();
     const std::vector<float> ones(formats_.size(), 1.0f);
     FP8_CUDA_CHECK(cudaMemset(history_.data(), 0, history_.size() * sizeof(float)));
-    copy_in(scale_, ones);
-    copy_in(scale_inv_, ones);
+    copy_in(scale_, ones, nullptr);
+    copy_in(scale_inv_, ones, nullptr);
+    FP8_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
   // The device copy of a host state (same configuration, formats, histories and scales).
@@ -160,14 +164,15 @@ class delayed_scaling_device_state {
     detail::check_launch("fp8::cuda::detail::update_history_kernel");
   }
 
-  // The state as a host object (synchronous: waits for the device).
-  delayed_scaling_state download() const {
+  // The state as a host object, after the work already queued on `stream` (which it waits for).
+  delayed_scaling_state download(cudaStream_t stream = nullptr) const {
     const std::size_t tensors = formats_.size();
     const std::size_t length = config_.history_length;
     std::vector<float> rows(history_.size()), scales(tensors), inverses(tensors);
-    copy_out(rows, history_);
-    copy_out(scales, scale_);
-    copy_out(inverses, scale_inv_);
+    copy_out(rows, history_, stream);
+    copy_out(scales, scale_, stream);
+    copy_out(inverses, scale_inv_, stream);
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<delayed_scaling_state::tensor> parts;
     for (std::size_t t = 0; t < tensors; ++t) {
       std::vector<float> newest_first(length);
@@ -177,9 +182,10 @@ class delayed_scaling_device_state {
     return delayed_scaling_state::from_parts(config_, std::move(parts));
   }
 
-  // Replaces the device state with a host one of the same shape (synchronous). Throws
-  // fp8::invalid_argument, changing nothing, if the configuration or the formats differ.
-  void upload(const delayed_scaling_state& host) {
+  // Replaces the device state with a host one of the same shape, ordered after the work queued on
+  // `stream` and complete when it returns (it waits for the stream). Throws fp8::invalid_argument,
+  // changing nothing, if the configuration or the formats differ.
+  void upload(const delayed_scaling_state& host, cudaStream_t stream = nullptr) {
     const char* function = "fp8::cuda::delayed_scaling_device_state::upload";
     detail::require(host.config() == config_, function, "the host state has a different configuration");
     detail::require(host.size() == formats_.size(), function,
@@ -196,9 +202,10 @@ class delayed_scaling_device_state {
       scales[t] = host[t].scales.scale;
       inverses[t] = host[t].scales.scale_inv;
     }
-    copy_in(history_, rows);
-    copy_in(scale_, scales);
-    copy_in(scale_inv_, inverses);
+    copy_in(history_, rows, stream);
+    copy_in(scale_, scales, stream);
+    copy_in(scale_inv_, inverses, stream);
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors must outlive the copies
   }
 
  private:
@@ -222,13 +229,18 @@ class delayed_scaling_device_state {
                                 cudaMemcpyHostToDevice));
     }
   }
+  // Copies queued on `stream`; the caller synchronises it before the host vectors go away.
   template <class T>
-  static void copy_in(const detail::device_array<T>& to, const std::vector<T>& from) {
-    if (!from.empty()) FP8_CUDA_CHECK(cudaMemcpy(to.data(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice));
+  static void copy_in(const detail::device_array<T>& to, const std::vector<T>& from, cudaStream_t stream) {
+    if (!from.empty()) {
+      FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+    }
   }
   template <class T>
-  static void copy_out(std::vector<T>& to, const detail::device_array<T>& from) {
-    if (!to.empty()) FP8_CUDA_CHECK(cudaMemcpy(to.data(), from.data(), to.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  static void copy_out(std::vector<T>& to, const detail::device_array<T>& from, cudaStream_t stream) {
+    if (!to.empty()) {
+      FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), to.size() * sizeof(T), cudaMemcpyDeviceToHost, stream));
+    }
   }
 
   delayed_scaling config_;

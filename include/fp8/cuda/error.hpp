@@ -46,9 +46,11 @@ namespace detail {
 inline std::string cuda_hint(cudaError_t status) {
   switch (status) {
     case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-      return "no CUDA device: this machine has no usable NVIDIA GPU or driver "
+      return "no CUDA device: this machine has no usable NVIDIA GPU "
              "(check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+    case cudaErrorInsufficientDriver:
+      return "the NVIDIA driver is missing or older than the CUDA toolkit this program was built with "
+             "(compare nvidia-smi's \"CUDA Version\" with nvcc --version)";
     case cudaErrorNoKernelImageForDevice:
       return "the binary holds no code for this GPU: rebuild with CMAKE_CUDA_ARCHITECTURES set to "
              "the device's compute capability (89 for Ada, 90a for Hopper)";
@@ -57,6 +59,34 @@ inline std::string cuda_hint(cudaError_t status) {
     default:
       return {};
   }
+}
+
+// Whether a CUDA device can be used, from what cudaGetDeviceCount and cudaDriverGetVersion said.
+// A machine with no NVIDIA driver at all (driver version 0) has no device; a driver that is
+// installed but older than the runtime (cudaErrorInsufficientDriver with a version > 0) is a broken
+// installation on a machine that has a GPU: callers must fail, never report "no device".
+enum class device_presence { present, absent, driver_too_old, error };
+
+inline device_presence classify_device(cudaError_t count_status, int device_count, int driver_version) noexcept {
+  if (count_status == cudaSuccess) return device_count > 0 ? device_presence::present : device_presence::absent;
+  if (count_status == cudaErrorNoDevice) return device_presence::absent;
+  if (count_status == cudaErrorInsufficientDriver) {
+    return driver_version == 0 ? device_presence::absent : device_presence::driver_too_old;
+  }
+  return device_presence::error;
+}
+
+// "13.0" for a CUDA version number such as 13000.
+inline std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// The message of a driver older than the runtime: both versions and what to do.
+inline std::string driver_too_old_message(int driver_version, int runtime_version) {
+  return "the NVIDIA driver supports CUDA " + cuda_version_text(driver_version) +
+         " but this program was built with CUDA " + cuda_version_text(runtime_version) +
+         ": install a newer driver (or build with an older toolkit); a GPU is present, so this is a "
+         "failure, not a missing device";
 }
 
 inline std::string source_location(const char* file, int line) {

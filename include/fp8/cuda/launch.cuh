@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../error.hpp"
+#include "../quantize/checks.hpp"
 #include "../scaling/fp8_format.hpp"
 #include "error.hpp"
 
@@ -31,11 +32,17 @@ inline int multiprocessor_count() {
   return count;
 }
 
+// A test hook: when non-zero, grids have at most this many blocks, so that small test shapes take
+// the grid-stride paths (several iterations per block, a second tile per step, shared-memory reuse)
+// that only large tensors reach otherwise. Not for production use: it is process-wide state.
+inline std::size_t grid_cap_for_testing = 0;
+
 // Blocks for a grid-stride loop over `work_items` items of `block_threads` each: enough to cover the
-// work, at most blocks_per_sm per SM.
+// work, at most blocks_per_sm per SM (or grid_cap_for_testing).
 inline unsigned grid_for(std::size_t work_items, int threads = block_threads) {
   const std::size_t needed = (work_items + std::size_t(threads) - 1) / std::size_t(threads);
-  const std::size_t cap = std::size_t(multiprocessor_count()) * blocks_per_sm;
+  const std::size_t cap =
+      grid_cap_for_testing != 0 ? grid_cap_for_testing : std::size_t(multiprocessor_count()) * blocks_per_sm;
   const std::size_t blocks = needed < cap ? needed : cap;
   return unsigned(blocks == 0 ? 1 : blocks);
 }
@@ -51,27 +58,12 @@ inline void require(bool condition, const char* function, const std::string& wha
   if (!condition) throw invalid_argument(std::string(function) + ": " + what);
 }
 
-inline void require_pointer(const void* pointer, std::size_t count, const char* function, const char* name) {
-  require(pointer != nullptr || count == 0, function,
-          std::string(name) + " is null but " + std::to_string(count) + " elements were requested");
-}
-
-inline void require_format(fp8_format format, const char* function) {
-  require(is_valid(format), function, "unknown fp8_format value");
-}
-
-__host__ __device__ inline bool is_aligned(const void* pointer, std::size_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
-
-// Calls f(descriptor) with e4m3_format or e5m2_format (the kernels are templates on the format).
-template <class Function>
-void dispatch_format(fp8_format format, Function&& f) {
-  if (format == fp8_format::e5m2) {
-    f(e5m2_format{});
-  } else {
-    f(e4m3_format{});
-  }
-}
+// The argument checks, the alignment test and the format dispatch are the CPU quantize layer's own
+// (fp8/quantize/checks.hpp, fp8/scaling/fp8_format.hpp): one copy each, so both sides reject the
+// same arguments with the same messages.
+using fp8::detail::check_format;
+using fp8::detail::check_pointer;
+using fp8::detail::checked_size;
+using fp8::detail::is_aligned;
 
 }  // namespace fp8::cuda::detail

@@ -139,6 +139,16 @@ __device__ __forceinline__ float dequantize_one(const float* table, std::uint32_
   return format_traits<Format>::is_nan_code(typename Format::storage(code)) ? value : value * scale_inv;
 }
 
+// Four codes packed in a word (lowest byte first) to four outputs: the one copy of the 4-code step of
+// both dequantize kernels.
+template <class Format, class T>
+__device__ __forceinline__ void dequantize4(const float* table, std::uint32_t codes, float scale_inv, T* out) {
+  store4(out, float4{dequantize_one<Format>(table, codes & 0xFFu, scale_inv),
+                     dequantize_one<Format>(table, (codes >> 8) & 0xFFu, scale_inv),
+                     dequantize_one<Format>(table, (codes >> 16) & 0xFFu, scale_inv),
+                     dequantize_one<Format>(table, codes >> 24, scale_inv)});
+}
+
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
     dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t count, bool vector, const float* scale_inv_pointer,
@@ -152,11 +162,7 @@ __global__ void __launch_bounds__(Threads)
   if (vector) {
     const std::size_t quads = count / 4;
     for (std::size_t q = thread; q < quads; q += stride) {
-      const std::uint32_t codes = *reinterpret_cast<const std::uint32_t*>(in + 4 * q);
-      store4(out + 4 * q, float4{dequantize_one<Format>(table, codes & 0xFFu, scale_inv),
-                                 dequantize_one<Format>(table, (codes >> 8) & 0xFFu, scale_inv),
-                                 dequantize_one<Format>(table, (codes >> 16) & 0xFFu, scale_inv),
-                                 dequantize_one<Format>(table, codes >> 24, scale_inv)});
+      dequantize4<Format>(table, *reinterpret_cast<const std::uint32_t*>(in + 4 * q), scale_inv, out + 4 * q);
     }
     scalar_begin = quads * 4;
   }
@@ -177,7 +183,7 @@ void launch_quantize(const T* in, std::size_t count, fp8_format format, const sc
   const bool vector = quantize_vector_path(in, out);
   const std::size_t work = vector ? count / vector_elements + count % vector_elements : count;
   const unsigned grid = grid_for(work);
-  dispatch_format(format, [&](auto descriptor) {
+  visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     constexpr int threads = block_threads;
     if (amax != nullptr) {
@@ -204,9 +210,9 @@ void quantize(const T* in, std::size_t count, fp8_format format, const tensor_sc
               cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::quantize";
-  detail::require_pointer(in, count, function, "in");
-  detail::require_pointer(out, count, function, "out");
-  detail::require_format(format, function);
+  detail::check_pointer(in, count, function, "in");
+  detail::check_pointer(out, count, function, "out");
+  detail::check_format(format, function);
   if (count == 0 && s.scale_inv == nullptr) return;
   detail::launch_quantize(in, count, format, detail::scale_source::given(s.scale, s.scale_inv), s.amax, out, stream);
 }
@@ -218,13 +224,13 @@ void dequantize(const std::uint8_t* in, std::size_t count, fp8_format format, co
                 cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::dequantize";
-  detail::require_pointer(in, count, function, "in");
-  detail::require_pointer(out, count, function, "out");
-  detail::require_format(format, function);
+  detail::check_pointer(in, count, function, "in");
+  detail::check_pointer(out, count, function, "out");
+  detail::check_format(format, function);
   if (count == 0) return;
   const bool vector = detail::is_aligned(in, 4) && detail::is_aligned(out, 4 * sizeof(T));
   const unsigned grid = detail::grid_for(vector ? count / 4 + count % 4 : count);
-  detail::dispatch_format(format, [&](auto descriptor) {
+  visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     detail::dequantize_kernel<format_t, T, detail::block_threads>
         <<<grid, detail::block_threads, 0, stream>>>(in, count, vector, scale_inv, out);

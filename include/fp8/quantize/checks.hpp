@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <type_traits>
 
+#include "../config.hpp"
 #include "../error.hpp"
 #include "../float8.hpp"
 #include "../scaling/fp8_format.hpp"
@@ -24,6 +26,12 @@ namespace detail {
 template <class T>
 constexpr void static_check_element() {
   static_assert(is_quantize_element_v<T>, "fp8 quantize/dequantize work on float, fp8::bfloat16 or fp8::float16");
+}
+
+// Whether `pointer` is a multiple of `bytes`: the vector paths' test on host and device, and the
+// cuBLASLt wrapper's alignment checks.
+FP8_HOST_DEVICE inline bool is_aligned(const void* pointer, std::size_t bytes) noexcept {
+  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
 }
 
 inline void check_pointer(const void* p, std::size_t count, const char* function, const char* name) {

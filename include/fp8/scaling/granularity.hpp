@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../config.hpp"
+
 namespace fp8 {
 
 enum class granularity : std::uint8_t {
@@ -64,7 +66,8 @@ struct scale_layout {
   std::size_t leading;     // stride of the outer dimension of the scale buffer
   std::size_t count;       // entries to allocate
 
-  constexpr std::size_t index(std::size_t block_row, std::size_t block_col) const noexcept {
+  // Host and device (the quantize kernels index with this same function).
+  FP8_HOST_DEVICE constexpr std::size_t index(std::size_t block_row, std::size_t block_col) const noexcept {
     switch (kind) {
       case granularity::per_tensor: return 0;
       case granularity::per_row: return block_row;
@@ -75,7 +78,7 @@ struct scale_layout {
     return block_row * leading + block_col;
   }
   // The scale that applies to element (row, col).
-  constexpr std::size_t index_of_element(std::size_t row, std::size_t col) const noexcept {
+  FP8_HOST_DEVICE constexpr std::size_t index_of_element(std::size_t row, std::size_t col) const noexcept {
     return index(row / block_rows, col / block_cols);
   }
 };

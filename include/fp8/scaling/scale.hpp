@@ -42,21 +42,24 @@ inline float amax_max(float a, float b) noexcept {
   return amax_from_bits(max_bits(abs_bits(bit_cast<std::uint32_t>(a)), abs_bits(bit_cast<std::uint32_t>(b))));
 }
 
-inline bool usable_amax(float amax) noexcept { return amax > 0.0f && std::isfinite(amax); }
+// Not 0, not Inf, not NaN (NaN fails both comparisons). Host and device.
+FP8_HOST_DEVICE inline bool usable_amax(float amax) noexcept { return amax > 0.0f && amax <= FLT_MAX; }
 
 // Rounds a positive normal float down to a power of two by clearing its mantissa.
-inline float power_of_two_below(float x) noexcept {
+FP8_HOST_DEVICE inline float power_of_two_below(float x) noexcept {
   const std::uint32_t exponent_only = bit_cast<std::uint32_t>(x) & std::uint32_t(float_traits::exponent_mask);
   return bit_cast<float>(exponent_only);
 }
 
-// scale_from_amax without argument checks (callers validated margin and fallback once).
-inline float scale_from_amax_unchecked(float amax, float fp8_max, int margin, bool power_of_two,
-                                       float fallback) noexcept {
+// scale_from_amax without argument checks (callers validated margin and fallback once). The one
+// copy of the formula: the device kernels call it too (IEEE float division on both sides, nvcc's
+// default -prec-div=true, so the results are bit-identical).
+FP8_HOST_DEVICE inline float scale_from_amax_unchecked(float amax, float fp8_max, int margin, bool power_of_two,
+                                                       float fallback) noexcept {
   if (!usable_amax(amax)) return fallback;
   // Two float divisions, in this order, as Transformer Engine computes it; the second is exact (a
   // power of two) unless the result leaves the normal range, where the clamps below take over.
-  float scale = (fp8_max / amax) / std::ldexp(1.0f, margin);
+  float scale = (fp8_max / amax) / ldexpf(1.0f, margin);
   if (scale > FLT_MAX) scale = FLT_MAX;  // amax so small that fp8_max / amax overflowed
   if (scale < FLT_MIN) scale = FLT_MIN;  // huge margin: keep 1 / scale finite (<= 2^126)
   return power_of_two ? power_of_two_below(scale) : scale;

@@ -1,0 +1,255 @@
+// One transformer layer's GEMM set with its quantization, FP8 against BF16: hidden 4096, FFN 16384,
+// 15,872 tokens (the shape Transformer Engine publishes figures for), current per-tensor scaling.
+//
+//   bench_layer <output-folder> [--quick]
+//
+// Per linear (QKV 4096 -> 12288, projection 4096 -> 4096, FC1 4096 -> 16384, FC2 16384 -> 4096):
+//  - BF16: fprop Y = X·Wᵀ, dgrad dX = dY·W, wgrad dW = dYᵀ·X, through fp8::cublaslt (any layout).
+//  - FP8: the casts a training step makes — X and W to E4M3 with their transposes (one fused
+//    cast + transpose each, scales from the current amax), dY to E5M2 with its transpose — then the
+//    same three products in cuBLASLt's TN layout (split accumulation for the gradients).
+// Inputs are random normal; about a second of warm-up; CUDA-event medians. The buffers (hundreds of
+// MiB) are far larger than L2.
+//
+// layer.csv: linear,variant,ms — variants "bf16", "fp8 gemms", "fp8 casts", "fp8 total"; a line
+// "layer" sums the four linears.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fp8/cublaslt.hpp>
+#include <fp8/cuda.cuh>
+
+namespace lt = fp8::cublaslt;
+
+namespace {
+
+class device_memory {
+ public:
+  explicit device_memory(std::size_t bytes) { FP8_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
+  device_memory(const device_memory&) = delete;
+  device_memory& operator=(const device_memory&) = delete;
+  ~device_memory() { cudaFree(data_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// `count` random normal bf16 values (deviation `sigma`), a 4 Mi-value pool repeated.
+void fill_normal(__nv_bfloat16* device, std::size_t count, float sigma, std::uint32_t seed) {
+  constexpr std::size_t pool_size = std::size_t(1) << 22;
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<__nv_bfloat16> pool(std::min(count, pool_size));
+  for (__nv_bfloat16& value : pool) value = __float2bfloat16(normal(generator));
+  FP8_CUDA_CHECK(cudaMemcpy(device, pool.data(), pool.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice));
+  for (std::size_t done = pool.size(); done < count;) {
+    const std::size_t chunk = std::min(done, count - done);
+    FP8_CUDA_CHECK(cudaMemcpy(device + done, device, chunk * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice));
+    done += chunk;
+  }
+}
+
+void warm_up(const std::function<void()>& call, double seconds) {
+  const auto begin = std::chrono::steady_clock::now();
+  do {
+    call();
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds);
+}
+
+double median_ms(const std::function<void()>& call, int repetitions) {
+  cudaEvent_t start, stop;
+  FP8_CUDA_CHECK(cudaEventCreate(&start));
+  FP8_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> samples;
+  for (int r = 0; r < repetitions; ++r) {
+    FP8_CUDA_CHECK(cudaEventRecord(start));
+    call();
+    FP8_CUDA_CHECK(cudaEventRecord(stop));
+    FP8_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(double(ms));
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+// The tensors of one linear layer: BF16 inputs and outputs, FP8 copies (both orientations) with
+// their inverse scales and amaxes.
+struct linear_buffers {
+  std::size_t tokens, in, out;
+  device_memory x, w, dy, y, dx, dw;                 // bf16 (dw in fp32 for the FP8 wgrad as well)
+  device_memory x8, x8t, w8, w8t, dy8, dy8t;         // fp8 codes
+  device_memory scalars;                             // scale_inv and amax of x, w, dy
+  linear_buffers(std::size_t t, std::size_t i, std::size_t o)
+      : tokens(t), in(i), out(o),
+        x(2 * t * i), w(2 * o * i), dy(2 * t * o), y(2 * t * o), dx(2 * t * i), dw(4 * o * i),
+        x8(t * i), x8t(t * i), w8(o * i), w8t(o * i), dy8(t * o), dy8t(t * o), scalars(64 * sizeof(float)) {
+    fill_normal(x.as<__nv_bfloat16>(), t * i, 1.0f, 1);
+    fill_normal(w.as<__nv_bfloat16>(), o * i, 0.02f, 2);
+    fill_normal(dy.as<__nv_bfloat16>(), t * o, 1e-3f, 3);
+  }
+  float* scale_inv(int which) const { return scalars.as<float>() + 16 * which; }
+  float* amax(int which) const { return scalars.as<float>() + 16 * which + 4; }
+};
+
+// BF16: the three products of one linear.
+void bf16_step(lt::handle& handle, const linear_buffers& b) {
+  const auto t = std::int64_t(b.tokens), i = std::int64_t(b.in), o = std::int64_t(b.out);
+  lt::linear_problem fprop{};
+  fprop.m = t;
+  fprop.n = o;
+  fprop.k = i;
+  fprop.x = {b.x.as<void>(), lt::data_type::bf16};
+  fprop.w = {b.w.as<void>(), lt::data_type::bf16};
+  fprop.y = {b.y.as<void>(), lt::data_type::bf16};
+  handle.linear(fprop);
+  // dX[t, i] = dY[t, o] · W[o, i]: column-major dXᵀ[i, t] = Wᵀ[i, o] · dYᵀ[o, t], no transposes.
+  lt::gemm_problem dgrad{};
+  dgrad.m = i;
+  dgrad.n = t;
+  dgrad.k = o;
+  dgrad.op_a = lt::operation::none;
+  dgrad.op_b = lt::operation::none;
+  dgrad.a = {b.w.as<void>(), lt::data_type::bf16, i};
+  dgrad.b = {b.dy.as<void>(), lt::data_type::bf16, o};
+  dgrad.d = {b.dx.as<void>(), lt::data_type::bf16, i};
+  dgrad.options.purpose = lt::gemm_purpose::gradient;
+  handle.gemm(dgrad);
+  // dW[o, i] = dYᵀ[o, t] · X[t, i]: column-major dWᵀ[i, o] = Xᵀ[i, t] · dY[t, o] (op T on dYᵀ).
+  lt::gemm_problem wgrad{};
+  wgrad.m = i;
+  wgrad.n = o;
+  wgrad.k = t;
+  wgrad.op_a = lt::operation::none;
+  wgrad.op_b = lt::operation::transpose;
+  wgrad.a = {b.x.as<void>(), lt::data_type::bf16, i};
+  wgrad.b = {b.dy.as<void>(), lt::data_type::bf16, o};
+  wgrad.d = {b.dw.as<void>(), lt::data_type::bf16, i};
+  wgrad.options.purpose = lt::gemm_purpose::gradient;
+  handle.gemm(wgrad);
+}
+
+// FP8 casts: X, W (E4M3) and dY (E5M2) with their transposes, current per-tensor scaling.
+void fp8_casts(const linear_buffers& b) {
+  const fp8::quantization e4m3{fp8::fp8_format::e4m3, fp8::granularity::per_tensor, 0, false};
+  const fp8::quantization e5m2{fp8::fp8_format::e5m2, fp8::granularity::per_tensor, 0, false};
+  fp8::cuda::quantize_transpose(b.x.as<__nv_bfloat16>(), b.tokens, b.in, e4m3, b.x8.as<std::uint8_t>(), b.scale_inv(0),
+                                b.x8t.as<std::uint8_t>(), b.scale_inv(0) + 1, b.amax(0));
+  fp8::cuda::quantize_transpose(b.w.as<__nv_bfloat16>(), b.out, b.in, e4m3, b.w8.as<std::uint8_t>(), b.scale_inv(1),
+                                b.w8t.as<std::uint8_t>(), b.scale_inv(1) + 1, b.amax(1));
+  fp8::cuda::quantize_transpose(b.dy.as<__nv_bfloat16>(), b.tokens, b.out, e5m2, b.dy8.as<std::uint8_t>(),
+                                b.scale_inv(2), b.dy8t.as<std::uint8_t>(), b.scale_inv(2) + 1, b.amax(2));
+}
+
+// FP8: the three products in TN form from the cast copies.
+void fp8_gemms(lt::handle& handle, const linear_buffers& b) {
+  const auto t = std::int64_t(b.tokens), i = std::int64_t(b.in), o = std::int64_t(b.out);
+  const auto operand = [](const device_memory& codes, lt::data_type type, const float* scale_inv) {
+    return lt::input_matrix{codes.as<void>(), type, 0, lt::scale_mode::tensorwise, scale_inv};
+  };
+  lt::linear_problem fprop{};  // Y[t, o] = X8[t, i] · W8[o, i]ᵀ
+  fprop.m = t;
+  fprop.n = o;
+  fprop.k = i;
+  fprop.x = operand(b.x8, lt::data_type::e4m3, b.scale_inv(0));
+  fprop.w = operand(b.w8, lt::data_type::e4m3, b.scale_inv(1));
+  fprop.y = {b.y.as<void>(), lt::data_type::bf16};
+  handle.linear(fprop);
+  lt::linear_problem dgrad{};  // dX[t, i] = dY8[t, o] · (W8ᵀ[i, o])ᵀ
+  dgrad.m = t;
+  dgrad.n = i;
+  dgrad.k = o;
+  dgrad.x = operand(b.dy8, lt::data_type::e5m2, b.scale_inv(2));
+  dgrad.w = operand(b.w8t, lt::data_type::e4m3, b.scale_inv(1) + 1);
+  dgrad.y = {b.dx.as<void>(), lt::data_type::bf16};
+  dgrad.options.purpose = lt::gemm_purpose::gradient;
+  handle.linear(dgrad);
+  lt::linear_problem wgrad{};  // dW[o, i] = dY8ᵀ[o, t] · (X8ᵀ[i, t])ᵀ
+  wgrad.m = o;
+  wgrad.n = i;
+  wgrad.k = t;
+  wgrad.x = operand(b.dy8t, lt::data_type::e5m2, b.scale_inv(2) + 1);
+  wgrad.w = operand(b.x8t, lt::data_type::e4m3, b.scale_inv(0) + 1);
+  wgrad.y = {b.dw.as<void>(), lt::data_type::bf16};
+  wgrad.options.purpose = lt::gemm_purpose::gradient;
+  handle.linear(wgrad);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <output-folder> [--quick]\n", argv[0]);
+    return 2;
+  }
+  const std::string folder = argv[1];
+  const bool quick = argc > 2 && std::string(argv[2]) == "--quick";
+  try {
+    lt::handle handle;
+    std::printf("device: %s (sm_%d%d)\n", handle.device().name.c_str(), handle.device().major, handle.device().minor);
+    constexpr std::size_t tokens = 15872, hidden = 4096, ffn = 16384;
+    struct linear {
+      const char* name;
+      std::size_t in, out;
+    };
+    const linear linears[] = {{"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
+    std::ofstream csv(folder + "/layer.csv");
+    csv << "linear,variant,ms\n";
+    double total_bf16 = 0.0, total_gemms = 0.0, total_casts = 0.0, total_fp8 = 0.0;
+    bool warmed = false;
+    const int repetitions = quick ? 5 : 11;
+    for (const linear& l : linears) {
+      const linear_buffers b(tokens, l.in, l.out);
+      const std::function<void()> bf16 = [&] { bf16_step(handle, b); };
+      const std::function<void()> casts = [&] { fp8_casts(b); };
+      const std::function<void()> gemms = [&] { fp8_gemms(handle, b); };
+      const std::function<void()> both = [&] {
+        fp8_casts(b);
+        fp8_gemms(handle, b);
+      };
+      warm_up(both, warmed ? 0.1 : (quick ? 0.5 : 1.0));
+      warm_up(bf16, 0.1);
+      warmed = true;
+      const double ms_bf16 = median_ms(bf16, repetitions);
+      const double ms_casts = median_ms(casts, repetitions);
+      const double ms_gemms = median_ms(gemms, repetitions);
+      const double ms_fp8 = median_ms(both, repetitions);
+      csv << l.name << ",bf16," << ms_bf16 << '\n' << l.name << ",fp8 gemms," << ms_gemms << '\n'
+          << l.name << ",fp8 casts," << ms_casts << '\n' << l.name << ",fp8 total," << ms_fp8 << '\n';
+      std::printf("%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx\n", l.name, ms_bf16,
+                  ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8);
+      std::fflush(stdout);
+      total_bf16 += ms_bf16;
+      total_gemms += ms_gemms;
+      total_casts += ms_casts;
+      total_fp8 += ms_fp8;
+    }
+    csv << "layer,bf16," << total_bf16 << "\nlayer,fp8 gemms," << total_gemms << "\nlayer,fp8 casts," << total_casts
+        << "\nlayer,fp8 total," << total_fp8 << '\n';
+    std::printf("layer: bf16 %.3f ms, fp8 with casts %.3f ms: %.2fx (casts %.0f%% of the fp8 time)\n", total_bf16,
+                total_fp8, total_bf16 / total_fp8, 100.0 * total_casts / (total_casts + total_gemms));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_layer: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

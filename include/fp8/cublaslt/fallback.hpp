@@ -1,0 +1,35 @@
+// Falling back to the next algorithm: cuBLASLt's heuristic returns candidates best first, and the
+// first can fail at run time (no kernel image for this GPU, a workspace or alignment it cannot
+// use). The handle tries the next before giving up and then keeps the one that worked. Needs no CUDA.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace fp8::cublaslt {
+
+// What trying candidates gave: the index of the one that worked (or `count` when none did) and
+// the status of every attempt, in order.
+template <class Status>
+struct fallback_result {
+  std::size_t index = 0;
+  std::vector<Status> statuses{};
+  bool succeeded(std::size_t count) const noexcept { return index < count; }
+};
+
+// Calls attempt(i) for i = start, start + 1, ..., count - 1 until one returns `success`.
+template <class Status, class Attempt>
+fallback_result<Status> first_that_works(std::size_t count, std::size_t start, Status success, Attempt&& attempt) {
+  fallback_result<Status> result{count, {}};
+  for (std::size_t i = start; i < count; ++i) {
+    const Status status = attempt(i);
+    result.statuses.push_back(status);
+    if (status == success) {
+      result.index = i;
+      return result;
+    }
+  }
+  return result;
+}
+
+}  // namespace fp8::cublaslt

@@ -1,0 +1,76 @@
+// Scratch memory of cuBLASLt, one buffer per stream. Split-K and stream-K kernels write partial
+// results to the workspace; two products on two streams that share one buffer race on it (the
+// result is silently wrong), so each stream gets its own, as PyTorch keys its workspaces by handle
+// and stream. Generic over the allocator so that the bookkeeping is tested without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <unordered_map>
+#include <utility>
+
+namespace fp8::cublaslt {
+
+// A buffer of `bytes` bytes at `data` (device memory), lent to one product.
+struct workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// Allocator: `void* allocate(std::size_t)` (throws on failure) and `void release(void*) noexcept`.
+// Streams are keyed by their handle value (cudaStream_t is a pointer; null is the default stream).
+template <class Allocator>
+class workspace_pool {
+ public:
+  workspace_pool(std::size_t bytes_per_stream, Allocator allocator)
+      : bytes_(bytes_per_stream), allocator_(std::move(allocator)) {}
+  workspace_pool(const workspace_pool&) = delete;
+  workspace_pool& operator=(const workspace_pool&) = delete;
+  workspace_pool(workspace_pool&& other) noexcept
+      : bytes_(other.bytes_), allocator_(std::move(other.allocator_)), buffers_(std::move(other.buffers_)) {
+    other.buffers_.clear();
+  }
+  workspace_pool& operator=(workspace_pool&& other) noexcept {
+    if (this != &other) {
+      release_all();
+      bytes_ = other.bytes_;
+      allocator_ = std::move(other.allocator_);
+      buffers_ = std::move(other.buffers_);
+      other.buffers_.clear();
+    }
+    return *this;
+  }
+  ~workspace_pool() { release_all(); }
+
+  // The buffer of `stream`, allocated on its first use. Empty when bytes_per_stream is 0.
+  workspace for_stream(const void* stream) {
+    if (bytes_ == 0) return {};
+    const auto found = buffers_.find(stream);
+    if (found != buffers_.end()) return {found->second, bytes_};
+    void* data = allocator_.allocate(bytes_);
+    buffers_.emplace(stream, data);
+    return {data, bytes_};
+  }
+
+  // Frees the buffer of a stream that will not be used again (call it before destroying the
+  // stream, after its work is done: the buffer is freed at once).
+  void release(const void* stream) noexcept {
+    const auto found = buffers_.find(stream);
+    if (found == buffers_.end()) return;
+    allocator_.release(found->second);
+    buffers_.erase(found);
+  }
+  void release_all() noexcept {
+    for (auto& entry : buffers_) allocator_.release(entry.second);
+    buffers_.clear();
+  }
+
+  std::size_t bytes_per_stream() const noexcept { return bytes_; }
+  std::size_t streams() const noexcept { return buffers_.size(); }
+
+ private:
+  std::size_t bytes_;
+  Allocator allocator_;
+  std::unordered_map<const void*, void*> buffers_;
+};
+
+}  // namespace fp8::cublaslt

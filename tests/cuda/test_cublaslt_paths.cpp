@@ -1,0 +1,325 @@
+// The paths of the cuBLASLt wrapper that real training takes, on a GPU: decode steps of 1-15 tokens
+// and products of >= 256 tokens, accumulation into C (beta = 1, in place and into a separate C
+// beside an FP8 output), the backward epilogues (bias gradient, GELU with its aux matrix and its
+// gradient), strided batches, grouped products, two streams at once and the bounded plan cache.
+//
+// Inputs are small integers (exact in E4M3 and BF16) with unit scales, so that with split
+// accumulation into FP32 the products are exact: outputs are compared exactly, except where GELU
+// (a tanh approximation in cuBLASLt) or a 16-bit output rounding enters, with tolerances stated there.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fp8/cublaslt.hpp>
+#include <fp8/fp8.hpp>
+
+#include "gpu_skip.hpp"
+
+namespace lt = fp8::cublaslt;
+
+namespace {
+
+template <class T>
+class device_buffer {
+ public:
+  explicit device_buffer(std::size_t count) : count_(count) {
+    FP8_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), (count == 0 ? 1 : count) * sizeof(T)));
+    FP8_CUDA_CHECK(cudaMemset(data_, 0, (count == 0 ? 1 : count) * sizeof(T)));
+  }
+  explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
+    if (!host.empty()) FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() { cudaFree(data_); }
+  T* data() const { return data_; }
+  std::vector<T> download() const {
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> host(count_);
+    FP8_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t count_;
+};
+
+// A rows x cols row-major matrix of integers in [-3, 3], its E4M3 codes and its values.
+struct int_matrix {
+  std::size_t rows, cols;
+  std::vector<float> values;
+  std::vector<std::uint8_t> codes;
+};
+int_matrix make_int_matrix(std::size_t rows, std::size_t cols, std::size_t seed) {
+  int_matrix m{rows, cols, std::vector<float>(rows * cols), std::vector<std::uint8_t>(rows * cols)};
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    // Varies along a row (period 7) and from row to row (offset 3 per row), so that a transposed or
+    // misplaced operand changes the sums.
+    m.values[i] = float(int((i % cols * 5 + i / cols * 3 + seed * 13) % 7) - 3);
+    m.codes[i] = fp8::convert_bits<fp8::e4m3_format>(m.values[i]);
+  }
+  return m;
+}
+
+// Y[i][j] = sum_t X[i][t] W[j][t], exact in double.
+std::vector<double> reference_linear(const int_matrix& x, const int_matrix& w) {
+  std::vector<double> y(x.rows * w.rows);
+  for (std::size_t i = 0; i < x.rows; ++i) {
+    for (std::size_t j = 0; j < w.rows; ++j) {
+      double sum = 0.0;
+      for (std::size_t t = 0; t < x.cols; ++t) sum += double(x.values[i * x.cols + t]) * w.values[j * w.cols + t];
+      y[i * w.rows + j] = sum;
+    }
+  }
+  return y;
+}
+
+// An FP8 linear problem with unit scales, split accumulation and an FP32 output.
+lt::linear_problem fp8_linear(const device_buffer<std::uint8_t>& x, const device_buffer<std::uint8_t>& w,
+                              const device_buffer<float>& y, std::size_t m, std::size_t n, std::size_t k) {
+  lt::linear_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.x = {x.data(), lt::data_type::e4m3};
+  p.w = {w.data(), lt::data_type::e4m3};
+  p.y = {y.data(), lt::data_type::fp32};
+  p.options.purpose = lt::gemm_purpose::gradient;  // split accumulation: integer sums stay exact
+  return p;
+}
+
+std::size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& expected, double tolerance = 0.0) {
+  REQUIRE(got.size() == expected.size());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(double(got[i]) - expected[i]) <= tolerance) && wrong++ == 0) {
+      CAPTURE(i);
+      CAPTURE(got[i]);
+      CAPTURE(expected[i]);
+      FAIL_CHECK("output differs (first shown)");
+    }
+  }
+  return wrong;
+}
+
+double gelu(double x) {
+  const double c = std::sqrt(2.0 / std::acos(-1.0));
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+double gelu_gradient(double x) {
+  const double c = std::sqrt(2.0 / std::acos(-1.0));
+  const double t = std::tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+}  // namespace
+
+TEST_CASE("decode steps of 1 to 15 tokens and products of 256 and 300 tokens through linear()") {
+  lt::handle handle;
+  const std::size_t n = 256, k = 512;
+  const int_matrix w = make_int_matrix(n, k, 2);
+  const device_buffer<std::uint8_t> dw(w.codes);
+  for (const std::size_t tokens : {1, 2, 3, 7, 8, 15, 256, 300}) {
+    CAPTURE(tokens);
+    const int_matrix x = make_int_matrix(tokens, k, tokens);
+    const device_buffer<std::uint8_t> dx(x.codes);
+    const device_buffer<float> dy(tokens * n);
+    handle.linear(fp8_linear(dx, dw, dy, tokens, n, k));
+    CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+  }
+}
+
+TEST_CASE("beta = 1: FP32 accumulation in place, and a separate bf16 C beside an FP8 output") {
+  lt::handle handle;
+  const std::size_t m = 64, n = 128, k = 256;
+  const int_matrix x = make_int_matrix(m, k, 3), w = make_int_matrix(n, k, 4);
+  const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
+  std::vector<float> start(m * n);
+  for (std::size_t i = 0; i < start.size(); ++i) start[i] = float(int(i % 11) - 5);
+  const device_buffer<float> dy(start);
+  lt::linear_problem p = fp8_linear(dx, dw, dy, m, n, k);
+  p.options.beta = 1.0f;
+  p.c = {dy.data(), {}, 0};
+  handle.linear(p);  // Y = X Wᵀ + Y
+  handle.linear(p);  // twice: Y = 2 X Wᵀ + start
+  std::vector<double> expected = reference_linear(x, w);
+  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = 2.0 * expected[i] + start[i];
+  CHECK(count_mismatches(dy.download(), expected) == 0);
+
+  // FP8 output (E4M3) with D scale 1/64 and a bf16 C of small integers: D = FP8((AB + C) / 64).
+  const device_buffer<std::uint8_t> d8(m * n);
+  std::vector<std::uint16_t> c_bits(m * n);
+  for (std::size_t i = 0; i < c_bits.size(); ++i) c_bits[i] = fp8::bfloat16(float(int(i % 5) - 2)).bits();
+  const device_buffer<std::uint16_t> dc(c_bits);
+  const device_buffer<float> d_scale(std::vector<float>{1.0f / 64.0f});
+  lt::linear_problem q = fp8_linear(dx, dw, dy, m, n, k);
+  q.y = {d8.data(), lt::data_type::e4m3, 0, d_scale.data(), nullptr};
+  q.options.beta = 1.0f;
+  q.c = {dc.data(), lt::data_type::bf16, 0};
+  handle.linear(q);
+  const std::vector<std::uint8_t> got = d8.download();
+  const std::vector<double> product = reference_linear(x, w);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double expected_value = (product[i] + double(int(i % 5) - 2)) / 64.0;
+    const double value = fp8::decode<double, fp8::e4m3_format>(got[i]);
+    // One E4M3 rounding of the output (2^-3 relative) plus its smallest subnormal.
+    if (!(std::fabs(value - expected_value) <= 0.125 * std::fabs(expected_value) + std::ldexp(1.0, -9))) ++wrong;
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("bias_gradient_b writes the column sums of op(B); gelu_aux saves the GELU input; dgelu applies GELU'") {
+  lt::handle handle;
+  const std::size_t m = 64, n = 96, k = 128;  // cuBLAS D is m x n, A stored k x m, B stored k x n
+  // Through gemm(): A = W-like (m rows of k), B = X-like (n columns of k), all integers.
+  const int_matrix a = make_int_matrix(m, k, 5), b = make_int_matrix(n, k, 6);
+  const device_buffer<std::uint8_t> da(a.codes), db(b.codes);
+  const device_buffer<float> dd(m * n);
+  lt::gemm_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.a = {da.data(), lt::data_type::e4m3};
+  p.b = {db.data(), lt::data_type::e4m3};
+  p.d = {dd.data(), lt::data_type::fp32};
+  p.options.purpose = lt::gemm_purpose::gradient;
+
+  // D[i][j] = sum_t A[i][t] B[j][t] (column-major D: element (i, j) at j * m + i).
+  std::vector<double> product(m * n);
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; i < m; ++i) {
+      double sum = 0.0;
+      for (std::size_t t = 0; t < k; ++t) sum += double(a.values[i * k + t]) * b.values[j * k + t];
+      product[j * m + i] = sum;
+    }
+  }
+
+  SUBCASE("bias_gradient_b") {
+    const device_buffer<std::uint16_t> bias_gradient(n);  // bf16: the FP8 products' bias type
+    p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
+    p.options.bias = bias_gradient.data();
+    p.options.bias_type = lt::data_type::bf16;
+    handle.gemm(p);
+    CHECK(count_mismatches(dd.download(), product) == 0);
+    const std::vector<std::uint16_t> got = bias_gradient.download();
+    for (std::size_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
+      CAPTURE(j);
+      CHECK(double(float(fp8::bfloat16::from_bits(got[j]))) == sum);  // small integers: exact in bf16
+    }
+  }
+  SUBCASE("gelu_aux then dgelu") {
+    const device_buffer<std::uint16_t> aux(m * n);  // bf16 GELU input, ld m
+    p.options.epilogue_kind = lt::epilogue::gelu_aux;
+    p.options.aux = aux.data();
+    p.options.aux_type = lt::data_type::bf16;
+    handle.gemm(p);
+    const std::vector<float> activated = dd.download();
+    const std::vector<std::uint16_t> saved = aux.download();
+    std::size_t wrong = 0;
+    for (std::size_t e = 0; e < m * n; ++e) {
+      const double saved_value = double(float(fp8::bfloat16::from_bits(saved[e])));
+      // The aux holds the pre-activation in bf16 (one rounding, 2^-8 relative); D its GELU in FP32
+      // (1e-3 absolute covers the tanh approximation).
+      if (!(std::fabs(saved_value - product[e]) <= std::ldexp(1.0, -8) * std::fabs(product[e]))) ++wrong;
+      if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e])))) ++wrong;
+    }
+    CHECK(wrong == 0);
+
+    // dgelu: D = (A B) * GELU'(aux), the aux as saved above.
+    p.options.epilogue_kind = lt::epilogue::dgelu;
+    handle.gemm(p);
+    const std::vector<float> gradient = dd.download();
+    wrong = 0;
+    for (std::size_t e = 0; e < m * n; ++e) {
+      const double x = double(float(fp8::bfloat16::from_bits(saved[e])));
+      const double expected = product[e] * gelu_gradient(x);
+      if (!(std::fabs(double(gradient[e]) - expected) <= 1e-3 * (1.0 + std::fabs(expected)))) ++wrong;
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("strided batches and grouped products") {
+  lt::handle handle;
+  const std::size_t n = 128, k = 256, batch = 3, tokens = 48;
+  const int_matrix w = make_int_matrix(batch * n, k, 8);  // batch weights, each n x k, one after another
+  const int_matrix x = make_int_matrix(batch * tokens, k, 9);
+  const device_buffer<std::uint8_t> dw(w.codes), dx(x.codes);
+  const device_buffer<float> dy(batch * tokens * n);
+  lt::linear_problem p = fp8_linear(dx, dw, dy, tokens, n, k);
+  p.batch.count = std::int64_t(batch);  // strides 0: packed, one matrix after another
+  handle.linear(p);
+  std::vector<double> expected;
+  for (std::size_t b = 0; b < batch; ++b) {
+    const int_matrix xb{tokens, k, {x.values.begin() + std::ptrdiff_t(b * tokens * k), x.values.begin() + std::ptrdiff_t((b + 1) * tokens * k)}, {}};
+    const int_matrix wb{n, k, {w.values.begin() + std::ptrdiff_t(b * n * k), w.values.begin() + std::ptrdiff_t((b + 1) * n * k)}, {}};
+    const std::vector<double> yb = reference_linear(xb, wb);
+    expected.insert(expected.end(), yb.begin(), yb.end());
+  }
+  CHECK(count_mismatches(dy.download(), expected) == 0);
+
+  // Grouped: three experts with 16, 5 and 300 tokens, each its own weights.
+  const std::size_t counts[] = {16, 5, 300};
+  std::vector<int_matrix> xs, ws;
+  std::vector<std::unique_ptr<device_buffer<std::uint8_t>>> buffers;
+  std::vector<std::unique_ptr<device_buffer<float>>> outputs;
+  std::vector<lt::linear_problem> group;
+  for (std::size_t e = 0; e < 3; ++e) {
+    xs.push_back(make_int_matrix(counts[e], k, 20 + e));
+    ws.push_back(make_int_matrix(n, k, 30 + e));
+    buffers.push_back(std::make_unique<device_buffer<std::uint8_t>>(xs.back().codes));
+    buffers.push_back(std::make_unique<device_buffer<std::uint8_t>>(ws.back().codes));
+    outputs.push_back(std::make_unique<device_buffer<float>>(counts[e] * n));
+    group.push_back(fp8_linear(*buffers[2 * e], *buffers[2 * e + 1], *outputs.back(), counts[e], n, k));
+  }
+  handle.grouped_linear(group);
+  for (std::size_t e = 0; e < 3; ++e) {
+    CAPTURE(e);
+    CHECK(count_mismatches(outputs[e]->download(), reference_linear(xs[e], ws[e])) == 0);
+  }
+  // A bad member stops the group before anything runs.
+  group[1].k = 250;
+  CHECK_THROWS_AS(handle.grouped_linear(group), fp8::cublas_error);
+}
+
+TEST_CASE("two streams at once: each its own workspace, both results right; the plan cache is bounded") {
+  lt::handle handle;
+  const std::size_t m = 512, n = 1024, k = 4096;  // large K: split-K algorithms want the workspace
+  const int_matrix x = make_int_matrix(m, k, 40), w = make_int_matrix(n, k, 41);
+  const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
+  const device_buffer<float> y1(m * n), y2(m * n);
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  for (int round = 0; round < 10; ++round) {
+    handle.linear(fp8_linear(dx, dw, y1, m, n, k), s1);
+    handle.linear(fp8_linear(dx, dw, y2, m, n, k), s2);
+  }
+  CHECK(handle.workspace_streams() == 2);
+  const std::vector<double> expected = reference_linear(x, w);
+  CHECK(count_mismatches(y1.download(), expected) == 0);
+  CHECK(count_mismatches(y2.download(), expected) == 0);
+  handle.release_workspace(s1);
+  handle.release_workspace(s2);
+  CHECK(handle.workspace_streams() == 0);
+  FP8_CUDA_CHECK(cudaStreamDestroy(s1));
+  FP8_CUDA_CHECK(cudaStreamDestroy(s2));
+
+  handle.set_plan_capacity(2);
+  for (const std::size_t tokens : {16, 32, 48, 64}) {
+    const device_buffer<float> y(tokens * n);
+    handle.linear(fp8_linear(dx, dw, y, tokens, n, k));
+  }
+  CHECK(handle.cached_plans() == 2);
+}
