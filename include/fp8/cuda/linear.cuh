@@ -91,7 +91,7 @@ class linear_layer {
 
   void forward(const forward_args& args, cudaStream_t stream = nullptr) {
     constexpr const char* function = "fp8::cuda::linear_layer::forward";
-    const linear_plan p = make_linear_plan(config_, args.m);
+    const linear_plan& p = plan_for(args.m);
     detail::require(args.x != nullptr && args.y != nullptr, function, "x and y must be set");
     detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
     detail::require(config_.bias == (args.bias != nullptr), function,
@@ -109,7 +109,7 @@ class linear_layer {
 
   void backward(const backward_args& args, cudaStream_t stream = nullptr) {
     constexpr const char* function = "fp8::cuda::linear_layer::backward";
-    const linear_plan p = make_linear_plan(config_, args.m);
+    const linear_plan& p = plan_for(args.m);
     const bool dgrad = args.dx != nullptr;
     const bool wgrad8 = p.gemm(gemm_kind::wgrad).precision == gemm_precision::fp8;
     detail::require(args.dy != nullptr && args.dw != nullptr, function, "dy and dw must be set");
@@ -187,6 +187,15 @@ class linear_layer {
     return config;
   }
   static constexpr std::size_t index_of(linear_buffer buffer) noexcept { return std::size_t(buffer); }
+
+  // The plan of the last token count, remade (and re-checked) only when the count changes.
+  const linear_plan& plan_for(std::int64_t m) {
+    if (m != planned_m_) {
+      planned_ = make_linear_plan(config_, m);
+      planned_m_ = m;
+    }
+    return planned_;
+  }
 
   // Delayed operands cast with their slot's format: the state's formats must be the recipe's.
   void check_formats() const {
@@ -335,6 +344,8 @@ class linear_layer {
   bool weights_cached_ = false;
   std::uint64_t weight_casts_ = 0;
   std::int64_t saved_m_ = -1;
+  linear_plan planned_{};
+  std::int64_t planned_m_ = -1;
 };
 
 }  // namespace fp8::cuda
