@@ -141,7 +141,7 @@ struct tensors {
 // One forward and backward over m tokens; checks Y, dX, dW (+ base), dbias (+ base) against the reference.
 void step_and_check(linear_layer& layer, const linear_config& config, const tensors& host, device_vector<float>& dw,
                     device_vector<float>& dbias, const std::vector<double>& dw_base,
-                    const std::vector<double>& dbias_base, bool accumulate) {
+                    const std::vector<double>& dbias_base, bool accumulate, bool with_dx = true) {
   const linear_precision& p = config.precision;
   const bool fprop8 = p.fprop == fp8::cuda::gemm_precision::fp8;
   const bool dgrad8 = p.dgrad == fp8::cuda::gemm_precision::fp8;
@@ -149,7 +149,7 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   device_vector<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(M * N)),
       dx(std::size_t(M * K));
   layer.forward({x.get(), w.get(), bias.get(), y.get(), M, true});
-  layer.backward({dy.get(), x.get(), w.get(), dx.get(), dw.get(), dbias.get(), M, accumulate, true});
+  layer.backward({dy.get(), x.get(), w.get(), with_dx ? dx.get() : nullptr, dw.get(), dbias.get(), M, accumulate, true});
 
   const auto xs = fprop8 ? dequantized(layer, linear_buffer::x_fp8, M) : widen(host.x);
   const auto ws = fprop8 ? dequantized(layer, linear_buffer::w_fp8, M) : widen(host.w);
@@ -160,10 +160,13 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   }
   check_close("y", y.download(), y_ref, {}, 0x1p-8, fast_or_split(fprop8, p.fast_accumulation_fprop));
 
-  // dgrad: dX = dY·W with W's transpose [K, N] as the K-contiguous operand.
-  const auto dys = dgrad8 ? dequantized(layer, linear_buffer::dy_fp8, M) : widen(host.dy);
-  const auto wt = dgrad8 ? dequantized(layer, linear_buffer::w_t_fp8, M) : transpose(widen(host.w), N, K);
-  check_close("dx", dx.download(), product(dys, wt, M, K, N), {}, 0x1p-8, fast_or_split(dgrad8, p.fast_accumulation_dgrad));
+  // dgrad: dX = dY·W with W's transpose [K, N] as the K-contiguous operand (skipped without dX:
+  // the first layer of a model).
+  if (with_dx) {
+    const auto dys = dgrad8 ? dequantized(layer, linear_buffer::dy_fp8, M) : widen(host.dy);
+    const auto wt = dgrad8 ? dequantized(layer, linear_buffer::w_t_fp8, M) : transpose(widen(host.w), N, K);
+    check_close("dx", dx.download(), product(dys, wt, M, K, N), {}, 0x1p-8, fast_or_split(dgrad8, p.fast_accumulation_dgrad));
+  }
 
   // wgrad: dW[N, K] = dYᵀ[N, M] · Xᵀ[K, M]ᵀ.
   const auto dyt = wgrad8 ? dequantized(layer, linear_buffer::dy_t_fp8, M) : transpose(widen(host.dy), M, N);
@@ -272,6 +275,12 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
     for (std::size_t i = 0; i < fresh.size(); ++i) diff = std::fmax(diff, std::fabs(fresh[i] - wanted[i]));
     CHECK(diff <= 0.5 * 0x1p-3);
   }
+  // Evaluation passes (record_amax = false) left the new step's histories alone.
+  const fp8::delayed_scaling_state after_eval = scaling.state().download();
+  for (std::size_t t = 0; t < after_eval.size(); ++t) CHECK(after_eval[t].history.at(0) == 0.0f);
+
+  // The first layer of a model: no dX, only wgrad (and its copy of dY).
+  step_and_check(layer, config, changed, dw, dbias, {}, {}, false, /*with_dx=*/false);
 }
 
 fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {
