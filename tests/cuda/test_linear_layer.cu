@@ -73,12 +73,15 @@ std::vector<double> dequantized(const linear_layer& layer, linear_buffer buffer,
   const linear_layer::fp8_copy copy = layer.copy(buffer, m);
   const std::size_t count = std::size_t(copy.rows * copy.cols);
   std::vector<std::uint8_t> codes(count);
-  std::vector<float> scales(fp8::scale_count(copy.quant.granularity, std::size_t(copy.rows), std::size_t(copy.cols)));
+  std::vector<float> scales(
+      fp8::scale_count(copy.quant.granularity, std::size_t(copy.rows), std::size_t(copy.cols)));
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
   FP8_CUDA_CHECK(cudaMemcpy(codes.data(), copy.data, count, cudaMemcpyDeviceToHost));
-  FP8_CUDA_CHECK(cudaMemcpy(scales.data(), copy.scale_inv, scales.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  FP8_CUDA_CHECK(
+      cudaMemcpy(scales.data(), copy.scale_inv, scales.size() * sizeof(float), cudaMemcpyDeviceToHost));
   std::vector<float> values(count);
-  fp8::dequantize(codes.data(), std::size_t(copy.rows), std::size_t(copy.cols), copy.quant, scales.data(), values.data());
+  fp8::dequantize(codes.data(), std::size_t(copy.rows), std::size_t(copy.cols), copy.quant, scales.data(),
+                  values.data());
   return std::vector<double>(values.begin(), values.end());
 }
 
@@ -86,8 +89,8 @@ std::vector<double> dequantized(const linear_layer& layer, linear_buffer buffer,
 struct reference {
   std::vector<double> value, magnitude;
 };
-reference product(const std::vector<double>& a, const std::vector<double>& b, std::int64_t rows, std::int64_t cols,
-                  std::int64_t depth) {
+reference product(const std::vector<double>& a, const std::vector<double>& b, std::int64_t rows,
+                  std::int64_t cols, std::int64_t depth) {
   reference out{std::vector<double>(std::size_t(rows * cols)), std::vector<double>(std::size_t(rows * cols))};
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c < cols; ++c) {
@@ -113,8 +116,8 @@ std::vector<double> transpose(const std::vector<double>& in, std::int64_t rows, 
 }
 
 template <class T>
-void check_close(const char* what, const std::vector<T>& got, const reference& ref, const std::vector<double>& base,
-                 double rel, double acc) {
+void check_close(const char* what, const std::vector<T>& got, const reference& ref,
+                 const std::vector<double>& base, double rel, double acc) {
   std::size_t bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     double value;
@@ -126,7 +129,8 @@ void check_close(const char* what, const std::vector<T>& got, const reference& r
     const double expected = base.empty() ? ref.value[i] : base[i] + ref.value[i];
     const double tolerance = rel * std::fabs(expected) + acc * ref.magnitude[i] + 1e-30;
     if (!(std::fabs(value - expected) <= tolerance)) {
-      if (bad++ < 3) MESSAGE(what << "[" << i << "] = " << value << ", expected " << expected << " +- " << tolerance);
+      if (bad++ < 3)
+        MESSAGE(what << "[" << i << "] = " << value << ", expected " << expected << " +- " << tolerance);
     }
   }
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << got.size() << " elements outside the tolerance");
@@ -139,8 +143,8 @@ struct tensors {
 };
 
 // One forward and backward over m tokens; checks Y, dX, dW (+ base), dbias (+ base) against the reference.
-void step_and_check(linear_layer& layer, const linear_config& config, const tensors& host, device_vector<float>& dw,
-                    device_vector<float>& dbias, const std::vector<double>& dw_base,
+void step_and_check(linear_layer& layer, const linear_config& config, const tensors& host,
+                    device_vector<float>& dw, device_vector<float>& dbias, const std::vector<double>& dw_base,
                     const std::vector<double>& dbias_base, bool accumulate, bool with_dx = true) {
   const linear_precision& p = config.precision;
   const bool fprop8 = p.fprop == fp8::cuda::gemm_precision::fp8;
@@ -149,7 +153,8 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   device_vector<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(M * N)),
       dx(std::size_t(M * K));
   layer.forward({x.get(), w.get(), bias.get(), y.get(), M, true});
-  layer.backward({dy.get(), x.get(), w.get(), with_dx ? dx.get() : nullptr, dw.get(), dbias.get(), M, accumulate, true});
+  layer.backward(
+      {dy.get(), x.get(), w.get(), with_dx ? dx.get() : nullptr, dw.get(), dbias.get(), M, accumulate, true});
 
   const auto xs = fprop8 ? dequantized(layer, linear_buffer::x_fp8, M) : widen(host.x);
   const auto ws = fprop8 ? dequantized(layer, linear_buffer::w_fp8, M) : widen(host.w);
@@ -165,14 +170,15 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   if (with_dx) {
     const auto dys = dgrad8 ? dequantized(layer, linear_buffer::dy_fp8, M) : widen(host.dy);
     const auto wt = dgrad8 ? dequantized(layer, linear_buffer::w_t_fp8, M) : transpose(widen(host.w), N, K);
-    check_close("dx", dx.download(), product(dys, wt, M, K, N), {}, 0x1p-8, fast_or_split(dgrad8, p.fast_accumulation_dgrad));
+    check_close("dx", dx.download(), product(dys, wt, M, K, N), {}, 0x1p-8,
+                fast_or_split(dgrad8, p.fast_accumulation_dgrad));
   }
 
   // wgrad: dW[N, K] = dYᵀ[N, M] · Xᵀ[K, M]ᵀ.
   const auto dyt = wgrad8 ? dequantized(layer, linear_buffer::dy_t_fp8, M) : transpose(widen(host.dy), M, N);
   const auto xt = wgrad8 ? dequantized(layer, linear_buffer::x_t_fp8, M) : transpose(widen(host.x), M, K);
-  check_close("dw", dw.download(), product(dyt, xt, N, K, M), accumulate ? dw_base : std::vector<double>{}, 0x1p-20,
-              fast_or_split(wgrad8, p.fast_accumulation_wgrad));
+  check_close("dw", dw.download(), product(dyt, xt, N, K, M), accumulate ? dw_base : std::vector<double>{},
+              0x1p-20, fast_or_split(wgrad8, p.fast_accumulation_wgrad));
 
   // dbias: BGRADB sums the product's B operand (the dequantized dYᵀ); the column sum reads the BF16 dY.
   const fp8::cuda::linear_plan plan = layer.plan(M);
@@ -181,9 +187,10 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   const std::vector<double> ones(std::size_t(M), 1.0);
   // The epilogue's output is rounded to its type (bf16 beside FP8 inputs) before it is added to the
   // FP32 dbias: 2^-8 of this micro-batch's part, which Σ|terms| bounds even when the sum cancels.
-  const double rounding = epilogue && plan.bias_gradient_type == fp8::cublaslt::data_type::bf16 ? 0x1p-8 : 0x1p-20;
-  check_close("dbias", dbias.download(), product(summed, ones, N, 1, M), accumulate ? dbias_base : std::vector<double>{},
-              rounding, std::fmax(rounding, 0x1p-10));
+  const double rounding =
+      epilogue && plan.bias_gradient_type == fp8::cublaslt::data_type::bf16 ? 0x1p-8 : 0x1p-20;
+  check_close("dbias", dbias.download(), product(summed, ones, N, 1, M),
+              accumulate ? dbias_base : std::vector<double>{}, rounding, std::fmax(rounding, 0x1p-10));
 }
 
 std::vector<double> as_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
@@ -299,7 +306,8 @@ TEST_CASE("FP8 linear layer, delayed HYBRID scaling") {
 TEST_CASE("FP8 linear layer, current scaling per tensor and per row") {
   run_recipe("current per tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor),
              linear_precision::fp8());
-  run_recipe("current per row", current(fp8::granularity::per_row, fp8::granularity::per_row), linear_precision::fp8());
+  run_recipe("current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
+             linear_precision::fp8());
 }
 
 TEST_CASE("FP8 linear layer, 1x128 tiles and 128x128 weight blocks") {

@@ -23,7 +23,8 @@ using fp8::cuda::linear_tensor;
 
 namespace {
 
-linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens, fp8::gemm_recipe recipe = fp8::gemm_recipe{},
+linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens,
+                        fp8::gemm_recipe recipe = fp8::gemm_recipe{},
                         linear_precision precision = linear_precision{}) {
   linear_config c{};
   c.in_features = k;
@@ -37,13 +38,13 @@ linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens,
 std::string refusal(const linear_config& config, std::int64_t tokens) {
   try {
     (void)fp8::cuda::make_linear_plan(config, tokens);
-  } catch (const fp8::invalid_argument& e) {
-    return e.what();
-  }
+  } catch (const fp8::invalid_argument& e) { return e.what(); }
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // D = alpha·op(A)·op(B) + beta·C, column-major, as cuBLASLt reads a problem (ld = stored rows).
 void run_column_major(const lt::gemm_problem& p, const std::vector<double>& a, const std::vector<double>& b,
@@ -52,8 +53,10 @@ void run_column_major(const lt::gemm_problem& p, const std::vector<double>& a, c
     for (std::int64_t i = 0; i < p.m; ++i) {
       double sum = 0;
       for (std::int64_t l = 0; l < p.k; ++l) {
-        const double x = p.op_a == lt::operation::none ? a.at(std::size_t(i + l * p.a.ld)) : a.at(std::size_t(l + i * p.a.ld));
-        const double y = p.op_b == lt::operation::none ? b.at(std::size_t(l + j * p.b.ld)) : b.at(std::size_t(j + l * p.b.ld));
+        const double x = p.op_a == lt::operation::none ? a.at(std::size_t(i + l * p.a.ld))
+                                                       : a.at(std::size_t(l + i * p.a.ld));
+        const double y = p.op_b == lt::operation::none ? b.at(std::size_t(l + j * p.b.ld))
+                                                       : b.at(std::size_t(j + l * p.b.ld));
         sum += x * y;
       }
       double& out = d.at(std::size_t(i + j * p.d.ld));
@@ -84,9 +87,15 @@ void check_products(const linear_plan& plan) {
   const std::vector<double> x = integers(m * k, 1), w = integers(n * k, 2), dy = integers(m * n, 3),
                             dw0 = integers(n * k, 4);
   std::map<linear_buffer, std::vector<double>> buffers{
-      {linear_buffer::x, x},   {linear_buffer::x_fp8, x},   {linear_buffer::x_t_fp8, transpose(x, m, k)},
-      {linear_buffer::w, w},   {linear_buffer::w_fp8, w},   {linear_buffer::w_t_fp8, transpose(w, n, k)},
-      {linear_buffer::dy, dy}, {linear_buffer::dy_fp8, dy}, {linear_buffer::dy_t_fp8, transpose(dy, m, n)},
+      {linear_buffer::x, x},
+      {linear_buffer::x_fp8, x},
+      {linear_buffer::x_t_fp8, transpose(x, m, k)},
+      {linear_buffer::w, w},
+      {linear_buffer::w_fp8, w},
+      {linear_buffer::w_t_fp8, transpose(w, n, k)},
+      {linear_buffer::dy, dy},
+      {linear_buffer::dy_fp8, dy},
+      {linear_buffer::dy_t_fp8, transpose(dy, m, n)},
       {linear_buffer::y, std::vector<double>(std::size_t(m * n))},
       {linear_buffer::dx, std::vector<double>(std::size_t(m * k))},
       {linear_buffer::dw, dw0}};
@@ -181,7 +190,8 @@ TEST_CASE("FP8 plan under delayed HYBRID scaling: TN products, fused cast + tran
 }
 
 TEST_CASE("BF16 plan: no casts, no transposed copies, the operands read as stored") {
-  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(40, 24, 64, fp8::gemm_recipe{}, linear_precision::bf16()), 21);
+  const linear_plan plan =
+      fp8::cuda::make_linear_plan(config_of(40, 24, 64, fp8::gemm_recipe{}, linear_precision::bf16()), 21);
   for (const auto& c : plan.casts) CHECK_FALSE(c.any());
   for (const auto& g : plan.gemms) {
     CHECK(g.precision == gemm_precision::bf16);
@@ -200,11 +210,11 @@ TEST_CASE("per-GEMM precision: each cast makes only the copies the FP8 classes r
   linear_precision mixed{};
   mixed.dgrad = gemm_precision::bf16;
   const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, mixed), 32);
-  CHECK(plan.cast(linear_tensor::x).fused);                 // fprop X and wgrad Xᵀ
-  CHECK(plan.cast(linear_tensor::w).row_major);             // fprop W
-  CHECK_FALSE(plan.cast(linear_tensor::w).transposed);      // dgrad reads the BF16 W
-  CHECK_FALSE(plan.cast(linear_tensor::dy).row_major);      // dgrad reads the BF16 dY
-  CHECK(plan.cast(linear_tensor::dy).transposed);           // wgrad's dYᵀ
+  CHECK(plan.cast(linear_tensor::x).fused);             // fprop X and wgrad Xᵀ
+  CHECK(plan.cast(linear_tensor::w).row_major);         // fprop W
+  CHECK_FALSE(plan.cast(linear_tensor::w).transposed);  // dgrad reads the BF16 W
+  CHECK_FALSE(plan.cast(linear_tensor::dy).row_major);  // dgrad reads the BF16 dY
+  CHECK(plan.cast(linear_tensor::dy).transposed);       // wgrad's dYᵀ
   CHECK_FALSE(plan.cast(linear_tensor::dy).fused);
   CHECK(plan.gemm(gemm_kind::dgrad).problem.a.type == lt::data_type::bf16);
   check_products(plan);
@@ -212,7 +222,8 @@ TEST_CASE("per-GEMM precision: each cast makes only the copies the FP8 classes r
   linear_precision fprop_only = linear_precision::bf16();
   fprop_only.fprop = gemm_precision::fp8;
   fprop_only.fast_accumulation_fprop = false;
-  const linear_plan plan2 = fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, fprop_only), 32);
+  const linear_plan plan2 =
+      fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, fprop_only), 32);
   CHECK(plan2.gemm(gemm_kind::fprop).problem.options.fast_accum == lt::fast_accumulation::off);
   CHECK_FALSE(plan2.cast(linear_tensor::x).transposed);
   CHECK_FALSE(plan2.cast(linear_tensor::dy).any());
@@ -226,11 +237,12 @@ TEST_CASE("every device recipe plans products the wrapper accepts, with its scal
     lt::scale_mode activations, weights;
   };
   const row rows[] = {
-      {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
+      {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, lt::scale_mode::tensorwise,
+       lt::scale_mode::tensorwise},
       {"current per tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor),
        lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
-      {"current per row", current(fp8::granularity::per_row, fp8::granularity::per_row), lt::scale_mode::row_wise,
-       lt::scale_mode::row_wise},
+      {"current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
+       lt::scale_mode::row_wise, lt::scale_mode::row_wise},
       {"current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
        lt::scale_mode::block_1x128, lt::scale_mode::block_1x128},
       {"blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, lt::scale_mode::block_1x128,
@@ -260,7 +272,8 @@ TEST_CASE("casts are fused only when both operands of a tensor share a recipe") 
   CHECK(plan.cast(linear_tensor::x).transposed);
   CHECK(plan.cast(linear_tensor::w).fused);
   CHECK(fp8::cuda::scale_floats(recipe[gemm_operand::fprop_input], 32, 64) == 1);
-  CHECK(fp8::cuda::scale_floats(fp8::gemm_recipe{fp8::current_scaling::blockwise()}[gemm_operand::fprop_input], 32, 300) ==
+  CHECK(fp8::cuda::scale_floats(
+            fp8::gemm_recipe{fp8::current_scaling::blockwise()}[gemm_operand::fprop_input], 32, 300) ==
         3 * 32);
 }
 
@@ -297,24 +310,30 @@ TEST_CASE("shapes cuBLASLt refuses are refused in the layer's terms, per FP8 cla
   CHECK(contains(refusal(config_of(0, 32, 64), 16), "must be positive"));
   linear_precision no_wgrad{};
   no_wgrad.wgrad = gemm_precision::bf16;
-  CHECK(refusal(config_of(64, 32, 64, fp8::gemm_recipe{}, no_wgrad), 24).empty());  // only wgrad reduces over tokens
+  CHECK(refusal(config_of(64, 32, 64, fp8::gemm_recipe{}, no_wgrad), 24)
+            .empty());  // only wgrad reduces over tokens
   linear_precision fprop_only = linear_precision::bf16();
   fprop_only.fprop = gemm_precision::fp8;
-  CHECK(refusal(config_of(64, 24, 64, fp8::gemm_recipe{}, fprop_only), 24).empty());  // N 24: Y's rows are 48 bytes
-  CHECK(contains(refusal(config_of(64, 20, 64, fp8::gemm_recipe{}, fprop_only), 16), "out_features (N) = 20 is not a multiple of 8"));
+  CHECK(refusal(config_of(64, 24, 64, fp8::gemm_recipe{}, fprop_only), 24)
+            .empty());  // N 24: Y's rows are 48 bytes
+  CHECK(contains(refusal(config_of(64, 20, 64, fp8::gemm_recipe{}, fprop_only), 16),
+                 "out_features (N) = 20 is not a multiple of 8"));
 }
 
 TEST_CASE("recipes cuBLASLt cannot run are refused with the product and the reason") {
-  const std::string both_2d = refusal(config_of(256, 128, 256, current(fp8::granularity::block_128x128,
-                                                                     fp8::granularity::block_128x128)), 128);
+  const std::string both_2d = refusal(
+      config_of(256, 128, 256, current(fp8::granularity::block_128x128, fp8::granularity::block_128x128)),
+      128);
   CHECK(contains(both_2d, "fprop product in fp8 cannot run"));
   CHECK(contains(both_2d, "2D x 2D"));
-  const std::string mixed = refusal(config_of(256, 128, 256, current(fp8::granularity::per_row,
-                                                                    fp8::granularity::per_tensor)), 128);
+  const std::string mixed = refusal(
+      config_of(256, 128, 256, current(fp8::granularity::per_row, fp8::granularity::per_tensor)), 128);
   CHECK(contains(mixed, "unsupported scale-mode pair"));
-  CHECK(contains(refusal(config_of(64, 32, 64, fp8::gemm_recipe{fp8::current_scaling::mx()}), 32), "mx_1x32"));
+  CHECK(
+      contains(refusal(config_of(64, 32, 64, fp8::gemm_recipe{fp8::current_scaling::mx()}), 32), "mx_1x32"));
   fp8::gemm_recipe e5m2{fp8::delayed_scaling{}};
-  e5m2.use(gemm_operand::dgrad_weight, fp8::operand_recipe{fp8::scaling_mode::delayed, {fp8::fp8_format::e5m2}});
+  e5m2.use(gemm_operand::dgrad_weight,
+           fp8::operand_recipe{fp8::scaling_mode::delayed, {fp8::fp8_format::e5m2}});
   const std::string both_e5m2 = refusal(config_of(64, 32, 64, e5m2), 32);
   CHECK(contains(both_e5m2, "dgrad product"));
   CHECK(contains(both_e5m2, "E5M2xE5M2"));

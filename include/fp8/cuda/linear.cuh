@@ -57,7 +57,7 @@ class linear_layer {
     float* dw = nullptr;                // [N, K] FP32
     float* dbias = nullptr;             // [N] FP32 when the config has a bias
     std::int64_t m = 0;
-    bool accumulate = true;             // dW += and dbias += (micro-batches); false: overwrite
+    bool accumulate = true;  // dW += and dbias += (micro-batches); false: overwrite
     bool record_amax = true;
   };
 
@@ -94,8 +94,9 @@ class linear_layer {
     const linear_plan& p = plan_for(args.m);
     detail::require(args.x != nullptr && args.y != nullptr, function, "x and y must be set");
     detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
-    detail::require(config_.bias == (args.bias != nullptr), function,
-                    config_.bias ? "the config has a bias: pass it" : "a bias was passed but the config has none");
+    detail::require(
+        config_.bias == (args.bias != nullptr), function,
+        config_.bias ? "the config has a bias: pass it" : "a bias was passed but the config has none");
     ensure_weight_copies(p, args.w, args.record_amax, stream);
     run_cast(p.cast(linear_tensor::x), args.x, args.record_amax, stream);
     pointers_.fill(nullptr);
@@ -113,8 +114,9 @@ class linear_layer {
     const bool dgrad = args.dx != nullptr;
     const bool wgrad8 = p.gemm(gemm_kind::wgrad).precision == gemm_precision::fp8;
     detail::require(args.dy != nullptr && args.dw != nullptr, function, "dy and dw must be set");
-    detail::require(config_.bias == (args.dbias != nullptr), function,
-                    config_.bias ? "the config has a bias: pass dbias" : "dbias was passed but the config has none");
+    detail::require(
+        config_.bias == (args.dbias != nullptr), function,
+        config_.bias ? "the config has a bias: pass dbias" : "dbias was passed but the config has none");
     detail::require(!wgrad8 || saved_m_ == args.m, function,
                     "the FP8 wgrad product reads the Xᵀ copy of the last forward, which had " +
                         std::to_string(saved_m_) + " tokens, not " + std::to_string(args.m) +
@@ -123,8 +125,9 @@ class linear_layer {
     if (dgrad) {
       const bool needs_w = p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16 ||
                            (!weights_cached_ && p.cast(linear_tensor::w).transposed);
-      detail::require(!needs_w || args.w != nullptr, function,
-                      "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
+      detail::require(
+          !needs_w || args.w != nullptr, function,
+          "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
       if (args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
     }
     cast_plan dy_cast = p.cast(linear_tensor::dy);
@@ -145,10 +148,11 @@ class linear_layer {
       case bias_gradient_method::none: break;
       case bias_gradient_method::epilogue:
         if (p.bias_gradient_type == cublaslt::data_type::bf16) {
-          detail::add_vector(reinterpret_cast<const __nv_bfloat16*>(bias_gradient_.data()), n, args.accumulate,
-                             args.dbias, stream);
+          detail::add_vector(reinterpret_cast<const __nv_bfloat16*>(bias_gradient_.data()), n,
+                             args.accumulate, args.dbias, stream);
         } else {
-          detail::add_vector(static_cast<const float*>(bias_gradient_.data()), n, args.accumulate, args.dbias, stream);
+          detail::add_vector(static_cast<const float*>(bias_gradient_.data()), n, args.accumulate, args.dbias,
+                             stream);
         }
         break;
       case bias_gradient_method::column_sum:
@@ -203,10 +207,10 @@ class linear_layer {
       const operand_recipe& r = config_.recipe[gemm_operand(op)];
       const fp8_format state_format = scaling_.state().format(scaling_.slot(index_, gemm_operand(op)));
       if (r.mode == scaling_mode::delayed && r.quant.format != state_format) {
-        throw invalid_argument(std::string("fp8::cuda::linear_layer: operand ") + operand_name(gemm_operand(op)) +
-                               " is delayed-scaled in " + format_name(r.quant.format) +
-                               " but its slot in the scaling state is " + format_name(state_format) +
-                               " (build linear_scaling from the same recipe)");
+        throw invalid_argument(std::string("fp8::cuda::linear_layer: operand ") +
+                               operand_name(gemm_operand(op)) + " is delayed-scaled in " +
+                               format_name(r.quant.format) + " but its slot in the scaling state is " +
+                               format_name(state_format) + " (build linear_scaling from the same recipe)");
       }
     }
   }
@@ -243,7 +247,8 @@ class linear_layer {
   // into slot0 (and slot1: the other operand of a fused cast).
   void cast_one(const __nv_bfloat16* in, std::int64_t rows, std::int64_t cols, const operand_recipe& recipe,
                 gemm_operand scale_operand, std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
-                float* scale_inv_t, float* amax, float* slot0, float* slot1, bool record, cudaStream_t stream) {
+                float* scale_inv_t, float* amax, float* slot0, float* slot1, bool record,
+                cudaStream_t stream) {
     const std::size_t r = std::size_t(rows), c = std::size_t(cols);
     if (recipe.mode == scaling_mode::delayed) {
       // The scale of this step from the state; 1 / scale snapshotted into the copy's own scale_inv, so
@@ -252,7 +257,8 @@ class linear_layer {
                            record ? slot0 : nullptr};
       if (out_t != nullptr) {
         quantize_transpose(in, r, c, recipe.quant.format, s, out, out_t, stream);
-        FP8_CUDA_CHECK(cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+        FP8_CUDA_CHECK(
+            cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
       } else {
         quantize(in, r * c, recipe.quant.format, s, out, stream);
       }
@@ -286,8 +292,8 @@ class linear_layer {
     }
     if (c.transposed) {
       cast_one(in, c.rows, c.cols, transposed, c.transposed_operand, t.scratch.data(), t.scratch_scale.data(),
-               t.transposed.data(), t.transposed_scale.data(), t.amax.data(), transposed_slot, nullptr, record,
-               stream);
+               t.transposed.data(), t.transposed_scale.data(), t.amax.data(), transposed_slot, nullptr,
+               record, stream);
     }
   }
 

@@ -60,7 +60,7 @@ struct linear_config {
   std::int64_t out_features = 0;  // N
   std::int64_t max_tokens = 0;    // largest M of a forward / backward call
   bool bias = false;
-  gemm_recipe recipe{};           // per operand: delayed / current scaling, format, granularity
+  gemm_recipe recipe{};  // per operand: delayed / current scaling, format, granularity
   linear_precision precision{};
   // The bias gradient from the wgrad GEMM's BGRADB epilogue where cuBLASLt has it (tensorwise FP8
   // scales or BF16); false, or block / row-wise scales: a column sum of the BF16 dY.

@@ -27,7 +27,21 @@ namespace fp8::cuda {
 // Every matrix or vector a product reads or writes: the caller's (x, w, dy, y, dx, dw, bias) and the
 // layer's FP8 copies and bias-gradient scratch.
 enum class linear_buffer : std::uint8_t {
-  none, x, w, dy, y, dx, dw, bias, x_fp8, x_t_fp8, w_fp8, w_t_fp8, dy_fp8, dy_t_fp8, bias_gradient
+  none,
+  x,
+  w,
+  dy,
+  y,
+  dx,
+  dw,
+  bias,
+  x_fp8,
+  x_t_fp8,
+  w_fp8,
+  w_t_fp8,
+  dy_fp8,
+  dy_t_fp8,
+  bias_gradient
 };
 
 constexpr const char* buffer_name(linear_buffer buffer) noexcept {
@@ -90,9 +104,9 @@ struct gemm_plan {
 enum class bias_gradient_method : std::uint8_t { none, epilogue, column_sum };
 
 struct linear_plan {
-  std::int64_t m = 0;  // tokens
-  std::int64_t n = 0;  // out_features
-  std::int64_t k = 0;  // in_features
+  std::int64_t m = 0;                // tokens
+  std::int64_t n = 0;                // out_features
+  std::int64_t k = 0;                // in_features
   std::array<cast_plan, 3> casts{};  // indexed by linear_tensor
   std::array<gemm_plan, 3> gemms{};  // indexed by gemm_kind
   bias_gradient_method bias_gradient = bias_gradient_method::none;
@@ -132,10 +146,11 @@ inline std::size_t scale_floats(const operand_recipe& recipe, std::int64_t rows,
 
 namespace detail {
 
-inline void require_multiple(std::int64_t value, std::int64_t multiple, const std::string& what, const std::string& why) {
+inline void require_multiple(std::int64_t value, std::int64_t multiple, const std::string& what,
+                             const std::string& why) {
   if (value % multiple == 0) return;
-  throw invalid_argument("fp8::cuda::linear_layer: " + what + " = " + std::to_string(value) + " is not a multiple of " +
-                         std::to_string(multiple) + ": " + why);
+  throw invalid_argument("fp8::cuda::linear_layer: " + what + " = " + std::to_string(value) +
+                         " is not a multiple of " + std::to_string(multiple) + ": " + why);
 }
 
 // The shape rules of each FP8 class, in the layer's terms (cuBLASLt: the reduced dimension and every
@@ -148,23 +163,27 @@ inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
   if (p.fprop == gemm_precision::fp8) {
     require_multiple(k, cublaslt::fp8_k_multiple, "in_features (K)",
                      "the FP8 fprop product reduces over K, which cuBLASLt needs divisible by 16" + run_bf16);
-    require_multiple(n, 8, "out_features (N)",
-                     "the BF16 rows of Y (ld N) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
+    require_multiple(
+        n, 8, "out_features (N)",
+        "the BF16 rows of Y (ld N) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
   }
   if (p.dgrad == gemm_precision::fp8) {
     require_multiple(n, cublaslt::fp8_k_multiple, "out_features (N)",
                      "the FP8 dgrad product reduces over N and reads the FP8 Wᵀ [K, N], whose rows must span "
-                     "a multiple of 16 bytes" + run_bf16);
-    require_multiple(k, 8, "in_features (K)",
-                     "the BF16 rows of dX (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
+                     "a multiple of 16 bytes" +
+                         run_bf16);
+    require_multiple(
+        k, 8, "in_features (K)",
+        "the BF16 rows of dX (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
   }
   if (p.wgrad == gemm_precision::fp8) {
     require_multiple(m, cublaslt::fp8_k_multiple, "tokens (M)",
                      "the FP8 wgrad product reduces over the tokens and reads the FP8 copies Xᵀ [K, M] and "
                      "dYᵀ [N, M], whose rows must span a multiple of 16 bytes (pad the batch with zero rows, "
                      "or run wgrad in BF16)");
-    require_multiple(k, 4, "in_features (K)",
-                     "the FP32 rows of dW (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
+    require_multiple(
+        k, 4, "in_features (K)",
+        "the FP32 rows of dW (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
   }
 }
 
@@ -184,13 +203,16 @@ inline cublaslt::input_matrix bf16_input() {
 inline cublaslt::fast_accumulation fast_accumulation_of(const linear_precision& precision, gemm_kind kind,
                                                         const cublaslt::gemm_problem& problem) {
   if (precision.of(kind) == gemm_precision::bf16) return cublaslt::fast_accumulation::off;
-  const bool block = cublaslt::detail::block_scaled(problem.a.scaling) || cublaslt::detail::block_scaled(problem.b.scaling);
-  return precision.fast_accumulation(kind) && !block ? cublaslt::fast_accumulation::on : cublaslt::fast_accumulation::off;
+  const bool block =
+      cublaslt::detail::block_scaled(problem.a.scaling) || cublaslt::detail::block_scaled(problem.b.scaling);
+  return precision.fast_accumulation(kind) && !block ? cublaslt::fast_accumulation::on
+                                                     : cublaslt::fast_accumulation::off;
 }
 
 // An FP8 product as the wrapper's row-major linear problem Y[m,n] = X[m,k]·W[n,k]ᵀ (all packed).
-inline cublaslt::gemm_problem fp8_linear(std::int64_t m, std::int64_t n, std::int64_t k, cublaslt::input_matrix x,
-                                         cublaslt::input_matrix w, cublaslt::data_type out, cublaslt::gemm_purpose purpose) {
+inline cublaslt::gemm_problem fp8_linear(std::int64_t m, std::int64_t n, std::int64_t k,
+                                         cublaslt::input_matrix x, cublaslt::input_matrix w,
+                                         cublaslt::data_type out, cublaslt::gemm_purpose purpose) {
   cublaslt::linear_problem p{};
   p.m = m;
   p.n = n;
@@ -214,8 +236,8 @@ inline void check_with_wrapper(const gemm_plan& planned) {
   if (cublaslt::is_fp8(p.a.type)) p.a.scale_inv = p.b.scale_inv = static_cast<const float*>(placeholder());
   if (planned.c != linear_buffer::none) p.c.data = placeholder();
   if (planned.bias != linear_buffer::none) p.options.bias = placeholder();
-  cublaslt::device_info hopper{1, 0, 9, 0, "sm_90", cublaslt::scale_modes_min_version,
-                               cublaslt::scale_modes_min_version};
+  cublaslt::device_info hopper{
+      1, 0, 9, 0, "sm_90", cublaslt::scale_modes_min_version, cublaslt::scale_modes_min_version};
   if (auto why = cublaslt::find_rejection(p, hopper)) {
     static const char* const names[] = {"fprop", "dgrad", "wgrad"};
     throw invalid_argument(std::string("fp8::cuda::linear_layer: the ") + names[std::size_t(planned.kind)] +
@@ -230,7 +252,8 @@ inline void validate_linear_config(const linear_config& config, std::int64_t tok
   const char* where = "fp8::cuda::linear_layer: ";
   if (config.in_features <= 0 || config.out_features <= 0) {
     throw invalid_argument(std::string(where) + "in_features and out_features must be positive (got " +
-                           std::to_string(config.in_features) + " and " + std::to_string(config.out_features) + ")");
+                           std::to_string(config.in_features) + " and " +
+                           std::to_string(config.out_features) + ")");
   }
   if (config.max_tokens <= 0) throw invalid_argument(std::string(where) + "max_tokens must be positive");
   if (tokens <= 0 || tokens > config.max_tokens) {
@@ -256,30 +279,36 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   plan.k = config.in_features;
   const std::int64_t m = plan.m, n = plan.n, k = plan.k;
 
-  const auto cast = [&r](linear_tensor tensor, std::int64_t rows, std::int64_t cols, bool row_major, bool transposed,
-                         gemm_operand row_operand, gemm_operand transposed_operand, linear_buffer row_buffer,
-                         linear_buffer transposed_buffer) {
-    cast_plan c{tensor, rows, cols, row_major, transposed, false, row_operand, transposed_operand, row_buffer,
-                transposed_buffer};
+  const auto cast = [&r](linear_tensor tensor, std::int64_t rows, std::int64_t cols, bool row_major,
+                         bool transposed, gemm_operand row_operand, gemm_operand transposed_operand,
+                         linear_buffer row_buffer, linear_buffer transposed_buffer) {
+    cast_plan c{tensor,      rows,
+                cols,        row_major,
+                transposed,  false,
+                row_operand, transposed_operand,
+                row_buffer,  transposed_buffer};
     c.fused = row_major && transposed && same_recipe(r[row_operand], r[transposed_operand]);
     return c;
   };
-  plan.casts[std::size_t(linear_tensor::x)] = cast(linear_tensor::x, m, k, fprop8, wgrad8, gemm_operand::fprop_input,
-                                                   gemm_operand::wgrad_input, linear_buffer::x_fp8, linear_buffer::x_t_fp8);
-  plan.casts[std::size_t(linear_tensor::w)] = cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight,
-                                                   gemm_operand::dgrad_weight, linear_buffer::w_fp8, linear_buffer::w_t_fp8);
+  plan.casts[std::size_t(linear_tensor::x)] =
+      cast(linear_tensor::x, m, k, fprop8, wgrad8, gemm_operand::fprop_input, gemm_operand::wgrad_input,
+           linear_buffer::x_fp8, linear_buffer::x_t_fp8);
+  plan.casts[std::size_t(linear_tensor::w)] =
+      cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight, gemm_operand::dgrad_weight,
+           linear_buffer::w_fp8, linear_buffer::w_t_fp8);
   plan.casts[std::size_t(linear_tensor::dy)] =
-      cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output, gemm_operand::wgrad_grad_output,
-           linear_buffer::dy_fp8, linear_buffer::dy_t_fp8);
+      cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
+           gemm_operand::wgrad_grad_output, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8);
 
   // fprop: Y[M,N] = X·Wᵀ (+ bias in the epilogue).
   gemm_plan& fprop = plan.gemms[std::size_t(gemm_kind::fprop)];
   fprop.kind = gemm_kind::fprop;
   fprop.precision = precision.fprop;
   if (fprop8) {
-    fprop.problem = detail::fp8_linear(m, n, k, detail::fp8_input(r[gemm_operand::fprop_input], gemm_operand::fprop_input),
-                                       detail::fp8_input(r[gemm_operand::fprop_weight], gemm_operand::fprop_weight),
-                                       data_type::bf16, cublaslt::gemm_purpose::forward);
+    fprop.problem = detail::fp8_linear(
+        m, n, k, detail::fp8_input(r[gemm_operand::fprop_input], gemm_operand::fprop_input),
+        detail::fp8_input(r[gemm_operand::fprop_weight], gemm_operand::fprop_weight), data_type::bf16,
+        cublaslt::gemm_purpose::forward);
     fprop.a = linear_buffer::w_fp8;
     fprop.b = linear_buffer::x_fp8;
   } else {

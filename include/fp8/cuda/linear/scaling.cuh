@@ -62,7 +62,8 @@ class linear_scaling {
     std::vector<fp8_format> out;
     out.reserve(layers * gemm_operand_count);
     for (std::size_t layer = 0; layer < layers; ++layer) {
-      for (std::size_t op = 0; op < gemm_operand_count; ++op) out.push_back(recipe[gemm_operand(op)].quant.format);
+      for (std::size_t op = 0; op < gemm_operand_count; ++op)
+        out.push_back(recipe[gemm_operand(op)].quant.format);
     }
     return out;
   }
