@@ -25,6 +25,9 @@
 
 #include "gpu_skip.hpp"
 
+// Defined in linear_second_unit.cu, the second unit that includes the layer's header.
+std::uint64_t weight_casts_of(const fp8::cuda::linear_layer& layer);
+
 namespace {
 
 using fp8::gemm_kind;
@@ -234,7 +237,7 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   const auto db1 = as_double(dbias.download());
   step_and_check(layer, config, second, dw, dbias, dw1, db1, true);
   const bool w_copies = layer.plan(M).cast(fp8::cuda::linear_tensor::w).any();
-  CHECK(layer.weight_casts() == (w_copies ? 1u : 0u));  // W cast once for both micro-batches
+  CHECK(weight_casts_of(layer) == (w_copies ? 1u : 0u));  // W cast once for both micro-batches
 
   // The state's current amaxes: max |X| over both micro-batches in both X slots, max |dY| in both
   // dY slots, max |W| in both W slots, for the operands whose class runs in FP8.

@@ -21,20 +21,24 @@ namespace fp8::cuda::detail {
 
 // *to0 = max(*to0, *from) and the same for *to1 when set: the amax of one cast recorded into the
 // history slots of the operands it feeds (NaN-dominant, as the casts themselves record).
-__global__ void record_amax_kernel(const float* from, float* to0, float* to1) {
+// The kernels here are templates so that every translation unit that includes this header shares
+// one definition (a plain __global__ function in a header is defined again by each, and the link fails).
+template <int Threads>
+__global__ void __launch_bounds__(Threads) record_amax_kernel(const float* from, float* to0, float* to1) {
   const std::uint32_t bits = amax_bits(*from);
   atomic_max_amax(to0, bits);
   if (to1 != nullptr) atomic_max_amax(to1, bits);
 }
 
 inline void record_amax(const float* from, float* to0, float* to1, cudaStream_t stream) {
-  record_amax_kernel<<<1, 1, 0, stream>>>(from, to0, to1);
+  record_amax_kernel<1><<<1, 1, 0, stream>>>(from, to0, to1);
   check_launch("fp8::cuda::detail::record_amax_kernel");
 }
 
 // dbias[j] (+)= sum over rows of dy[i][j] (dy rows x cols, row-major), in FP32. One thread per
 // column: neighbouring threads read neighbouring elements of a row, so every load is coalesced.
-__global__ void column_sum_kernel(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols,
+template <int Threads>
+__global__ void __launch_bounds__(Threads) column_sum_kernel(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols,
                                   bool accumulate, float* dbias) {
   for (std::size_t j = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
        j += std::size_t(gridDim.x) * blockDim.x) {
@@ -46,7 +50,7 @@ __global__ void column_sum_kernel(const __nv_bfloat16* dy, std::size_t rows, std
 
 inline void column_sum(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols, bool accumulate,
                        float* dbias, cudaStream_t stream) {
-  column_sum_kernel<<<grid_for(cols), block_threads, 0, stream>>>(dy, rows, cols, accumulate, dbias);
+  column_sum_kernel<block_threads><<<grid_for(cols), block_threads, 0, stream>>>(dy, rows, cols, accumulate, dbias);
   check_launch("fp8::cuda::detail::column_sum_kernel");
 }
 
