@@ -338,3 +338,30 @@ TEST_CASE("recipes cuBLASLt cannot run are refused with the product and the reas
   CHECK(contains(both_e5m2, "dgrad product"));
   CHECK(contains(both_e5m2, "E5M2xE5M2"));
 }
+
+TEST_CASE("caller pointers that an FP8 product or an epilogue reads are checked for 16-byte alignment") {
+  linear_config c = config_of(64, 32, 64);
+  c.bias = true;
+  const linear_plan fp8_plan = fp8::cuda::make_linear_plan(c, 32);
+  alignas(16) static unsigned char memory[64];
+  const void* aligned = memory;
+  const void* off_by_8 = memory + 8;
+  CHECK_NOTHROW(fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::y, aligned));
+  CHECK_NOTHROW(
+      fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::x, off_by_8));  // only the cast reads X
+  std::string message;
+  try {
+    fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::dw, off_by_8);
+  } catch (const fp8::invalid_argument& e) { message = e.what(); }
+  CHECK(contains(message, "dw is at 0x"));
+  CHECK(contains(message, "wgrad product (fp8) needs it 16-byte aligned"));
+  CHECK_THROWS_AS(fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::bias, off_by_8),
+                  fp8::invalid_argument);
+
+  c.precision = linear_precision::bf16();
+  const linear_plan bf16_plan = fp8::cuda::make_linear_plan(c, 32);
+  CHECK_NOTHROW(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::dw, off_by_8));
+  CHECK_NOTHROW(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::x, off_by_8));
+  CHECK_THROWS_AS(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::bias, off_by_8),
+                  fp8::invalid_argument);
+}

@@ -97,6 +97,10 @@ class linear_layer {
     detail::require(
         config_.bias == (args.bias != nullptr), function,
         config_.bias ? "the config has a bias: pass it" : "a bias was passed but the config has none");
+    check_caller_pointer(p, linear_buffer::y, args.y);
+    check_caller_pointer(p, linear_buffer::bias, args.bias);
+    check_caller_pointer(p, linear_buffer::x, args.x);
+    check_caller_pointer(p, linear_buffer::w, args.w);
     ensure_weight_copies(p, args.w, args.record_amax, stream);
     run_cast(p.cast(linear_tensor::x), args.x, args.record_amax, stream);
     pointers_.fill(nullptr);
@@ -130,6 +134,9 @@ class linear_layer {
           "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
       if (args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
     }
+    check_caller_pointer(p, linear_buffer::dx, args.dx);
+    check_caller_pointer(p, linear_buffer::dw, args.dw);
+    check_caller_pointer(p, linear_buffer::dy, args.dy);
     cast_plan dy_cast = p.cast(linear_tensor::dy);
     // No dX: only wgrad's copy of dY (a fused cast still writes both: its one pass needs no scratch).
     if (!dgrad && !dy_cast.fused) dy_cast.row_major = false;

@@ -412,4 +412,22 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   return plan;
 }
 
+// A pointer of the caller's that a product reads or writes directly: FP8 products need every matrix
+// 16-byte aligned, and an epilogue's bias (or bias gradient) vector is 16-byte aligned in any
+// precision. Throws fp8::invalid_argument naming the buffer and the product; null is not checked here.
+inline void check_caller_pointer(const linear_plan& plan, linear_buffer buffer, const void* pointer) {
+  static const char* const names[] = {"fprop", "dgrad", "wgrad"};
+  if (pointer == nullptr) return;
+  for (const gemm_plan& g : plan.gemms) {
+    const bool matrix = g.a == buffer || g.b == buffer || g.c == buffer || g.d == buffer;
+    const bool needs = (matrix && g.precision == gemm_precision::fp8) || g.bias == buffer;
+    if (needs && !cublaslt::detail::is_aligned(pointer, cublaslt::fp8_pointer_alignment)) {
+      throw invalid_argument(std::string("fp8::cuda::linear_layer: ") + buffer_name(buffer) + " is at " +
+                             cublaslt::detail::hex_address(pointer) + ", but the " +
+                             names[std::size_t(g.kind)] + " product (" + precision_name(g.precision) +
+                             ") needs it 16-byte aligned (cudaMalloc gives 256 bytes; check the offset)");
+    }
+  }
+}
+
 }  // namespace fp8::cuda
