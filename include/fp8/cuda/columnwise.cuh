@@ -141,8 +141,11 @@ __global__ void __launch_bounds__(column_threads)
   }
 }
 
-// scale_inv_t[c] = 1 / scale of column c's amax (which column_amax_kernel left there).
-__global__ void finish_columns_kernel(float* column_amax_then_scale_inv, std::size_t cols, scale_rule rule) {
+// scale_inv_t[c] = 1 / scale of column c's amax (which column_amax_kernel left there). A template, so
+// that two translation units including this header share one definition (a plain __global__ function
+// defined in a header is defined by each, and the program fails to link).
+template <int Threads>
+__global__ void __launch_bounds__(Threads) finish_columns_kernel(float* column_amax_then_scale_inv, std::size_t cols, scale_rule rule) {
   for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < cols; c += std::size_t(gridDim.x) * blockDim.x) {
     column_amax_then_scale_inv[c] = 1.0f / scale_from_amax(column_amax_then_scale_inv[c], rule, 1.0f);
   }

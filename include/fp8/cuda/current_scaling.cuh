@@ -128,7 +128,7 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   });
   detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel");
   if (q.granularity == granularity::per_row && cols > 0) {
-    detail::finish_columns_kernel<<<detail::grid_for(cols), detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
+    detail::finish_columns_kernel<detail::block_threads><<<detail::grid_for(cols), detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
     detail::check_launch("fp8::cuda::detail::finish_columns_kernel");
   }
 }

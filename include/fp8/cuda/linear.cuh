@@ -1,0 +1,364 @@
+// fp8::cuda::linear_layer: an FP8 (or BF16) linear layer for any C++/CUDA program, device pointers
+// and a stream in, no framework. Forward Y = X·Wᵀ (+ bias); backward dX = dY·W and dW (+)= dYᵀ·X in
+// FP32, dbias (+)= colsum(dY). Each GEMM class runs in FP8 or BF16 (linear_precision); FP8 operands
+// are cast by the recipe of their operand (delayed through linear_scaling's device state, or current
+// per tensor / row / 1x128 / 128x128), with the transposed copies the backward products need made in
+// the same pass as the cast. W's FP8 copies are kept until weights_changed().
+//
+//   fp8::cublaslt::handle lt;
+//   fp8::cuda::linear_scaling scaling(recipe, /*layers=*/1);
+//   fp8::cuda::linear_layer layer({K, N, max_tokens, /*bias=*/true, recipe, {}}, scaling, 0, lt);
+//   layer.forward({x, w, bias, y, m}, stream);
+//   layer.backward({dy, x, w, dx, dw, dbias, m}, stream);
+//   ... optimizer updates w ...; layer.weights_changed(); scaling.end_step(stream);
+//
+// One forward is in flight per layer: backward(m) uses the Xᵀ copy the last forward(m) made.
+// See docs/linear_layer.md.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "fp8/cuda/linear.cuh contains device code: compile it with nvcc"
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../cublaslt/handle.hpp"
+#include "current_scaling.cuh"
+#include "delayed_scaling.cuh"
+#include "linear/config.hpp"
+#include "linear/kernels.cuh"
+#include "linear/plan.hpp"
+#include "linear/scaling.cuh"
+#include "quantize.cuh"
+
+namespace fp8::cuda {
+
+class linear_layer {
+ public:
+  struct forward_args {
+    const __nv_bfloat16* x = nullptr;     // [M, K]
+    const __nv_bfloat16* w = nullptr;     // [N, K], the BF16 compute weights (caller-owned)
+    const __nv_bfloat16* bias = nullptr;  // [N] (16-byte aligned) when the config has a bias
+    __nv_bfloat16* y = nullptr;           // [M, N]
+    std::int64_t m = 0;                   // tokens
+    bool record_amax = true;              // false for evaluation passes: the histories stay as they are
+  };
+  struct backward_args {
+    const __nv_bfloat16* dy = nullptr;  // [M, N]
+    const __nv_bfloat16* x = nullptr;   // [M, K]: read when wgrad runs in BF16 (FP8 uses the saved Xᵀ)
+    const __nv_bfloat16* w = nullptr;   // [N, K]: read when dgrad runs in BF16, or W's copies were dropped
+    __nv_bfloat16* dx = nullptr;        // [M, K], or null (first layer: no dgrad)
+    float* dw = nullptr;                // [N, K] FP32
+    float* dbias = nullptr;             // [N] FP32 when the config has a bias
+    std::int64_t m = 0;
+    bool accumulate = true;  // dW += and dbias += (micro-batches); false: overwrite
+    bool record_amax = true;
+  };
+
+  // An FP8 copy the layer holds (for inspection and tests): codes, inverse scales and how they were made.
+  struct fp8_copy {
+    const std::uint8_t* data = nullptr;
+    const float* scale_inv = nullptr;
+    std::int64_t rows = 0;  // as stored, row-major
+    std::int64_t cols = 0;
+    quantization quant{};
+  };
+
+  // Allocates the FP8 copies for config.max_tokens (refusing configurations the products cannot
+  // run). `scaling` and `lt` must outlive the layer; `index` is the layer's number in `scaling`.
+  linear_layer(const linear_config& config, linear_scaling& scaling, std::size_t index, cublaslt::handle& lt)
+      : config_(checked(config)), scaling_(scaling), index_(index), lt_(lt) {
+    check_formats();
+    const linear_plan full = make_linear_plan(config_, config_.max_tokens);
+    for (const cast_plan& c : full.casts) allocate(c);
+    if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
+  }
+
+  const linear_config& config() const noexcept { return config_; }
+  // The plan of a call with m tokens (what the products and casts will be).
+  linear_plan plan(std::int64_t m) const { return make_linear_plan(config_, m); }
+
+  // The weights changed (optimizer step, load): W's FP8 copies are remade at their next use.
+  void weights_changed() noexcept { weights_cached_ = false; }
+  // How many times W has been cast (once per weights_changed() when its copies are in use).
+  std::uint64_t weight_casts() const noexcept { return weight_casts_; }
+
+  void forward(const forward_args& args, cudaStream_t stream = nullptr) {
+    constexpr const char* function = "fp8::cuda::linear_layer::forward";
+    const linear_plan& p = plan_for(args.m);
+    detail::require(args.x != nullptr && args.y != nullptr, function, "x and y must be set");
+    detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
+    detail::require(
+        config_.bias == (args.bias != nullptr), function,
+        config_.bias ? "the config has a bias: pass it" : "a bias was passed but the config has none");
+    check_caller_pointer(p, linear_buffer::y, args.y);
+    check_caller_pointer(p, linear_buffer::bias, args.bias);
+    check_caller_pointer(p, linear_buffer::x, args.x);
+    check_caller_pointer(p, linear_buffer::w, args.w);
+    ensure_weight_copies(p, args.w, args.record_amax, stream);
+    run_cast(p.cast(linear_tensor::x), args.x, args.record_amax, stream);
+    pointers_.fill(nullptr);
+    pointers_[index_of(linear_buffer::x)] = args.x;
+    pointers_[index_of(linear_buffer::w)] = args.w;
+    pointers_[index_of(linear_buffer::y)] = args.y;
+    pointers_[index_of(linear_buffer::bias)] = args.bias;
+    run_gemm(p.gemm(gemm_kind::fprop), true, stream);
+    saved_m_ = args.m;
+  }
+
+  void backward(const backward_args& args, cudaStream_t stream = nullptr) {
+    constexpr const char* function = "fp8::cuda::linear_layer::backward";
+    const linear_plan& p = plan_for(args.m);
+    const bool dgrad = args.dx != nullptr;
+    const bool wgrad8 = p.gemm(gemm_kind::wgrad).precision == gemm_precision::fp8;
+    detail::require(args.dy != nullptr && args.dw != nullptr, function, "dy and dw must be set");
+    detail::require(
+        config_.bias == (args.dbias != nullptr), function,
+        config_.bias ? "the config has a bias: pass dbias" : "dbias was passed but the config has none");
+    detail::require(!wgrad8 || saved_m_ == args.m, function,
+                    "the FP8 wgrad product reads the Xᵀ copy of the last forward, which had " +
+                        std::to_string(saved_m_) + " tokens, not " + std::to_string(args.m) +
+                        " (call forward first; one forward in flight per layer)");
+    detail::require(wgrad8 || args.x != nullptr, function, "x must be set: wgrad runs in BF16 and reads X");
+    if (dgrad) {
+      const bool needs_w = p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16 ||
+                           (!weights_cached_ && p.cast(linear_tensor::w).transposed);
+      detail::require(
+          !needs_w || args.w != nullptr, function,
+          "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
+      if (args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
+    }
+    check_caller_pointer(p, linear_buffer::dx, args.dx);
+    check_caller_pointer(p, linear_buffer::dw, args.dw);
+    check_caller_pointer(p, linear_buffer::dy, args.dy);
+    cast_plan dy_cast = p.cast(linear_tensor::dy);
+    // No dX: only wgrad's copy of dY (a fused cast still writes both: its one pass needs no scratch).
+    if (!dgrad && !dy_cast.fused) dy_cast.row_major = false;
+    run_cast(dy_cast, args.dy, args.record_amax, stream);
+    pointers_.fill(nullptr);
+    pointers_[index_of(linear_buffer::x)] = args.x;
+    pointers_[index_of(linear_buffer::w)] = args.w;
+    pointers_[index_of(linear_buffer::dy)] = args.dy;
+    pointers_[index_of(linear_buffer::dx)] = args.dx;
+    pointers_[index_of(linear_buffer::dw)] = args.dw;
+    pointers_[index_of(linear_buffer::bias_gradient)] = bias_gradient_.data();
+    if (dgrad) run_gemm(p.gemm(gemm_kind::dgrad), true, stream);
+    run_gemm(p.gemm(gemm_kind::wgrad), args.accumulate, stream);
+    const std::size_t n = std::size_t(config_.out_features);
+    switch (p.bias_gradient) {
+      case bias_gradient_method::none: break;
+      case bias_gradient_method::epilogue:
+        if (p.bias_gradient_type == cublaslt::data_type::bf16) {
+          detail::add_vector(reinterpret_cast<const __nv_bfloat16*>(bias_gradient_.data()), n,
+                             args.accumulate, args.dbias, stream);
+        } else {
+          detail::add_vector(static_cast<const float*>(bias_gradient_.data()), n, args.accumulate, args.dbias,
+                             stream);
+        }
+        break;
+      case bias_gradient_method::column_sum:
+        detail::column_sum(args.dy, std::size_t(args.m), n, args.accumulate, args.dbias, stream);
+        break;
+    }
+  }
+
+  // The FP8 copy in `buffer` (x_fp8, x_t_fp8, w_fp8, w_t_fp8, dy_fp8, dy_t_fp8) as of the last call
+  // that made it, with the shape of a call with m tokens. Throws if the plan has no such copy.
+  fp8_copy copy(linear_buffer buffer, std::int64_t m) const {
+    const linear_plan p = make_linear_plan(config_, m);
+    for (const cast_plan& c : p.casts) {
+      const tensor_copies& t = copies_[std::size_t(c.tensor)];
+      if (c.row_buffer == buffer && c.row_major) {
+        return {t.row.data(), t.row_scale.data(), c.rows, c.cols, config_.recipe[c.row_operand].quant};
+      }
+      if (c.transposed_buffer == buffer && c.transposed) {
+        return {t.transposed.data(), t.transposed_scale.data(), c.cols, c.rows,
+                config_.recipe[c.transposed_operand].quant};
+      }
+    }
+    throw invalid_argument(std::string("fp8::cuda::linear_layer::copy: this configuration makes no ") +
+                           buffer_name(buffer) + " copy");
+  }
+
+ private:
+  // The FP8 copies of one tensor, with their inverse scales and the amax scratch of current scaling.
+  struct tensor_copies {
+    detail::device_array<std::uint8_t> row, transposed, scratch;
+    detail::device_array<float> row_scale, transposed_scale, scratch_scale, amax;
+  };
+
+  static const linear_config& checked(const linear_config& config) {
+    validate_linear_config(config, config.max_tokens);
+    return config;
+  }
+  static constexpr std::size_t index_of(linear_buffer buffer) noexcept { return std::size_t(buffer); }
+
+  // The plan of the last token count, remade (and re-checked) only when the count changes.
+  const linear_plan& plan_for(std::int64_t m) {
+    if (m != planned_m_) {
+      planned_ = make_linear_plan(config_, m);
+      planned_m_ = m;
+    }
+    return planned_;
+  }
+
+  // Delayed operands cast with their slot's format: the state's formats must be the recipe's.
+  void check_formats() const {
+    for (std::size_t op = 0; op < gemm_operand_count; ++op) {
+      const operand_recipe& r = config_.recipe[gemm_operand(op)];
+      const fp8_format state_format = scaling_.state().format(scaling_.slot(index_, gemm_operand(op)));
+      if (r.mode == scaling_mode::delayed && r.quant.format != state_format) {
+        throw invalid_argument(std::string("fp8::cuda::linear_layer: operand ") +
+                               operand_name(gemm_operand(op)) + " is delayed-scaled in " +
+                               format_name(r.quant.format) + " but its slot in the scaling state is " +
+                               format_name(state_format) + " (build linear_scaling from the same recipe)");
+      }
+    }
+  }
+
+  void allocate(const cast_plan& c) {
+    tensor_copies& t = copies_[std::size_t(c.tensor)];
+    const std::size_t elements = std::size_t(c.rows) * std::size_t(c.cols);
+    const operand_recipe& row = config_.recipe[c.row_operand];
+    const operand_recipe& transposed = config_.recipe[c.transposed_operand];
+    if (c.row_major) {
+      t.row = detail::device_array<std::uint8_t>(elements);
+      t.row_scale = detail::device_array<float>(scale_floats(row, c.rows, c.cols));
+    }
+    if (c.transposed) {
+      t.transposed = detail::device_array<std::uint8_t>(elements);
+      t.transposed_scale = detail::device_array<float>(scale_floats(transposed, c.cols, c.rows));
+      if (!c.fused) {  // the transposed-only cast also writes a row-major copy nobody reads
+        t.scratch = detail::device_array<std::uint8_t>(elements);
+        t.scratch_scale = detail::device_array<float>(scale_floats(transposed, c.rows, c.cols));
+      }
+    }
+    if (c.any()) t.amax = detail::device_array<float>(1);
+  }
+
+  void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
+    const cast_plan& c = p.cast(linear_tensor::w);
+    if (weights_cached_ || !c.any()) return;
+    run_cast(c, w, record, stream);
+    weights_cached_ = true;
+    ++weight_casts_;
+  }
+
+  // One cast of `in` (rows x cols) with `recipe` into out (and out_t when set), its amax recorded
+  // into slot0 (and slot1: the other operand of a fused cast).
+  void cast_one(const __nv_bfloat16* in, std::int64_t rows, std::int64_t cols, const operand_recipe& recipe,
+                gemm_operand scale_operand, std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
+                float* scale_inv_t, float* amax, float* slot0, float* slot1, bool record,
+                cudaStream_t stream) {
+    const std::size_t r = std::size_t(rows), c = std::size_t(cols);
+    if (recipe.mode == scaling_mode::delayed) {
+      // The scale of this step from the state; 1 / scale snapshotted into the copy's own scale_inv, so
+      // a cached W keeps the scale it was made with even after end_step() moves the state on.
+      const tensor_scale s{scaling_.state().scale(scaling_.slot(index_, scale_operand)), scale_inv,
+                           record ? slot0 : nullptr};
+      if (out_t != nullptr) {
+        quantize_transpose(in, r, c, recipe.quant.format, s, out, out_t, stream);
+        FP8_CUDA_CHECK(
+            cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      } else {
+        quantize(in, r * c, recipe.quant.format, s, out, stream);
+      }
+      if (record && slot1 != nullptr) detail::record_amax(slot0, slot1, nullptr, stream);
+      return;
+    }
+    if (out_t != nullptr) {
+      quantize_transpose(in, r, c, recipe.quant, out, scale_inv, out_t, scale_inv_t, amax, stream);
+    } else {
+      quantize(in, r, c, recipe.quant, out, scale_inv, amax, stream);
+    }
+    if (record) detail::record_amax(amax, slot0, slot1, stream);
+  }
+
+  void run_cast(const cast_plan& c, const __nv_bfloat16* in, bool record, cudaStream_t stream) {
+    if (!c.any()) return;
+    tensor_copies& t = copies_[std::size_t(c.tensor)];
+    delayed_scaling_device_state& state = scaling_.state();
+    float* row_slot = state.amax(scaling_.slot(index_, c.row_operand));
+    float* transposed_slot = state.amax(scaling_.slot(index_, c.transposed_operand));
+    const operand_recipe& row = config_.recipe[c.row_operand];
+    const operand_recipe& transposed = config_.recipe[c.transposed_operand];
+    if (c.fused) {
+      cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), t.transposed.data(),
+               t.transposed_scale.data(), t.amax.data(), row_slot, transposed_slot, record, stream);
+      return;
+    }
+    if (c.row_major) {
+      cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), nullptr, nullptr,
+               t.amax.data(), row_slot, nullptr, record, stream);
+    }
+    if (c.transposed) {
+      cast_one(in, c.rows, c.cols, transposed, c.transposed_operand, t.scratch.data(), t.scratch_scale.data(),
+               t.transposed.data(), t.transposed_scale.data(), t.amax.data(), transposed_slot, nullptr,
+               record, stream);
+    }
+  }
+
+  // Data and inverse scales of a buffer: the caller's (pointers_) or an FP8 copy of the layer's.
+  const void* data_of(linear_buffer buffer) const {
+    switch (buffer) {
+      case linear_buffer::x_fp8: return copies_[0].row.data();
+      case linear_buffer::x_t_fp8: return copies_[0].transposed.data();
+      case linear_buffer::w_fp8: return copies_[1].row.data();
+      case linear_buffer::w_t_fp8: return copies_[1].transposed.data();
+      case linear_buffer::dy_fp8: return copies_[2].row.data();
+      case linear_buffer::dy_t_fp8: return copies_[2].transposed.data();
+      default: return pointers_[index_of(buffer)];
+    }
+  }
+  const float* scale_of(linear_buffer buffer) const {
+    switch (buffer) {
+      case linear_buffer::x_fp8: return copies_[0].row_scale.data();
+      case linear_buffer::x_t_fp8: return copies_[0].transposed_scale.data();
+      case linear_buffer::w_fp8: return copies_[1].row_scale.data();
+      case linear_buffer::w_t_fp8: return copies_[1].transposed_scale.data();
+      case linear_buffer::dy_fp8: return copies_[2].row_scale.data();
+      case linear_buffer::dy_t_fp8: return copies_[2].transposed_scale.data();
+      default: return nullptr;
+    }
+  }
+
+  void run_gemm(const gemm_plan& g, bool accumulate, cudaStream_t stream) {
+    cublaslt::gemm_problem problem = g.problem;
+    problem.a.data = data_of(g.a);
+    problem.b.data = data_of(g.b);
+    if (cublaslt::is_fp8(problem.a.type)) {
+      problem.a.scale_inv = scale_of(g.a);
+      problem.b.scale_inv = scale_of(g.b);
+    }
+    problem.d.data = const_cast<void*>(data_of(g.d));
+    if (g.c != linear_buffer::none && accumulate) {
+      problem.c.data = data_of(g.c);
+    } else {
+      problem.options.beta = 0.0f;
+      problem.c = {};
+    }
+    if (g.bias != linear_buffer::none) problem.options.bias = data_of(g.bias);
+    lt_.gemm(problem, stream);
+  }
+
+  linear_config config_;
+  linear_scaling& scaling_;
+  std::size_t index_;
+  cublaslt::handle& lt_;
+  std::array<tensor_copies, 3> copies_{};  // x, w, dy
+  detail::device_array<float> bias_gradient_;
+  std::array<const void*, 15> pointers_{};
+  bool weights_cached_ = false;
+  std::uint64_t weight_casts_ = 0;
+  std::int64_t saved_m_ = -1;
+  linear_plan planned_{};
+  std::int64_t planned_m_ = -1;
+};
+
+}  // namespace fp8::cuda

@@ -1,0 +1,70 @@
+// The configuration of an FP8 linear layer on CUDA: sizes, bias, the per-operand scaling recipe and
+// the precision of each of its three GEMMs. Plain host data (no CUDA needed), so it is tested on the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "../../scaling/gemm_operand.hpp"
+#include "../../scaling/recipe.hpp"
+
+namespace fp8::cuda {
+
+// What one GEMM class runs in: FP8 operands (cast by the layer) or the BF16 operands as given.
+enum class gemm_precision : std::uint8_t { fp8 = 0, bf16 = 1 };
+
+constexpr const char* precision_name(gemm_precision precision) noexcept {
+  return precision == gemm_precision::fp8 ? "fp8" : "bf16";
+}
+
+// One field per GEMM class, and fast accumulation per class (Transformer Engine's defaults: on for
+// fprop, off for the gradients, whose long sums over tokens lose most without the FP32 promotion).
+// Fast accumulation only applies to FP8 products with tensorwise or row-wise scales; block scaling
+// always runs without it (cuBLASLt requires that).
+struct linear_precision {
+  gemm_precision fprop = gemm_precision::fp8;
+  gemm_precision dgrad = gemm_precision::fp8;
+  gemm_precision wgrad = gemm_precision::fp8;
+  bool fast_accumulation_fprop = true;
+  bool fast_accumulation_dgrad = false;
+  bool fast_accumulation_wgrad = false;
+
+  // Every class in FP8 (the default), or every class in BF16: the baseline a user switches to with
+  // `config.precision = fp8::cuda::linear_precision::bf16();`.
+  static constexpr linear_precision fp8() noexcept { return {}; }
+  static constexpr linear_precision bf16() noexcept {
+    return {gemm_precision::bf16, gemm_precision::bf16, gemm_precision::bf16, true, false, false};
+  }
+
+  constexpr gemm_precision of(gemm_kind kind) const noexcept {
+    switch (kind) {
+      case gemm_kind::fprop: return fprop;
+      case gemm_kind::dgrad: return dgrad;
+      case gemm_kind::wgrad: break;
+    }
+    return wgrad;
+  }
+  constexpr bool fast_accumulation(gemm_kind kind) const noexcept {
+    switch (kind) {
+      case gemm_kind::fprop: return fast_accumulation_fprop;
+      case gemm_kind::dgrad: return fast_accumulation_dgrad;
+      case gemm_kind::wgrad: break;
+    }
+    return fast_accumulation_wgrad;
+  }
+};
+
+// Y[M, N] = X[M, K] · W[N, K]ᵀ (+ bias[N]) with K = in_features, N = out_features and M (tokens) up
+// to max_tokens per call. The layer allocates its FP8 copies for max_tokens once.
+struct linear_config {
+  std::int64_t in_features = 0;   // K
+  std::int64_t out_features = 0;  // N
+  std::int64_t max_tokens = 0;    // largest M of a forward / backward call
+  bool bias = false;
+  gemm_recipe recipe{};  // per operand: delayed / current scaling, format, granularity
+  linear_precision precision{};
+  // The bias gradient from the wgrad GEMM's BGRADB epilogue where cuBLASLt has it (tensorwise FP8
+  // scales or BF16); false, or block / row-wise scales: a column sum of the BF16 dY.
+  bool fuse_bias_gradient = true;
+};
+
+}  // namespace fp8::cuda

@@ -1,0 +1,433 @@
+// The host half of the FP8 linear layer: for a configuration and a token count, which casts run
+// (and which of them make the transposed copy in the same pass), and the three cuBLASLt products with
+// their operands, types, scale modes, transposes and leading dimensions, pointers left out. Shapes
+// that cuBLASLt would refuse are refused here first, in the layer's terms. Needs no CUDA.
+//
+// The three products, row-major, each written as the wrapper's TN "linear" Y[m,n] = X[m,k]·W[n,k]ᵀ
+// when the class runs in FP8 (FP8 tensor cores take K-contiguous operands only):
+//   fprop  Y[M,N]  = X[M,K]   · W[N,K]ᵀ     x = X,   w = W        (cuBLAS A = W op T, B = X op N)
+//   dgrad  dX[M,K] = dY[M,N]  · Wᵀ[K,N]ᵀ    x = dY,  w = Wᵀ       (the FP8 copy of W transposed)
+//   wgrad  dW[N,K] = dYᵀ[N,M] · Xᵀ[K,M]ᵀ    x = dYᵀ, w = Xᵀ       (beta = 1 into the FP32 dW)
+// In BF16 no copy is transposed: dgrad and wgrad read W, dY and X as stored, through op N / op T.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "../../cublaslt/problem.hpp"
+#include "../../cublaslt/validate.hpp"
+#include "../../error.hpp"
+#include "../../scaling/granularity.hpp"
+#include "config.hpp"
+
+namespace fp8::cuda {
+
+// Every matrix or vector a product reads or writes: the caller's (x, w, dy, y, dx, dw, bias) and the
+// layer's FP8 copies and bias-gradient scratch.
+enum class linear_buffer : std::uint8_t {
+  none,
+  x,
+  w,
+  dy,
+  y,
+  dx,
+  dw,
+  bias,
+  x_fp8,
+  x_t_fp8,
+  w_fp8,
+  w_t_fp8,
+  dy_fp8,
+  dy_t_fp8,
+  bias_gradient
+};
+
+constexpr const char* buffer_name(linear_buffer buffer) noexcept {
+  switch (buffer) {
+    case linear_buffer::none: return "none";
+    case linear_buffer::x: return "x";
+    case linear_buffer::w: return "w";
+    case linear_buffer::dy: return "dy";
+    case linear_buffer::y: return "y";
+    case linear_buffer::dx: return "dx";
+    case linear_buffer::dw: return "dw";
+    case linear_buffer::bias: return "bias";
+    case linear_buffer::x_fp8: return "x_fp8";
+    case linear_buffer::x_t_fp8: return "x_t_fp8";
+    case linear_buffer::w_fp8: return "w_fp8";
+    case linear_buffer::w_t_fp8: return "w_t_fp8";
+    case linear_buffer::dy_fp8: return "dy_fp8";
+    case linear_buffer::dy_t_fp8: return "dy_t_fp8";
+    case linear_buffer::bias_gradient: break;
+  }
+  return "bias_gradient";
+}
+
+// The three high-precision tensors the layer casts.
+enum class linear_tensor : std::uint8_t { x = 0, w = 1, dy = 2 };
+
+// How one tensor (rows x cols, row-major BF16) becomes FP8: the copy as stored (for the product that
+// reads it K-contiguous as it is) and/or its transpose (for the one that reduces over its rows).
+// `fused`: both copies come from one pass (quantize_transpose), which needs one recipe for both
+// operands; otherwise each copy has its own cast and scale.
+struct cast_plan {
+  linear_tensor tensor = linear_tensor::x;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  bool row_major = false;
+  bool transposed = false;
+  bool fused = false;
+  gemm_operand row_operand = gemm_operand::fprop_input;         // the operand the stored copy feeds
+  gemm_operand transposed_operand = gemm_operand::wgrad_input;  // the operand the transpose feeds
+  linear_buffer row_buffer = linear_buffer::x_fp8;
+  linear_buffer transposed_buffer = linear_buffer::x_t_fp8;
+
+  constexpr bool any() const noexcept { return row_major || transposed; }
+};
+
+// One product: the wrapper's problem with null pointers, and where each pointer comes from.
+struct gemm_plan {
+  gemm_kind kind = gemm_kind::fprop;
+  gemm_precision precision = gemm_precision::fp8;
+  cublaslt::gemm_problem problem{};
+  linear_buffer a = linear_buffer::none;     // cuBLAS's A (and its scale_inv when FP8)
+  linear_buffer b = linear_buffer::none;     // cuBLAS's B
+  linear_buffer d = linear_buffer::none;     // the output
+  linear_buffer c = linear_buffer::none;     // read when beta != 0 (wgrad: dW itself)
+  linear_buffer bias = linear_buffer::none;  // fprop: the bias; wgrad with BGRADB: the bias gradient
+};
+
+// Where dbias comes from: none (no bias), the wgrad product's BGRADB epilogue (written to the
+// layer's scratch, then added to the caller's FP32 dbias), or a column sum of the BF16 dY.
+enum class bias_gradient_method : std::uint8_t { none, epilogue, column_sum };
+
+struct linear_plan {
+  std::int64_t m = 0;                // tokens
+  std::int64_t n = 0;                // out_features
+  std::int64_t k = 0;                // in_features
+  std::array<cast_plan, 3> casts{};  // indexed by linear_tensor
+  std::array<gemm_plan, 3> gemms{};  // indexed by gemm_kind
+  bias_gradient_method bias_gradient = bias_gradient_method::none;
+  cublaslt::data_type bias_gradient_type = cublaslt::data_type::fp32;  // the epilogue's output type
+
+  const cast_plan& cast(linear_tensor tensor) const noexcept { return casts[std::size_t(tensor)]; }
+  const gemm_plan& gemm(gemm_kind kind) const noexcept { return gemms[std::size_t(kind)]; }
+};
+
+// The cuBLASLt scale mode of a granularity (mx_1x32 has none here: it is quantized on the CPU only).
+inline cublaslt::scale_mode scale_mode_of(granularity g, const char* operand) {
+  switch (g) {
+    case granularity::per_tensor: return cublaslt::scale_mode::tensorwise;
+    case granularity::per_row: return cublaslt::scale_mode::row_wise;
+    case granularity::tile_1x128: return cublaslt::scale_mode::block_1x128;
+    case granularity::block_128x128: return cublaslt::scale_mode::block_128x128;
+    case granularity::mx_1x32: break;
+  }
+  throw invalid_argument(std::string("fp8::cuda::linear_layer: operand ") + operand +
+                         " asks for mx_1x32 scales, which the device kernels and this layer do not cover "
+                         "(use per_tensor, per_row, tile_1x128 or block_128x128)");
+}
+
+constexpr cublaslt::data_type fp8_type_of(fp8_format format) noexcept {
+  return format == fp8_format::e5m2 ? cublaslt::data_type::e5m2 : cublaslt::data_type::e4m3;
+}
+
+constexpr bool same_recipe(const operand_recipe& a, const operand_recipe& b) noexcept {
+  return a.mode == b.mode && a.quant.format == b.quant.format && a.quant.granularity == b.quant.granularity &&
+         a.quant.margin == b.quant.margin && a.quant.power_of_two_scales == b.quant.power_of_two_scales;
+}
+
+// Floats of an FP8 copy's inverse scales (rows x cols, row-major), as the quantize kernels write them.
+inline std::size_t scale_floats(const operand_recipe& recipe, std::int64_t rows, std::int64_t cols) noexcept {
+  return scale_count(recipe.quant.granularity, std::size_t(rows), std::size_t(cols));
+}
+
+namespace detail {
+
+inline void require_multiple(std::int64_t value, std::int64_t multiple, const std::string& what,
+                             const std::string& why) {
+  if (value % multiple == 0) return;
+  throw invalid_argument("fp8::cuda::linear_layer: " + what + " = " + std::to_string(value) +
+                         " is not a multiple of " + std::to_string(multiple) + ": " + why);
+}
+
+// The shape rules of each FP8 class, in the layer's terms (cuBLASLt: the reduced dimension and every
+// leading dimension a multiple of 16 bytes). BF16 classes have none beyond positive sizes.
+inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
+  const std::int64_t k = config.in_features;
+  const std::int64_t n = config.out_features;
+  const linear_precision& p = config.precision;
+  const std::string run_bf16 = " (pad it, or run that class in BF16)";
+  if (p.fprop == gemm_precision::fp8) {
+    require_multiple(k, cublaslt::fp8_k_multiple, "in_features (K)",
+                     "the FP8 fprop product reduces over K, which cuBLASLt needs divisible by 16" + run_bf16);
+    require_multiple(
+        n, 8, "out_features (N)",
+        "the BF16 rows of Y (ld N) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
+  }
+  if (p.dgrad == gemm_precision::fp8) {
+    require_multiple(n, cublaslt::fp8_k_multiple, "out_features (N)",
+                     "the FP8 dgrad product reduces over N and reads the FP8 Wᵀ [K, N], whose rows must span "
+                     "a multiple of 16 bytes" +
+                         run_bf16);
+    require_multiple(
+        k, 8, "in_features (K)",
+        "the BF16 rows of dX (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
+  }
+  if (p.wgrad == gemm_precision::fp8) {
+    require_multiple(m, cublaslt::fp8_k_multiple, "tokens (M)",
+                     "the FP8 wgrad product reduces over the tokens and reads the FP8 copies Xᵀ [K, M] and "
+                     "dYᵀ [N, M], whose rows must span a multiple of 16 bytes (pad the batch with zero rows, "
+                     "or run wgrad in BF16)");
+    require_multiple(
+        k, 4, "in_features (K)",
+        "the FP32 rows of dW (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
+  }
+}
+
+inline cublaslt::input_matrix fp8_input(const operand_recipe& recipe, gemm_operand operand) {
+  cublaslt::input_matrix in{};
+  in.type = fp8_type_of(recipe.quant.format);
+  in.scaling = scale_mode_of(recipe.quant.granularity, operand_name(operand));
+  return in;
+}
+
+inline cublaslt::input_matrix bf16_input() {
+  cublaslt::input_matrix in{};
+  in.type = cublaslt::data_type::bf16;
+  return in;
+}
+
+inline cublaslt::fast_accumulation fast_accumulation_of(const linear_precision& precision, gemm_kind kind,
+                                                        const cublaslt::gemm_problem& problem) {
+  if (precision.of(kind) == gemm_precision::bf16) return cublaslt::fast_accumulation::off;
+  const bool block =
+      cublaslt::detail::block_scaled(problem.a.scaling) || cublaslt::detail::block_scaled(problem.b.scaling);
+  return precision.fast_accumulation(kind) && !block ? cublaslt::fast_accumulation::on
+                                                     : cublaslt::fast_accumulation::off;
+}
+
+// An FP8 product as the wrapper's row-major linear problem Y[m,n] = X[m,k]·W[n,k]ᵀ (all packed).
+inline cublaslt::gemm_problem fp8_linear(std::int64_t m, std::int64_t n, std::int64_t k,
+                                         cublaslt::input_matrix x, cublaslt::input_matrix w,
+                                         cublaslt::data_type out, cublaslt::gemm_purpose purpose) {
+  cublaslt::linear_problem p{};
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.x = x;
+  p.w = w;
+  p.y.type = out;
+  p.options.purpose = purpose;
+  return cublaslt::to_gemm(p);
+}
+
+// A stand-in address with every alignment, for checking a planned problem with the wrapper's rules.
+inline const void* placeholder() noexcept { return reinterpret_cast<const void*>(std::uintptr_t(1) << 12); }
+
+// The wrapper's own checks on a planned product, as on an H100 with a cuBLASLt that has every scale
+// mode: the scale-mode pairs, E5M2 x E5M2, epilogue limits. The real device is checked at run time.
+inline void check_with_wrapper(const gemm_plan& planned) {
+  cublaslt::gemm_problem p = planned.problem;
+  p.a.data = p.b.data = placeholder();
+  p.d.data = const_cast<void*>(placeholder());
+  if (cublaslt::is_fp8(p.a.type)) p.a.scale_inv = p.b.scale_inv = static_cast<const float*>(placeholder());
+  if (planned.c != linear_buffer::none) p.c.data = placeholder();
+  if (planned.bias != linear_buffer::none) p.options.bias = placeholder();
+  cublaslt::device_info hopper{
+      1, 0, 9, 0, "sm_90", cublaslt::scale_modes_min_version, cublaslt::scale_modes_min_version};
+  if (auto why = cublaslt::find_rejection(p, hopper)) {
+    static const char* const names[] = {"fprop", "dgrad", "wgrad"};
+    throw invalid_argument(std::string("fp8::cuda::linear_layer: the ") + names[std::size_t(planned.kind)] +
+                           " product in " + precision_name(planned.precision) + " cannot run: " + why->cause);
+  }
+}
+
+}  // namespace detail
+
+// Throws fp8::invalid_argument naming the problem: sizes, token count, recipe, FP8 shapes.
+inline void validate_linear_config(const linear_config& config, std::int64_t tokens) {
+  const char* where = "fp8::cuda::linear_layer: ";
+  if (config.in_features <= 0 || config.out_features <= 0) {
+    throw invalid_argument(std::string(where) + "in_features and out_features must be positive (got " +
+                           std::to_string(config.in_features) + " and " +
+                           std::to_string(config.out_features) + ")");
+  }
+  if (config.max_tokens <= 0) throw invalid_argument(std::string(where) + "max_tokens must be positive");
+  if (tokens <= 0 || tokens > config.max_tokens) {
+    throw invalid_argument(std::string(where) + "tokens (M) = " + std::to_string(tokens) + " is outside 1.." +
+                           std::to_string(config.max_tokens) + " (max_tokens, which sized the FP8 copies)");
+  }
+  detail::check_fp8_shapes(config, tokens);
+}
+
+// The casts and products of one forward + backward pass over `tokens` rows.
+inline linear_plan make_linear_plan(const linear_config& config, std::int64_t tokens) {
+  validate_linear_config(config, tokens);
+  using cublaslt::data_type;
+  const gemm_recipe& r = config.recipe;
+  const linear_precision& precision = config.precision;
+  const bool fprop8 = precision.fprop == gemm_precision::fp8;
+  const bool dgrad8 = precision.dgrad == gemm_precision::fp8;
+  const bool wgrad8 = precision.wgrad == gemm_precision::fp8;
+
+  linear_plan plan{};
+  plan.m = tokens;
+  plan.n = config.out_features;
+  plan.k = config.in_features;
+  const std::int64_t m = plan.m, n = plan.n, k = plan.k;
+
+  const auto cast = [&r](linear_tensor tensor, std::int64_t rows, std::int64_t cols, bool row_major,
+                         bool transposed, gemm_operand row_operand, gemm_operand transposed_operand,
+                         linear_buffer row_buffer, linear_buffer transposed_buffer) {
+    cast_plan c{tensor,      rows,
+                cols,        row_major,
+                transposed,  false,
+                row_operand, transposed_operand,
+                row_buffer,  transposed_buffer};
+    c.fused = row_major && transposed && same_recipe(r[row_operand], r[transposed_operand]);
+    return c;
+  };
+  plan.casts[std::size_t(linear_tensor::x)] =
+      cast(linear_tensor::x, m, k, fprop8, wgrad8, gemm_operand::fprop_input, gemm_operand::wgrad_input,
+           linear_buffer::x_fp8, linear_buffer::x_t_fp8);
+  plan.casts[std::size_t(linear_tensor::w)] =
+      cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight, gemm_operand::dgrad_weight,
+           linear_buffer::w_fp8, linear_buffer::w_t_fp8);
+  plan.casts[std::size_t(linear_tensor::dy)] =
+      cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
+           gemm_operand::wgrad_grad_output, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8);
+
+  // fprop: Y[M,N] = X·Wᵀ (+ bias in the epilogue).
+  gemm_plan& fprop = plan.gemms[std::size_t(gemm_kind::fprop)];
+  fprop.kind = gemm_kind::fprop;
+  fprop.precision = precision.fprop;
+  if (fprop8) {
+    fprop.problem = detail::fp8_linear(
+        m, n, k, detail::fp8_input(r[gemm_operand::fprop_input], gemm_operand::fprop_input),
+        detail::fp8_input(r[gemm_operand::fprop_weight], gemm_operand::fprop_weight), data_type::bf16,
+        cublaslt::gemm_purpose::forward);
+    fprop.a = linear_buffer::w_fp8;
+    fprop.b = linear_buffer::x_fp8;
+  } else {
+    fprop.problem = detail::fp8_linear(m, n, k, detail::bf16_input(), detail::bf16_input(), data_type::bf16,
+                                       cublaslt::gemm_purpose::forward);
+    fprop.a = linear_buffer::w;
+    fprop.b = linear_buffer::x;
+  }
+  fprop.d = linear_buffer::y;
+  if (config.bias) {
+    fprop.problem.options.epilogue_kind = cublaslt::epilogue::bias;
+    fprop.problem.options.bias_type = data_type::bf16;
+    fprop.bias = linear_buffer::bias;
+  }
+
+  // dgrad: dX[M,K] = dY[M,N]·W[N,K].
+  gemm_plan& dgrad = plan.gemms[std::size_t(gemm_kind::dgrad)];
+  dgrad.kind = gemm_kind::dgrad;
+  dgrad.precision = precision.dgrad;
+  if (dgrad8) {
+    dgrad.problem = detail::fp8_linear(
+        m, k, n, detail::fp8_input(r[gemm_operand::dgrad_grad_output], gemm_operand::dgrad_grad_output),
+        detail::fp8_input(r[gemm_operand::dgrad_weight], gemm_operand::dgrad_weight), data_type::bf16,
+        cublaslt::gemm_purpose::gradient);
+    dgrad.a = linear_buffer::w_t_fp8;
+    dgrad.b = linear_buffer::dy_fp8;
+  } else {
+    // Column-major: dXᵀ (K x M) = W-as-stored (K x N, op N) · dY-as-stored (N x M, op N).
+    cublaslt::gemm_problem& g = dgrad.problem;
+    g.m = k;
+    g.n = m;
+    g.k = n;
+    g.op_a = cublaslt::operation::none;
+    g.op_b = cublaslt::operation::none;
+    g.a = detail::bf16_input();
+    g.a.ld = k;
+    g.b = detail::bf16_input();
+    g.b.ld = n;
+    g.d.type = data_type::bf16;
+    g.d.ld = k;
+    g.options.purpose = cublaslt::gemm_purpose::gradient;
+    dgrad.a = linear_buffer::w;
+    dgrad.b = linear_buffer::dy;
+  }
+  dgrad.d = linear_buffer::dx;
+
+  // wgrad: dW[N,K] += dYᵀ·X, FP32, beta = 1 into dW itself (accumulation across micro-batches).
+  gemm_plan& wgrad = plan.gemms[std::size_t(gemm_kind::wgrad)];
+  wgrad.kind = gemm_kind::wgrad;
+  wgrad.precision = precision.wgrad;
+  if (wgrad8) {
+    wgrad.problem = detail::fp8_linear(
+        n, k, m, detail::fp8_input(r[gemm_operand::wgrad_grad_output], gemm_operand::wgrad_grad_output),
+        detail::fp8_input(r[gemm_operand::wgrad_input], gemm_operand::wgrad_input), data_type::fp32,
+        cublaslt::gemm_purpose::gradient);
+    wgrad.a = linear_buffer::x_t_fp8;
+    wgrad.b = linear_buffer::dy_t_fp8;
+  } else {
+    // Column-major: dWᵀ (K x N) = X-as-stored (K x M, op N) · dY-as-stored (N x M, op T).
+    cublaslt::gemm_problem& g = wgrad.problem;
+    g.m = k;
+    g.n = n;
+    g.k = m;
+    g.op_a = cublaslt::operation::none;
+    g.op_b = cublaslt::operation::transpose;
+    g.a = detail::bf16_input();
+    g.a.ld = k;
+    g.b = detail::bf16_input();
+    g.b.ld = n;
+    g.d.type = data_type::fp32;
+    g.d.ld = k;
+    g.options.purpose = cublaslt::gemm_purpose::gradient;
+    wgrad.a = linear_buffer::x;
+    wgrad.b = linear_buffer::dy;
+  }
+  wgrad.d = linear_buffer::dw;
+  wgrad.c = linear_buffer::dw;
+  wgrad.problem.options.beta = 1.0f;
+  wgrad.problem.c.type = data_type::fp32;
+  wgrad.problem.c.ld = k;
+
+  // dbias: BGRADB sums op(B) = dY (M x N as the product reads it) over the tokens, one per feature.
+  // cuBLASLt has it with tensorwise scales (or none), not with row-wise or block scales.
+  if (config.bias) {
+    const bool tensorwise = wgrad.problem.a.scaling == cublaslt::scale_mode::tensorwise &&
+                            wgrad.problem.b.scaling == cublaslt::scale_mode::tensorwise;
+    if (config.fuse_bias_gradient && tensorwise) {
+      plan.bias_gradient = bias_gradient_method::epilogue;
+      wgrad.problem.options.epilogue_kind = cublaslt::epilogue::bias_gradient_b;
+      wgrad.bias = linear_buffer::bias_gradient;
+      plan.bias_gradient_type = cublaslt::bias_type_of(wgrad.problem);
+    } else {
+      plan.bias_gradient = bias_gradient_method::column_sum;
+    }
+  }
+
+  for (gemm_plan& g : plan.gemms) {
+    g.problem.options.fast_accum = detail::fast_accumulation_of(precision, g.kind, g.problem);
+    detail::check_with_wrapper(g);
+  }
+  return plan;
+}
+
+// A pointer of the caller's that a product reads or writes directly: FP8 products need every matrix
+// 16-byte aligned, and an epilogue's bias (or bias gradient) vector is 16-byte aligned in any
+// precision. Throws fp8::invalid_argument naming the buffer and the product; null is not checked here.
+inline void check_caller_pointer(const linear_plan& plan, linear_buffer buffer, const void* pointer) {
+  static const char* const names[] = {"fprop", "dgrad", "wgrad"};
+  if (pointer == nullptr) return;
+  for (const gemm_plan& g : plan.gemms) {
+    const bool matrix = g.a == buffer || g.b == buffer || g.c == buffer || g.d == buffer;
+    const bool needs = (matrix && g.precision == gemm_precision::fp8) || g.bias == buffer;
+    if (needs && !cublaslt::detail::is_aligned(pointer, cublaslt::fp8_pointer_alignment)) {
+      throw invalid_argument(std::string("fp8::cuda::linear_layer: ") + buffer_name(buffer) + " is at " +
+                             cublaslt::detail::hex_address(pointer) + ", but the " +
+                             names[std::size_t(g.kind)] + " product (" + precision_name(g.precision) +
+                             ") needs it 16-byte aligned (cudaMalloc gives 256 bytes; check the offset)");
+    }
+  }
+}
+
+}  // namespace fp8::cuda

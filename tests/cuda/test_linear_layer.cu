@@ -1,0 +1,333 @@
+// fp8::cuda::linear_layer on a GPU: forward, dgrad and wgrad against a float64 host reference on the
+// dequantized operands (the layer's own FP8 copies, decoded on the host), for every device recipe and
+// in BF16; dW and dbias accumulated over two micro-batches; W's FP8 copy reused until
+// weights_changed(); the amaxes recorded into the scaling state.
+//
+// Tolerances, |got - ref| <= rel·|ref| + acc·Σ|a·b| over the product's terms, because the operands
+// are exactly the dequantized copies and only the tensor-core sum and the output rounding differ:
+//   rel = 2^-8 for BF16 outputs (Y, dX: one rounding to 8 significant bits), 2^-20 for FP32 dW;
+//   acc = 2^-7 with fast accumulation (fprop: the FP8 accumulator is not promoted to FP32, which
+//         the cuBLASLt wrapper's own test states), 2^-10 otherwise (FP32 accumulation in an order
+//         the reference does not follow, with margin).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fp8/cuda/linear.cuh>
+#include <fp8/quantize.hpp>
+
+#include "gpu_skip.hpp"
+
+// Defined in linear_second_unit.cu, the second unit that includes the layer's header.
+std::uint64_t weight_casts_of(const fp8::cuda::linear_layer& layer);
+
+namespace {
+
+using fp8::gemm_kind;
+using fp8::gemm_operand;
+using fp8::cuda::linear_buffer;
+using fp8::cuda::linear_config;
+using fp8::cuda::linear_layer;
+using fp8::cuda::linear_precision;
+using fp8::cuda::linear_scaling;
+
+constexpr std::int64_t M = 256, K = 256, N = 128;
+
+template <class T>
+struct device_vector {
+  fp8::cuda::detail::device_array<T> memory;
+  explicit device_vector(const std::vector<T>& host) : memory(host.size()) { upload(host); }
+  explicit device_vector(std::size_t count) : memory(count) {}
+  void upload(const std::vector<T>& host) {
+    FP8_CUDA_CHECK(cudaMemcpy(memory.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(memory.size());
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
+    FP8_CUDA_CHECK(cudaMemcpy(host.data(), memory.data(), host.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+  T* get() const { return memory.data(); }
+};
+
+std::vector<__nv_bfloat16> random_bf16(std::size_t count, unsigned seed, float range) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-range, range);
+  std::vector<__nv_bfloat16> v(count);
+  for (auto& x : v) x = __float2bfloat16(dist(rng));
+  return v;
+}
+
+std::vector<double> widen(const std::vector<__nv_bfloat16>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = double(__bfloat162float(v[i]));
+  return out;
+}
+
+// The layer's FP8 copy decoded on the host with the CPU dequantize (the same scale layouts).
+std::vector<double> dequantized(const linear_layer& layer, linear_buffer buffer, std::int64_t m) {
+  const linear_layer::fp8_copy copy = layer.copy(buffer, m);
+  const std::size_t count = std::size_t(copy.rows * copy.cols);
+  std::vector<std::uint8_t> codes(count);
+  std::vector<float> scales(
+      fp8::scale_count(copy.quant.granularity, std::size_t(copy.rows), std::size_t(copy.cols)));
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8_CUDA_CHECK(cudaMemcpy(codes.data(), copy.data, count, cudaMemcpyDeviceToHost));
+  FP8_CUDA_CHECK(
+      cudaMemcpy(scales.data(), copy.scale_inv, scales.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<float> values(count);
+  fp8::dequantize(codes.data(), std::size_t(copy.rows), std::size_t(copy.cols), copy.quant, scales.data(),
+                  values.data());
+  return std::vector<double>(values.begin(), values.end());
+}
+
+// C[r, c] = Σ_l A[r, l]·B[c, l] (both row-major, K-contiguous) and Σ_l |A·B| for the tolerance.
+struct reference {
+  std::vector<double> value, magnitude;
+};
+reference product(const std::vector<double>& a, const std::vector<double>& b, std::int64_t rows,
+                  std::int64_t cols, std::int64_t depth) {
+  reference out{std::vector<double>(std::size_t(rows * cols)), std::vector<double>(std::size_t(rows * cols))};
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double sum = 0, magnitude = 0;
+      for (std::int64_t l = 0; l < depth; ++l) {
+        const double term = a[std::size_t(r * depth + l)] * b[std::size_t(c * depth + l)];
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      out.value[std::size_t(r * cols + c)] = sum;
+      out.magnitude[std::size_t(r * cols + c)] = magnitude;
+    }
+  }
+  return out;
+}
+
+std::vector<double> transpose(const std::vector<double>& in, std::int64_t rows, std::int64_t cols) {
+  std::vector<double> out(in.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) out[std::size_t(c * rows + r)] = in[std::size_t(r * cols + c)];
+  }
+  return out;
+}
+
+template <class T>
+void check_close(const char* what, const std::vector<T>& got, const reference& ref,
+                 const std::vector<double>& base, double rel, double acc) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    double value;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      value = double(__bfloat162float(got[i]));
+    } else {
+      value = double(got[i]);
+    }
+    const double expected = base.empty() ? ref.value[i] : base[i] + ref.value[i];
+    const double tolerance = rel * std::fabs(expected) + acc * ref.magnitude[i] + 1e-30;
+    if (!(std::fabs(value - expected) <= tolerance)) {
+      if (bad++ < 3)
+        MESSAGE(what << "[" << i << "] = " << value << ", expected " << expected << " +- " << tolerance);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << got.size() << " elements outside the tolerance");
+}
+
+double fast_or_split(bool fp8, bool fast) { return fp8 && fast ? 0x1p-7 : 0x1p-10; }
+
+struct tensors {
+  std::vector<__nv_bfloat16> x, w, bias, dy;
+};
+
+// One forward and backward over m tokens; checks Y, dX, dW (+ base), dbias (+ base) against the reference.
+void step_and_check(linear_layer& layer, const linear_config& config, const tensors& host,
+                    device_vector<float>& dw, device_vector<float>& dbias, const std::vector<double>& dw_base,
+                    const std::vector<double>& dbias_base, bool accumulate, bool with_dx = true) {
+  const linear_precision& p = config.precision;
+  const bool fprop8 = p.fprop == fp8::cuda::gemm_precision::fp8;
+  const bool dgrad8 = p.dgrad == fp8::cuda::gemm_precision::fp8;
+  const bool wgrad8 = p.wgrad == fp8::cuda::gemm_precision::fp8;
+  device_vector<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(M * N)),
+      dx(std::size_t(M * K));
+  layer.forward({x.get(), w.get(), bias.get(), y.get(), M, true});
+  layer.backward(
+      {dy.get(), x.get(), w.get(), with_dx ? dx.get() : nullptr, dw.get(), dbias.get(), M, accumulate, true});
+
+  const auto xs = fprop8 ? dequantized(layer, linear_buffer::x_fp8, M) : widen(host.x);
+  const auto ws = fprop8 ? dequantized(layer, linear_buffer::w_fp8, M) : widen(host.w);
+  reference y_ref = product(xs, ws, M, N, K);
+  const auto b = widen(host.bias);
+  for (std::int64_t r = 0; r < M; ++r) {
+    for (std::int64_t c = 0; c < N; ++c) y_ref.value[std::size_t(r * N + c)] += b[std::size_t(c)];
+  }
+  check_close("y", y.download(), y_ref, {}, 0x1p-8, fast_or_split(fprop8, p.fast_accumulation_fprop));
+
+  // dgrad: dX = dY·W with W's transpose [K, N] as the K-contiguous operand (skipped without dX:
+  // the first layer of a model).
+  if (with_dx) {
+    const auto dys = dgrad8 ? dequantized(layer, linear_buffer::dy_fp8, M) : widen(host.dy);
+    const auto wt = dgrad8 ? dequantized(layer, linear_buffer::w_t_fp8, M) : transpose(widen(host.w), N, K);
+    check_close("dx", dx.download(), product(dys, wt, M, K, N), {}, 0x1p-8,
+                fast_or_split(dgrad8, p.fast_accumulation_dgrad));
+  }
+
+  // wgrad: dW[N, K] = dYᵀ[N, M] · Xᵀ[K, M]ᵀ.
+  const auto dyt = wgrad8 ? dequantized(layer, linear_buffer::dy_t_fp8, M) : transpose(widen(host.dy), M, N);
+  const auto xt = wgrad8 ? dequantized(layer, linear_buffer::x_t_fp8, M) : transpose(widen(host.x), M, K);
+  check_close("dw", dw.download(), product(dyt, xt, N, K, M), accumulate ? dw_base : std::vector<double>{},
+              0x1p-20, fast_or_split(wgrad8, p.fast_accumulation_wgrad));
+
+  // dbias: BGRADB sums the product's B operand (the dequantized dYᵀ); the column sum reads the BF16 dY.
+  const fp8::cuda::linear_plan plan = layer.plan(M);
+  const bool epilogue = plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue;
+  const auto summed = epilogue ? dyt : transpose(widen(host.dy), M, N);
+  const std::vector<double> ones(std::size_t(M), 1.0);
+  // The epilogue's output is rounded to its type (bf16 beside FP8 inputs) before it is added to the
+  // FP32 dbias: 2^-8 of this micro-batch's part, which Σ|terms| bounds even when the sum cancels.
+  const double rounding =
+      epilogue && plan.bias_gradient_type == fp8::cublaslt::data_type::bf16 ? 0x1p-8 : 0x1p-20;
+  check_close("dbias", dbias.download(), product(summed, ones, N, 1, M),
+              accumulate ? dbias_base : std::vector<double>{}, rounding, std::fmax(rounding, 0x1p-10));
+}
+
+std::vector<double> as_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+float max_abs(const std::vector<__nv_bfloat16>& a, const std::vector<__nv_bfloat16>& b) {
+  float m = 0;
+  for (const auto& v : {&a, &b}) {
+    for (const auto& x : *v) m = std::fmax(m, std::fabs(__bfloat162float(x)));
+  }
+  return m;
+}
+
+// Counts the calls of the step-level amax reduction and the amaxes each one was given.
+struct counting_reducer final : fp8::amax_reducer {
+  int calls = 0;
+  std::size_t count = 0;
+  void reduce_max(float*, std::size_t n) override {
+    ++calls;
+    count = n;
+  }
+};
+
+void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_precision& precision) {
+  CAPTURE(name);
+  fp8::cublaslt::handle lt;
+  counting_reducer reducer;
+  linear_scaling scaling(recipe, 1, &reducer);
+  linear_config config{K, N, M, true, recipe, precision, true};
+  linear_layer layer(config, scaling, 0, lt);
+
+  const tensors first{random_bf16(M * K, 1, 2.0f), random_bf16(N * K, 2, 0.5f), random_bf16(N, 3, 1.0f),
+                      random_bf16(M * N, 4, 0.01f)};
+  tensors second = first;
+  second.x = random_bf16(M * K, 5, 3.0f);
+  second.dy = random_bf16(M * N, 6, 0.02f);
+  device_vector<float> dw(static_cast<std::size_t>(N * K)), dbias(static_cast<std::size_t>(N));
+
+  // Micro-batch 1 overwrites dW (accumulate = false), micro-batch 2 adds to it (beta = 1, FP32).
+  step_and_check(layer, config, first, dw, dbias, {}, {}, false);
+  const auto dw1 = as_double(dw.download());
+  const auto db1 = as_double(dbias.download());
+  step_and_check(layer, config, second, dw, dbias, dw1, db1, true);
+  const bool w_copies = layer.plan(M).cast(fp8::cuda::linear_tensor::w).any();
+  CHECK(weight_casts_of(layer) == (w_copies ? 1u : 0u));  // W cast once for both micro-batches
+
+  // The state's current amaxes: max |X| over both micro-batches in both X slots, max |dY| in both
+  // dY slots, max |W| in both W slots, for the operands whose class runs in FP8.
+  const fp8::delayed_scaling_state state = scaling.state().download();
+  const auto current = [&](gemm_operand op) { return state[scaling.slot(0, op)].history.at(0); };
+  if (precision.fprop == fp8::cuda::gemm_precision::fp8) {
+    CHECK(current(gemm_operand::fprop_input) == max_abs(first.x, second.x));
+    CHECK(current(gemm_operand::fprop_weight) == max_abs(first.w, first.w));
+  }
+  if (precision.wgrad == fp8::cuda::gemm_precision::fp8) {
+    CHECK(current(gemm_operand::wgrad_input) == max_abs(first.x, second.x));
+    CHECK(current(gemm_operand::wgrad_grad_output) == max_abs(first.dy, second.dy));
+  }
+  if (precision.dgrad == fp8::cuda::gemm_precision::fp8) {
+    CHECK(current(gemm_operand::dgrad_grad_output) == max_abs(first.dy, second.dy));
+    CHECK(current(gemm_operand::dgrad_weight) == max_abs(first.w, first.w));
+  }
+  scaling.end_step();
+  const fp8::delayed_scaling_state rolled = scaling.state().download();
+  for (std::size_t t = 0; t < rolled.size(); ++t) CHECK(rolled[t].history.at(0) == 0.0f);
+  CHECK(scaling.steps() == 1u);
+  CHECK(reducer.calls == 1);  // once per step, on every operand slot of the group at once
+  CHECK(reducer.count == fp8::gemm_operand_count);
+
+  // Weight cache: new weights are not seen until weights_changed(), then they are, cast once more.
+  tensors changed = first;
+  changed.w = random_bf16(N * K, 7, 0.5f);
+  device_vector<__nv_bfloat16> x(first.x), w(changed.w), bias(first.bias), y(std::size_t(M * N));
+  layer.forward({x.get(), w.get(), bias.get(), y.get(), M, false});
+  if (w_copies && precision.fprop == fp8::cuda::gemm_precision::fp8) {
+    const auto stale = dequantized(layer, linear_buffer::w_fp8, M);
+    const auto original = widen(first.w);
+    double diff = 0;
+    for (std::size_t i = 0; i < stale.size(); ++i) diff = std::fmax(diff, std::fabs(stale[i] - original[i]));
+    CHECK(diff <= 0.5 * 0x1p-3);  // still the copy of the first weights (FP8 rounding of |w| <= 0.5)
+  }
+  CHECK(layer.weight_casts() == (w_copies ? 1u : 0u));
+  layer.weights_changed();
+  layer.forward({x.get(), w.get(), bias.get(), y.get(), M, false});
+  CHECK(layer.weight_casts() == (w_copies ? 2u : 0u));
+  if (precision.fprop == fp8::cuda::gemm_precision::fp8) {
+    const auto fresh = dequantized(layer, linear_buffer::w_fp8, M);
+    const auto wanted = widen(changed.w);
+    double diff = 0;
+    for (std::size_t i = 0; i < fresh.size(); ++i) diff = std::fmax(diff, std::fabs(fresh[i] - wanted[i]));
+    CHECK(diff <= 0.5 * 0x1p-3);
+  }
+  // Evaluation passes (record_amax = false) left the new step's histories alone.
+  const fp8::delayed_scaling_state after_eval = scaling.state().download();
+  for (std::size_t t = 0; t < after_eval.size(); ++t) CHECK(after_eval[t].history.at(0) == 0.0f);
+
+  // The first layer of a model: no dX, only wgrad (and its copy of dY).
+  step_and_check(layer, config, changed, dw, dbias, {}, {}, false, /*with_dx=*/false);
+}
+
+fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {
+  fp8::current_scaling c{};
+  c.granularity = g;
+  c.weight_granularity = weights;
+  return fp8::gemm_recipe{c};
+}
+
+}  // namespace
+
+TEST_CASE("FP8 linear layer, delayed HYBRID scaling") {
+  run_recipe("delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::fp8());
+}
+
+TEST_CASE("FP8 linear layer, current scaling per tensor and per row") {
+  run_recipe("current per tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor),
+             linear_precision::fp8());
+  run_recipe("current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
+             linear_precision::fp8());
+}
+
+TEST_CASE("FP8 linear layer, 1x128 tiles and 128x128 weight blocks") {
+  run_recipe("current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
+             linear_precision::fp8());
+  run_recipe("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8());
+}
+
+TEST_CASE("BF16 linear layer, and FP8 with one class in BF16") {
+  run_recipe("bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::bf16());
+  linear_precision mixed{};
+  mixed.dgrad = fp8::cuda::gemm_precision::bf16;
+  run_recipe("dgrad in bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, mixed);
+}
+
+TEST_CASE("unfused casts: fprop and wgrad read X with different recipes") {
+  fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  recipe.use(gemm_operand::wgrad_input, fp8::current_scaling{});
+  run_recipe("delayed fprop X, current wgrad X", recipe, linear_precision::fp8());
+}

@@ -1,0 +1,367 @@
+// The host half of fp8::cuda::linear_layer: which casts run (fused with their transpose or not), the
+// three products' operands, transposes, leading dimensions, types and scale modes, and the checks
+// that refuse shapes and recipes cuBLASLt cannot run. No device needed: every planned product is
+// also executed here by a column-major reference that reads it exactly as cuBLASLt would.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fp8/cuda/linear/plan.hpp>
+
+namespace lt = fp8::cublaslt;
+using fp8::gemm_kind;
+using fp8::gemm_operand;
+using fp8::cuda::gemm_precision;
+using fp8::cuda::linear_buffer;
+using fp8::cuda::linear_config;
+using fp8::cuda::linear_plan;
+using fp8::cuda::linear_precision;
+using fp8::cuda::linear_tensor;
+
+namespace {
+
+linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens,
+                        fp8::gemm_recipe recipe = fp8::gemm_recipe{},
+                        linear_precision precision = linear_precision{}) {
+  linear_config c{};
+  c.in_features = k;
+  c.out_features = n;
+  c.max_tokens = max_tokens;
+  c.recipe = recipe;
+  c.precision = precision;
+  return c;
+}
+
+std::string refusal(const linear_config& config, std::int64_t tokens) {
+  try {
+    (void)fp8::cuda::make_linear_plan(config, tokens);
+  } catch (const fp8::invalid_argument& e) { return e.what(); }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// D = alpha·op(A)·op(B) + beta·C, column-major, as cuBLASLt reads a problem (ld = stored rows).
+void run_column_major(const lt::gemm_problem& p, const std::vector<double>& a, const std::vector<double>& b,
+                      std::vector<double>& d) {
+  for (std::int64_t j = 0; j < p.n; ++j) {
+    for (std::int64_t i = 0; i < p.m; ++i) {
+      double sum = 0;
+      for (std::int64_t l = 0; l < p.k; ++l) {
+        const double x = p.op_a == lt::operation::none ? a.at(std::size_t(i + l * p.a.ld))
+                                                       : a.at(std::size_t(l + i * p.a.ld));
+        const double y = p.op_b == lt::operation::none ? b.at(std::size_t(l + j * p.b.ld))
+                                                       : b.at(std::size_t(j + l * p.b.ld));
+        sum += x * y;
+      }
+      double& out = d.at(std::size_t(i + j * p.d.ld));
+      out = p.options.alpha * sum + (p.options.beta != 0.0f ? p.options.beta * out : 0.0);
+    }
+  }
+}
+
+std::vector<double> transpose(const std::vector<double>& in, std::int64_t rows, std::int64_t cols) {
+  std::vector<double> out(in.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) out[std::size_t(c * rows + r)] = in[std::size_t(r * cols + c)];
+  }
+  return out;
+}
+
+std::vector<double> integers(std::int64_t count, int seed) {
+  std::vector<double> v(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) v[std::size_t(i)] = double((i * 7 + seed * 13) % 11) - 5.0;
+  return v;
+}
+
+// Runs the three planned products on host matrices (the FP8 copies hold the same values as the
+// BF16 tensors here: the test is about which element meets which) and checks them against the
+// row-major definitions: Y = X·Wᵀ, dX = dY·W, dW = dW0 + dYᵀ·X.
+void check_products(const linear_plan& plan) {
+  const std::int64_t m = plan.m, n = plan.n, k = plan.k;
+  const std::vector<double> x = integers(m * k, 1), w = integers(n * k, 2), dy = integers(m * n, 3),
+                            dw0 = integers(n * k, 4);
+  std::map<linear_buffer, std::vector<double>> buffers{
+      {linear_buffer::x, x},
+      {linear_buffer::x_fp8, x},
+      {linear_buffer::x_t_fp8, transpose(x, m, k)},
+      {linear_buffer::w, w},
+      {linear_buffer::w_fp8, w},
+      {linear_buffer::w_t_fp8, transpose(w, n, k)},
+      {linear_buffer::dy, dy},
+      {linear_buffer::dy_fp8, dy},
+      {linear_buffer::dy_t_fp8, transpose(dy, m, n)},
+      {linear_buffer::y, std::vector<double>(std::size_t(m * n))},
+      {linear_buffer::dx, std::vector<double>(std::size_t(m * k))},
+      {linear_buffer::dw, dw0}};
+  for (const auto& g : plan.gemms) {
+    const lt::gemm_problem p = lt::with_packed_leading_dimensions(g.problem);
+    if (g.c != linear_buffer::none) CHECK(g.c == g.d);  // beta = 1 reads the output itself
+    run_column_major(p, buffers.at(g.a), buffers.at(g.b), buffers.at(g.d));
+  }
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double y = 0;
+      for (std::int64_t l = 0; l < k; ++l) y += x[std::size_t(i * k + l)] * w[std::size_t(j * k + l)];
+      REQUIRE(buffers[linear_buffer::y][std::size_t(i * n + j)] == y);
+    }
+  }
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      double dx = 0;
+      for (std::int64_t l = 0; l < n; ++l) dx += dy[std::size_t(i * n + l)] * w[std::size_t(l * k + j)];
+      REQUIRE(buffers[linear_buffer::dx][std::size_t(i * k + j)] == dx);
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      double dw = dw0[std::size_t(i * k + j)];
+      for (std::int64_t l = 0; l < m; ++l) dw += dy[std::size_t(l * n + i)] * x[std::size_t(l * k + j)];
+      REQUIRE(buffers[linear_buffer::dw][std::size_t(i * k + j)] == dw);
+    }
+  }
+}
+
+fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {
+  fp8::current_scaling c{};
+  c.granularity = g;
+  c.weight_granularity = weights;
+  return fp8::gemm_recipe{c};
+}
+
+}  // namespace
+
+TEST_CASE("FP8 plan under delayed HYBRID scaling: TN products, fused cast + transpose, E5M2 gradients") {
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(48, 32, 64), 16);
+  for (const auto& c : plan.casts) {
+    CHECK(c.row_major);
+    CHECK(c.transposed);
+    CHECK(c.fused);
+  }
+  const auto& fprop = plan.gemm(gemm_kind::fprop).problem;
+  CHECK(plan.gemm(gemm_kind::fprop).a == linear_buffer::w_fp8);
+  CHECK(plan.gemm(gemm_kind::fprop).b == linear_buffer::x_fp8);
+  CHECK(fprop.m == 32);  // cuBLAS m = out features, n = tokens
+  CHECK(fprop.n == 16);
+  CHECK(fprop.k == 48);
+  CHECK(fprop.op_a == lt::operation::transpose);
+  CHECK(fprop.op_b == lt::operation::none);
+  CHECK(fprop.a.ld == 48);
+  CHECK(fprop.b.ld == 48);
+  CHECK(fprop.d.ld == 32);
+  CHECK(fprop.a.type == lt::data_type::e4m3);
+  CHECK(fprop.b.type == lt::data_type::e4m3);
+  CHECK(fprop.d.type == lt::data_type::bf16);
+  CHECK(fprop.options.fast_accum == lt::fast_accumulation::on);
+
+  const auto& dgrad = plan.gemm(gemm_kind::dgrad).problem;
+  CHECK(plan.gemm(gemm_kind::dgrad).a == linear_buffer::w_t_fp8);
+  CHECK(plan.gemm(gemm_kind::dgrad).b == linear_buffer::dy_fp8);
+  CHECK(dgrad.m == 48);
+  CHECK(dgrad.n == 16);
+  CHECK(dgrad.k == 32);
+  CHECK(dgrad.a.ld == 32);  // Wᵀ [K, N]: rows of N codes
+  CHECK(dgrad.b.ld == 32);
+  CHECK(dgrad.a.type == lt::data_type::e4m3);
+  CHECK(dgrad.b.type == lt::data_type::e5m2);
+  CHECK(dgrad.options.fast_accum == lt::fast_accumulation::off);
+
+  const auto& wgrad = plan.gemm(gemm_kind::wgrad).problem;
+  CHECK(plan.gemm(gemm_kind::wgrad).a == linear_buffer::x_t_fp8);
+  CHECK(plan.gemm(gemm_kind::wgrad).b == linear_buffer::dy_t_fp8);
+  CHECK(plan.gemm(gemm_kind::wgrad).c == linear_buffer::dw);
+  CHECK(wgrad.m == 48);
+  CHECK(wgrad.n == 32);
+  CHECK(wgrad.k == 16);
+  CHECK(wgrad.a.ld == 16);  // Xᵀ [K, M] and dYᵀ [N, M]: rows of M codes
+  CHECK(wgrad.b.ld == 16);
+  CHECK(wgrad.d.type == lt::data_type::fp32);
+  CHECK(wgrad.d.ld == 48);
+  CHECK(wgrad.c.ld == 48);
+  CHECK(wgrad.options.beta == 1.0f);
+  CHECK(wgrad.b.type == lt::data_type::e5m2);
+  CHECK(wgrad.options.fast_accum == lt::fast_accumulation::off);
+  check_products(plan);
+}
+
+TEST_CASE("BF16 plan: no casts, no transposed copies, the operands read as stored") {
+  const linear_plan plan =
+      fp8::cuda::make_linear_plan(config_of(40, 24, 64, fp8::gemm_recipe{}, linear_precision::bf16()), 21);
+  for (const auto& c : plan.casts) CHECK_FALSE(c.any());
+  for (const auto& g : plan.gemms) {
+    CHECK(g.precision == gemm_precision::bf16);
+    CHECK(g.problem.a.type == lt::data_type::bf16);
+    CHECK(g.problem.b.type == lt::data_type::bf16);
+    CHECK(g.problem.options.fast_accum == lt::fast_accumulation::off);
+  }
+  CHECK(plan.gemm(gemm_kind::dgrad).a == linear_buffer::w);
+  CHECK(plan.gemm(gemm_kind::dgrad).problem.op_a == lt::operation::none);
+  CHECK(plan.gemm(gemm_kind::wgrad).problem.op_b == lt::operation::transpose);
+  CHECK(plan.gemm(gemm_kind::wgrad).problem.d.type == lt::data_type::fp32);
+  check_products(plan);  // shapes that FP8 would refuse (K 40, N 24, M 21) are fine in BF16
+}
+
+TEST_CASE("per-GEMM precision: each cast makes only the copies the FP8 classes read") {
+  linear_precision mixed{};
+  mixed.dgrad = gemm_precision::bf16;
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, mixed), 32);
+  CHECK(plan.cast(linear_tensor::x).fused);             // fprop X and wgrad Xᵀ
+  CHECK(plan.cast(linear_tensor::w).row_major);         // fprop W
+  CHECK_FALSE(plan.cast(linear_tensor::w).transposed);  // dgrad reads the BF16 W
+  CHECK_FALSE(plan.cast(linear_tensor::dy).row_major);  // dgrad reads the BF16 dY
+  CHECK(plan.cast(linear_tensor::dy).transposed);       // wgrad's dYᵀ
+  CHECK_FALSE(plan.cast(linear_tensor::dy).fused);
+  CHECK(plan.gemm(gemm_kind::dgrad).problem.a.type == lt::data_type::bf16);
+  check_products(plan);
+
+  linear_precision fprop_only = linear_precision::bf16();
+  fprop_only.fprop = gemm_precision::fp8;
+  fprop_only.fast_accumulation_fprop = false;
+  const linear_plan plan2 =
+      fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, fprop_only), 32);
+  CHECK(plan2.gemm(gemm_kind::fprop).problem.options.fast_accum == lt::fast_accumulation::off);
+  CHECK_FALSE(plan2.cast(linear_tensor::x).transposed);
+  CHECK_FALSE(plan2.cast(linear_tensor::dy).any());
+  check_products(plan2);
+}
+
+TEST_CASE("every device recipe plans products the wrapper accepts, with its scale modes") {
+  struct row {
+    const char* name;
+    fp8::gemm_recipe recipe;
+    lt::scale_mode activations, weights;
+  };
+  const row rows[] = {
+      {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, lt::scale_mode::tensorwise,
+       lt::scale_mode::tensorwise},
+      {"current per tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor),
+       lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
+      {"current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
+       lt::scale_mode::row_wise, lt::scale_mode::row_wise},
+      {"current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
+       lt::scale_mode::block_1x128, lt::scale_mode::block_1x128},
+      {"blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, lt::scale_mode::block_1x128,
+       lt::scale_mode::block_128x128},
+  };
+  for (const row& r : rows) {
+    CAPTURE(r.name);
+    const linear_plan plan = fp8::cuda::make_linear_plan(config_of(256, 128, 512, r.recipe), 256);
+    const auto& fprop = plan.gemm(gemm_kind::fprop).problem;
+    CHECK(fprop.a.scaling == r.weights);      // A = W
+    CHECK(fprop.b.scaling == r.activations);  // B = X
+    CHECK(plan.gemm(gemm_kind::dgrad).problem.a.scaling == r.weights);
+    CHECK(plan.gemm(gemm_kind::wgrad).problem.a.scaling == r.activations);  // Xᵀ
+    const bool block = r.activations == lt::scale_mode::block_1x128;
+    CHECK(fprop.options.fast_accum == (block ? lt::fast_accumulation::off : lt::fast_accumulation::on));
+    for (const auto& c : plan.casts) CHECK(c.fused);
+    check_products(plan);
+  }
+}
+
+TEST_CASE("casts are fused only when both operands of a tensor share a recipe") {
+  fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  recipe.use(gemm_operand::wgrad_input, fp8::current_scaling{});
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64, recipe), 32);
+  CHECK_FALSE(plan.cast(linear_tensor::x).fused);
+  CHECK(plan.cast(linear_tensor::x).row_major);
+  CHECK(plan.cast(linear_tensor::x).transposed);
+  CHECK(plan.cast(linear_tensor::w).fused);
+  CHECK(fp8::cuda::scale_floats(recipe[gemm_operand::fprop_input], 32, 64) == 1);
+  CHECK(fp8::cuda::scale_floats(
+            fp8::gemm_recipe{fp8::current_scaling::blockwise()}[gemm_operand::fprop_input], 32, 300) ==
+        3 * 32);
+}
+
+TEST_CASE("bias: the fprop epilogue, and BGRADB where cuBLASLt has it, else a column sum") {
+  linear_config c = config_of(64, 32, 64);
+  c.bias = true;
+  linear_plan plan = fp8::cuda::make_linear_plan(c, 32);
+  CHECK(plan.gemm(gemm_kind::fprop).problem.options.epilogue_kind == lt::epilogue::bias);
+  CHECK(plan.gemm(gemm_kind::fprop).bias == linear_buffer::bias);
+  CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue);
+  CHECK(plan.gemm(gemm_kind::wgrad).problem.options.epilogue_kind == lt::epilogue::bias_gradient_b);
+  CHECK(plan.bias_gradient_type == lt::data_type::bf16);  // cuBLASLt's type beside FP8 inputs and FP32 D
+
+  c.precision = linear_precision::bf16();
+  plan = fp8::cuda::make_linear_plan(c, 32);
+  CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue);
+  CHECK(plan.bias_gradient_type == lt::data_type::fp32);
+
+  c.precision = {};
+  c.recipe = fp8::gemm_recipe{fp8::current_scaling::blockwise()};
+  CHECK(fp8::cuda::make_linear_plan(c, 32).bias_gradient == fp8::cuda::bias_gradient_method::column_sum);
+  c.recipe = fp8::gemm_recipe{};
+  c.fuse_bias_gradient = false;
+  plan = fp8::cuda::make_linear_plan(c, 32);
+  CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::column_sum);
+  CHECK(plan.gemm(gemm_kind::wgrad).problem.options.epilogue_kind == lt::epilogue::none);
+}
+
+TEST_CASE("shapes cuBLASLt refuses are refused in the layer's terms, per FP8 class") {
+  CHECK(contains(refusal(config_of(100, 32, 64), 32), "in_features (K) = 100 is not a multiple of 16"));
+  CHECK(contains(refusal(config_of(64, 24, 64), 32), "out_features (N) = 24 is not a multiple of 16"));
+  CHECK(contains(refusal(config_of(64, 32, 64), 24), "tokens (M) = 24 is not a multiple of 16"));
+  CHECK(contains(refusal(config_of(64, 32, 64), 65), "outside 1..64"));
+  CHECK(contains(refusal(config_of(0, 32, 64), 16), "must be positive"));
+  linear_precision no_wgrad{};
+  no_wgrad.wgrad = gemm_precision::bf16;
+  CHECK(refusal(config_of(64, 32, 64, fp8::gemm_recipe{}, no_wgrad), 24)
+            .empty());  // only wgrad reduces over tokens
+  linear_precision fprop_only = linear_precision::bf16();
+  fprop_only.fprop = gemm_precision::fp8;
+  CHECK(refusal(config_of(64, 24, 64, fp8::gemm_recipe{}, fprop_only), 24)
+            .empty());  // N 24: Y's rows are 48 bytes
+  CHECK(contains(refusal(config_of(64, 20, 64, fp8::gemm_recipe{}, fprop_only), 16),
+                 "out_features (N) = 20 is not a multiple of 8"));
+}
+
+TEST_CASE("recipes cuBLASLt cannot run are refused with the product and the reason") {
+  const std::string both_2d = refusal(
+      config_of(256, 128, 256, current(fp8::granularity::block_128x128, fp8::granularity::block_128x128)),
+      128);
+  CHECK(contains(both_2d, "fprop product in fp8 cannot run"));
+  CHECK(contains(both_2d, "2D x 2D"));
+  const std::string mixed = refusal(
+      config_of(256, 128, 256, current(fp8::granularity::per_row, fp8::granularity::per_tensor)), 128);
+  CHECK(contains(mixed, "unsupported scale-mode pair"));
+  CHECK(
+      contains(refusal(config_of(64, 32, 64, fp8::gemm_recipe{fp8::current_scaling::mx()}), 32), "mx_1x32"));
+  fp8::gemm_recipe e5m2{fp8::delayed_scaling{}};
+  e5m2.use(gemm_operand::dgrad_weight,
+           fp8::operand_recipe{fp8::scaling_mode::delayed, {fp8::fp8_format::e5m2}});
+  const std::string both_e5m2 = refusal(config_of(64, 32, 64, e5m2), 32);
+  CHECK(contains(both_e5m2, "dgrad product"));
+  CHECK(contains(both_e5m2, "E5M2xE5M2"));
+}
+
+TEST_CASE("caller pointers that an FP8 product or an epilogue reads are checked for 16-byte alignment") {
+  linear_config c = config_of(64, 32, 64);
+  c.bias = true;
+  const linear_plan fp8_plan = fp8::cuda::make_linear_plan(c, 32);
+  alignas(16) static unsigned char memory[64];
+  const void* aligned = memory;
+  const void* off_by_8 = memory + 8;
+  CHECK_NOTHROW(fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::y, aligned));
+  CHECK_NOTHROW(
+      fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::x, off_by_8));  // only the cast reads X
+  std::string message;
+  try {
+    fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::dw, off_by_8);
+  } catch (const fp8::invalid_argument& e) { message = e.what(); }
+  CHECK(contains(message, "dw is at 0x"));
+  CHECK(contains(message, "wgrad product (fp8) needs it 16-byte aligned"));
+  CHECK_THROWS_AS(fp8::cuda::check_caller_pointer(fp8_plan, linear_buffer::bias, off_by_8),
+                  fp8::invalid_argument);
+
+  c.precision = linear_precision::bf16();
+  const linear_plan bf16_plan = fp8::cuda::make_linear_plan(c, 32);
+  CHECK_NOTHROW(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::dw, off_by_8));
+  CHECK_NOTHROW(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::x, off_by_8));
+  CHECK_THROWS_AS(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::bias, off_by_8),
+                  fp8::invalid_argument);
+}
