@@ -157,7 +157,7 @@ void training_run::load(const std::string& path) {
     try {
       scaling.deserialize(contents.scaling_state);
     } catch (const fp8::error& e) {
-      throw checkpoint_error("checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
+      throw fp8::checkpoint_error("checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
                              "\npass the recipe switches it was trained with (--format, --amax-history, "
                              "--amax-algo, --margin, --pow2-scales), or --reset-scaling to start the scaling "
                              "state afresh");
@@ -167,7 +167,7 @@ void training_run::load(const std::string& path) {
   try {
     probe.set_position(contents.data);
   } catch (const std::invalid_argument& e) {
-    throw checkpoint_error("checkpoint '" + path + "': its data position does not fit this text: " + e.what());
+    throw fp8::checkpoint_error("checkpoint '" + path + "': its data position does not fit this text: " + e.what());
   }
   // Commit.
   parameter_set& params = model_->parameters();

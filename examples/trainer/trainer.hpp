@@ -20,7 +20,7 @@ namespace trainer {
 class training_run {
  public:
   // Loads the data, builds and initialises the model (or restores --resume), prints nothing.
-  // Throws std::invalid_argument / std::runtime_error / checkpoint_error with a message for the user.
+  // Throws std::invalid_argument / std::runtime_error / fp8::checkpoint_error with a message for the user.
   explicit training_run(run_options options);
   // The data loader refers to the text this object owns: a run stays where it was built.
   training_run(const training_run&) = delete;

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include "checkpoint.hpp"
 #include "safetensors.hpp"
 #include "trainer.hpp"
 
@@ -67,7 +70,7 @@ void check_refused(const std::string& path, const std::string& expected, run_opt
   std::string message;
   try {
     run.load(path);
-  } catch (const checkpoint_error& e) {
+  } catch (const fp8::checkpoint_error& e) {
     message = e.what();
   }
   CAPTURE(message);
@@ -236,4 +239,57 @@ TEST_CASE("checkpoints are readable as plain safetensors, with every piece of st
   CHECK(step == 2);
   // The scaling state is the library's versioned format.
   CHECK(std::memcmp(file.find("scaling/state")->bytes.data(), "FP8SCALE", 8) == 0);
+}
+
+TEST_CASE("a header number outside double's range is refused as a corrupt header") {
+  // nlohmann::json reports 1e400 as out_of_range, not as a parse error.
+  const std::string header = "{\"x\":{\"dtype\":\"U8\",\"shape\":[1e400],\"data_offsets\":[0,0]}}";
+  std::vector<char> bytes(8, '\0');
+  bytes[0] = char(header.size());
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const std::string path = temporary_path("huge_number.safetensors");
+  write_all(path, bytes);
+  check_refused(path, "not valid JSON");
+}
+
+TEST_CASE("what is not a regular file is refused before it is read") {
+  SUBCASE("a directory") {
+    const std::string dir = temporary_path("a_directory.safetensors");
+    std::filesystem::create_directories(dir);
+    check_refused(dir, "is a directory");
+  }
+  SUBCASE("an endless device") { check_refused("/dev/zero", "not a regular file"); }
+  SUBCASE("a FIFO, whose open would block") {
+    const std::string fifo = temporary_path("a_fifo.safetensors");
+    std::filesystem::remove(fifo);
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    check_refused(fifo, "not a regular file");
+  }
+}
+
+TEST_CASE("the temporary file of an unfinished save is never loaded") {
+  const std::string good = good_checkpoint("for_tmp.safetensors");
+  const std::string temporary = good + ".tmp";
+  std::filesystem::copy_file(good, temporary, std::filesystem::copy_options::overwrite_existing);
+  check_refused(temporary, "unfinished save");
+}
+
+TEST_CASE("the byte entry point of the loaders throws only checkpoint_error") {
+  const std::string good = good_checkpoint("for_bytes.safetensors");
+  const std::vector<char> raw = read_all(good);
+  const std::vector<std::uint8_t> bytes(raw.begin(), raw.end());
+  const safetensors_file file = parse_safetensors(bytes.data(), bytes.size(), "in memory");
+  CHECK(file.find("train/step") != nullptr);
+  training_run run(tiny_options());
+  CHECK(read_checkpoint(bytes.data(), bytes.size(), "in memory", run.net(), run.data()).step == 2);
+  // Every truncation of a valid file is refused with the project's error type and the name given.
+  for (std::size_t size = 0; size < bytes.size(); size += 97) {
+    CAPTURE(size);
+    try {
+      parse_safetensors(bytes.data(), size, "in memory");
+      FAIL("a truncated file was accepted");
+    } catch (const fp8::checkpoint_error& e) {
+      CHECK(std::string(e.what()).find("in memory") != std::string::npos);
+    }
+  }
 }
