@@ -90,16 +90,19 @@ const char* to_string(gemm_class value) {
 const char* to_string(scaling_recipe value) {
   return value == scaling_recipe::delayed ? "delayed" : "current";
 }
-const char* to_string(amax_algorithm value) { return value == amax_algorithm::max ? "max" : "most_recent"; }
-const char* to_string(format_mix value) { return value == format_mix::hybrid ? "hybrid" : "e4m3"; }
-const char* to_string(granularity value) {
+const char* to_string(fp8::amax_algorithm value) {
+  return value == fp8::amax_algorithm::max ? "max" : "most_recent";
+}
+const char* to_string(fp8::format_mix value) { return value == fp8::format_mix::hybrid ? "hybrid" : "e4m3"; }
+const char* to_string(fp8::granularity value) {
   switch (value) {
-    case granularity::tensor: return "tensor";
-    case granularity::row: return "row";
-    case granularity::block: return "block";
-    case granularity::mx: return "mx";
+    case fp8::granularity::per_tensor: return "tensor";
+    case fp8::granularity::per_row: return "row";
+    case fp8::granularity::tile_1x128: return "block";
+    case fp8::granularity::mx_1x32: return "mx";
+    case fp8::granularity::block_128x128: break;
   }
-  return "?";
+  return fp8::granularity_name(value);
 }
 
 }  // namespace trainer

@@ -1,11 +1,15 @@
 // The precision policy: which number format every GEMM and every stored activation uses, for the
-// three training precisions (fp32, bf16, fp8) and the FP8 debugging switches (DESIGN.md section 8).
+// three training precisions (fp32, bf16, fp8) and the FP8 debugging switches.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include <fp8/scaling/amax_history.hpp>
+#include <fp8/scaling/gemm_operand.hpp>
+#include <fp8/scaling/granularity.hpp>
 
 namespace trainer {
 
@@ -30,22 +34,21 @@ inline constexpr int gemm_class_count = 3;
 // Where a result is kept: float, or rounded to the nearest BF16 value (stored in a float).
 enum class storage { fp32, bf16 };
 
-// --- The FP8 recipe switches (mapped onto the library's scaling recipes in scaling_state.cpp). ---
+// --- The FP8 recipe switches (made into the library's scaling recipes in scaling_state.cpp). ---
 enum class scaling_recipe { delayed, current };
-enum class amax_algorithm { max, most_recent };
-enum class format_mix { hybrid, e4m3 };  // hybrid: E4M3 forward tensors, E5M2 gradients
-// tensor: one scale per tensor; row: one per row of the operand as the GEMM reads it (K contiguous);
-// block: 1x128 tiles for activations and gradients, 128x128 blocks for weights (DeepSeek-V3);
-// mx: OCP MX, 1x32 blocks with power-of-two E8M0 scales.
-enum class granularity { tensor, row, block, mx };
 
 struct fp8_recipe {
   scaling_recipe recipe = scaling_recipe::delayed;
   int amax_history_length = 1024;  // Transformer Engine's DelayedScaling default
-  amax_algorithm algorithm = amax_algorithm::max;
+  fp8::amax_algorithm algorithm = fp8::amax_algorithm::max;
   int margin = 0;
-  format_mix formats = format_mix::hybrid;
-  granularity scale_granularity = granularity::tensor;
+  fp8::format_mix formats = fp8::format_mix::hybrid;  // hybrid: E4M3 forward tensors, E5M2 gradients
+  // The granularity of activations and gradients; weights follow the library's presets:
+  //   per_tensor, per_row: the same for weights (a row of the operand as the GEMM reads it);
+  //   tile_1x128: 128x128 blocks for weights (DeepSeek-V3, fp8::current_scaling::blockwise);
+  //   mx_1x32: OCP MX, 1x32 blocks with E8M0 scales everywhere (fp8::current_scaling::mx).
+  // block_128x128 alone is not a recipe of its own.
+  fp8::granularity scale_granularity = fp8::granularity::per_tensor;
 };
 
 struct precision_policy {
@@ -84,8 +87,9 @@ const char* to_string(precision value);
 const char* to_string(gemm_mode value);
 const char* to_string(gemm_class value);
 const char* to_string(scaling_recipe value);
-const char* to_string(amax_algorithm value);
-const char* to_string(format_mix value);
-const char* to_string(granularity value);
+// The command line's names of the library's recipe settings (--amax-algo, --format, --granularity).
+const char* to_string(fp8::amax_algorithm value);
+const char* to_string(fp8::format_mix value);
+const char* to_string(fp8::granularity value);  // tensor, row, block, mx (block_128x128: "block_128x128")
 
 }  // namespace trainer

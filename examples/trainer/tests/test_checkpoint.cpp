@@ -219,7 +219,7 @@ TEST_CASE("a checkpoint of another model, other data or another recipe is refuse
   }
   SUBCASE("another format mix") {
     run_options e4m3 = tiny_options();
-    e4m3.recipe.formats = format_mix::e4m3;
+    e4m3.recipe.formats = fp8::format_mix::e4m3;
     check_refused(good, "format_mix", e4m3);
   }
 }

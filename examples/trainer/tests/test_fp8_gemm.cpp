@@ -48,7 +48,7 @@ std::vector<double> dequantized(const quantized_operand& q) {
 struct gemm_case {
   const char* name;
   scaling_recipe recipe;
-  granularity grain;
+  fp8::granularity grain;
 };
 
 // Runs C = A B^T through gemm() in `mode` with A read from `a_stored` (transposed or not) and checks
@@ -127,11 +127,11 @@ void check_fp8_product(const gemm_case& c, bool a_transposed, bool b_transposed)
 TEST_CASE("the emulated FP8 GEMM equals the float64 product of the dequantized operands") {
   set_thread_count(1);  // tiny tensors: thread start-up would dominate on a busy machine
   const gemm_case cases[] = {
-      {"delayed per tensor", scaling_recipe::delayed, granularity::tensor},
-      {"current per tensor", scaling_recipe::current, granularity::tensor},
-      {"current per row", scaling_recipe::current, granularity::row},
-      {"current 1x128 / 128x128", scaling_recipe::current, granularity::block},
-      {"current MX 1x32", scaling_recipe::current, granularity::mx},
+      {"delayed per tensor", scaling_recipe::delayed, fp8::granularity::per_tensor},
+      {"current per tensor", scaling_recipe::current, fp8::granularity::per_tensor},
+      {"current per row", scaling_recipe::current, fp8::granularity::per_row},
+      {"current 1x128 / 128x128", scaling_recipe::current, fp8::granularity::tile_1x128},
+      {"current MX 1x32", scaling_recipe::current, fp8::granularity::mx_1x32},
   };
   for (const gemm_case& c : cases) {
     check_fp8_product(c, false, false);
@@ -147,7 +147,7 @@ TEST_CASE("per-row and block scales follow the operand as the GEMM reads it") {
   // Per row: row 1's scale is 1000x smaller than row 0's. In 1x128 tiles: only tile (1, 1) is.
   std::vector<float> data(512, 1.0f);
   for (std::size_t i = 256 + 128; i < 512; ++i) data[i] = 1000.0f;
-  for (granularity grain : {granularity::row, granularity::block}) {
+  for (fp8::granularity grain : {fp8::granularity::per_row, fp8::granularity::tile_1x128}) {
     CAPTURE(to_string(grain));
     recipe_switches switches;
     switches.recipe.recipe = scaling_recipe::current;
@@ -160,7 +160,7 @@ TEST_CASE("per-row and block scales follow the operand as the GEMM reads it") {
     const float row1_left = q.scale_inv[layout.index_of_element(1, 0)];
     const float row1_right = q.scale_inv[layout.index_of_element(1, 255)];
     CHECK(row1_right / row0 == doctest::Approx(1000.0).epsilon(0.05));
-    CHECK(row1_left / row0 == doctest::Approx(grain == granularity::row ? 1000.0 : 1.0).epsilon(0.05));
+    CHECK(row1_left / row0 == doctest::Approx(grain == fp8::granularity::per_row ? 1000.0 : 1.0).epsilon(0.05));
     CHECK(q.amax == 1000.0f);
   }
 }
@@ -286,7 +286,7 @@ TEST_CASE("statistics count saturated and flushed elements") {
   state.end_step();
   const auto path = std::filesystem::temp_directory_path() / "fp8_trainer_stats_test.csv";
   {
-    tensor_stats_log log(path.string(), false);
+    tensor_stats_log log(path.string(), 0);
     log.set_step(7);
     operand_scaling s{&state, 0, fp8::gemm_operand::fprop_input, false, &log, gemm_mode::fp8};
     std::vector<float> x{2.0f, 1e-6f, 0.0f, 0.5f};

@@ -104,12 +104,12 @@ TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for b
     const char* name;
     precision p;
     scaling_recipe recipe;
-    granularity grain;
+    fp8::granularity grain;
   };
-  const variant variants[] = {{"fp8 delayed", precision::fp8, scaling_recipe::delayed, granularity::tensor},
-                              {"fp8 current block", precision::fp8, scaling_recipe::current, granularity::block},
-                              {"bf16", precision::bf16, scaling_recipe::delayed, granularity::tensor},
-                              {"fp32", precision::fp32, scaling_recipe::delayed, granularity::tensor}};
+  const variant variants[] = {{"fp8 delayed", precision::fp8, scaling_recipe::delayed, fp8::granularity::per_tensor},
+                              {"fp8 current block", precision::fp8, scaling_recipe::current, fp8::granularity::tile_1x128},
+                              {"bf16", precision::bf16, scaling_recipe::delayed, fp8::granularity::per_tensor},
+                              {"fp32", precision::fp32, scaling_recipe::delayed, fp8::granularity::per_tensor}};
   for (const variant& v : variants) {
     CAPTURE(v.name);
     run_options o = tiny_options(v.p, 12);
@@ -192,8 +192,8 @@ TEST_CASE("the debugging switches change what they claim to change") {
 }
 
 TEST_CASE("every granularity and format mix trains without error") {
-  for (granularity grain : {granularity::row, granularity::block, granularity::mx}) {
-    for (format_mix mix : {format_mix::hybrid, format_mix::e4m3}) {
+  for (fp8::granularity grain : {fp8::granularity::per_row, fp8::granularity::tile_1x128, fp8::granularity::mx_1x32}) {
+    for (fp8::format_mix mix : {fp8::format_mix::hybrid, fp8::format_mix::e4m3}) {
       CAPTURE(to_string(grain));
       CAPTURE(to_string(mix));
       run_options o = tiny_options(precision::fp8, 4);
