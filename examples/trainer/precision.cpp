@@ -1,10 +1,7 @@
-// The precision policy's decisions and the BF16 rounding of stored values.
+// The precision policy's decisions; BF16 rounding is the library's bulk conversion.
 #include "precision.hpp"
 
-#include <cstdint>
-#include <cstring>
-
-#include <fp8/format.hpp>
+#include <fp8/quantize/bfloat16_bulk.hpp>
 
 namespace trainer {
 
@@ -35,32 +32,11 @@ precision_policy bf16_policy_like(const precision_policy& policy) {
 }
 
 float round_to_bf16(float value) {
-  // Round to nearest even on the float's bits: add just under half of BF16's last place (0x7FFF),
-  // plus one when the kept part is odd, then clear the 16 dropped bits. A carry out of the mantissa
-  // moves to the next binade (and from the largest finite values to Inf), exactly as rounding does.
-  // Example: 1.00390625f = 0x3F808000 (1 + 2^-8, a tie, kept part even) -> 0x3F800000 = 1.0f;
-  //          1.01171875f = 0x3F818000 (a tie, kept part odd)            -> 0x3F820000 = 1.015625f.
-  // NaN becomes BF16's canonical NaN, as fp8::bfloat16(float) does; test_precision.cpp checks every
-  // exponent and rounding case against fp8::bfloat16.
-  using float_traits = fp8::format_traits<fp8::binary32_format>;
-  using bf16_traits = fp8::format_traits<fp8::bf16_format>;
-  constexpr int dropped_bits = float_traits::mantissa_bits - bf16_traits::mantissa_bits;  // 16
-  constexpr std::uint32_t half_minus_one = (std::uint32_t(1) << (dropped_bits - 1)) - 1;  // 0x7FFF
-  constexpr std::uint32_t kept_mask = ~((std::uint32_t(1) << dropped_bits) - 1);           // 0xFFFF0000
-  constexpr std::uint32_t canonical_nan = std::uint32_t(fp8::bf16_format::canonical_nan) << dropped_bits;
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  const bool is_nan = (bits & float_traits::magnitude_mask) > float_traits::infinity_code;
-  const std::uint32_t rounded = (bits + half_minus_one + ((bits >> dropped_bits) & 1u)) & kept_mask;
-  const std::uint32_t result = is_nan ? canonical_nan : rounded;
-  float out;
-  std::memcpy(&out, &result, sizeof(out));
-  return out;
+  fp8::round_to_bfloat16(&value, 1);
+  return value;
 }
 
-void round_to_bf16(float* data, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) data[i] = round_to_bf16(data[i]);
-}
+void round_to_bf16(float* data, std::size_t count) { fp8::round_to_bfloat16(data, count); }
 
 const char* to_string(precision value) {
   switch (value) {

@@ -72,11 +72,10 @@ struct precision_policy {
 // The same policy with every GEMM in BF16: the reference of a shadow step.
 precision_policy bf16_policy_like(const precision_policy& policy);
 
-// The nearest BF16 value (ties to even) as a float: the value fp8::bfloat16(value) holds, computed
-// with a few integer operations so that whole buffers vectorise. Inf stays Inf; NaN becomes BF16's
-// canonical NaN.
+// The nearest BF16 value (ties to even) as a float: the value fp8::bfloat16(value) holds. Inf stays
+// Inf; NaN becomes BF16's canonical NaN. The library's fp8::round_to_bfloat16 does the work.
 float round_to_bf16(float value);
-// Rounds a buffer in place.
+// Rounds a buffer in place (vectorised: fp8/quantize/bfloat16_bulk.hpp).
 void round_to_bf16(float* data, std::size_t count);
 // Applies a storage precision to a freshly computed buffer.
 inline void store(storage where, float* data, std::size_t count) {

@@ -53,7 +53,7 @@ def final_row(log_path, steps):
 
 def run_one(trainer, args, out_dir, seed, steps, extra):
     command = [trainer, *args, "--seed", str(seed), "--steps", str(steps), "--threads", "1", "--no-progress",
-               "--log-every", "100", "--no-final-save", "--out", str(out_dir), *extra]
+               "--log-every", "100", "--no-final-save", "--out", str(out_dir), "--overwrite", *extra]
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "stdout.txt", "w") as stdout:
         result = subprocess.run(command, stdout=stdout, stderr=subprocess.STDOUT,

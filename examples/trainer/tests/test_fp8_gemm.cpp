@@ -71,8 +71,8 @@ void check_fp8_product(const gemm_case& c, bool a_transposed, bool b_transposed)
     state.delayed().record(state.tensor_index(0, fp8::gemm_operand::fprop_weight), 1.0f);
     state.end_step();
   }
-  const gemm_operand a_op = a_transposed ? gemm_operand{a.data(), k, m, true} : gemm_operand{a.data(), m, k};
-  const gemm_operand b_op = b_transposed ? gemm_operand{b.data(), k, n, true} : gemm_operand{b.data(), n, k};
+  const gemm_matrix a_op = a_transposed ? gemm_matrix{a.data(), k, m, true} : gemm_matrix{a.data(), m, k};
+  const gemm_matrix b_op = b_transposed ? gemm_matrix{b.data(), k, n, true} : gemm_matrix{b.data(), n, k};
   // The stored matrices were filled as [M, K] and [N, K]; transposed reads see them as [K, M] data, so
   // compare against the same reads.
   operand_scaling a_scaling{&state, 0, fp8::gemm_operand::fprop_input, false, nullptr, gemm_mode::fp8};
@@ -250,28 +250,6 @@ TEST_CASE("the bf16 GEMM mode rounds its result once to BF16") {
       for (int kk = 0; kk < k; ++kk) exact += double(a[std::size_t(i * k + kk)]) * double(b[std::size_t(j * k + kk)]);
       CHECK(std::abs(double(result[std::size_t(i * n + j)]) - exact) <= std::abs(exact) * std::ldexp(1.0, -8) + 1e-6);
       CHECK(round_to_bf16(result[std::size_t(i * n + j)]) == result[std::size_t(i * n + j)]);
-    }
-  }
-}
-
-TEST_CASE("round_to_bf16 agrees with fp8::bfloat16 on every exponent and rounding case") {
-  set_thread_count(1);  // tiny tensors: thread start-up would dominate on a busy machine
-  // All 65536 upper halves (every sign, exponent and kept mantissa, NaN and Inf included) with the
-  // lower halves that decide rounding: exact, just above zero, just below half, a tie, just above
-  // half, the largest, and two arbitrary ones.
-  const std::uint32_t lows[] = {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, 0x1234u, 0xC0DEu};
-  for (std::uint32_t high = 0; high <= 0xFFFFu; ++high) {
-    for (std::uint32_t low : lows) {
-      const std::uint32_t bits = (high << 16) | low;
-      float x;
-      std::memcpy(&x, &bits, sizeof(x));
-      const float expected = static_cast<float>(fp8::bfloat16(x));
-      const float got = round_to_bf16(x);
-      std::uint32_t expected_bits, got_bits;
-      std::memcpy(&expected_bits, &expected, sizeof(expected));
-      std::memcpy(&got_bits, &got, sizeof(got));
-      CAPTURE(bits);
-      if (expected_bits != got_bits) CHECK(expected_bits == got_bits);  // only report failures
     }
   }
 }
