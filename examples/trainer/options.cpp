@@ -202,7 +202,7 @@ void declare_options(CLI::App& app, parse_state& s) {
             "seed of the initial weights and the data order (default 1)");
   o.integer("--threads", "N", r.threads, 1, max_threads, "threads for GEMMs and attention (default: all cores)");
   // --- FP8 recipe ---
-  o.choice("--scaling", "R", r.recipe.recipe, {scaling_recipe::delayed, scaling_recipe::current},
+  o.choice("--scaling", "R", r.recipe.recipe, {fp8::scaling_mode::delayed, fp8::scaling_mode::current},
            "delayed (scales from an amax history, default) or current (each tensor's own amax)");
   o.integer("--amax-history", "N", r.recipe.amax_history_length, 1, max_history,
             "delayed scaling: amax history length (default 1024)");
@@ -305,7 +305,7 @@ void apply_late_switches(parse_state& s) {
   o.current_scaling_for.clear();
   for (const std::string& item : s.current_scaling_for) {
     o.current_scaling_for.push_back(
-        parse_choice("--current-scaling-for", item, {gemm_class::fprop, gemm_class::dgrad, gemm_class::wgrad}));
+        parse_choice("--current-scaling-for", item, {fp8::gemm_kind::fprop, fp8::gemm_kind::dgrad, fp8::gemm_kind::wgrad}));
   }
 }
 
@@ -332,7 +332,7 @@ void check_shape(const run_options& o) {
 
 void check_consistency(const run_options& o) {
   check_shape(o);
-  if (o.recipe.scale_granularity != fp8::granularity::per_tensor && o.recipe.recipe == scaling_recipe::delayed) {
+  if (o.recipe.scale_granularity != fp8::granularity::per_tensor && o.recipe.recipe == fp8::scaling_mode::delayed) {
     fail(std::string("--granularity ") + to_string(o.recipe.scale_granularity) +
          " needs --scaling current: delayed scaling keeps one amax history per tensor");
   }
@@ -452,9 +452,9 @@ std::string run_name(const run_options& o) {
     if (o.recipe.scale_granularity != fp8::granularity::per_tensor) {
       name += std::string("-") + to_string(o.recipe.scale_granularity);
     }
-    for (int c = 0; c < gemm_class_count; ++c) {
+    for (int c = 0; c < gemm_kind_count; ++c) {
       if (o.linear_modes[std::size_t(c)] != gemm_mode::fp8) {
-        name += std::string("-") + to_string(gemm_class(c)) + "_" + to_string(o.linear_modes[std::size_t(c)]);
+        name += std::string("-") + to_string(fp8::gemm_kind(c)) + "_" + to_string(o.linear_modes[std::size_t(c)]);
       }
     }
   }

@@ -32,10 +32,10 @@ struct run_options {
   // The FP8 recipe.
   fp8_recipe recipe;
   bool power_of_two_scales = false;
-  std::vector<gemm_class> current_scaling_for;  // GEMM classes switched to current scaling
+  std::vector<fp8::gemm_kind> current_scaling_for;  // GEMM classes switched to current scaling
 
   // Debugging switches.
-  std::array<gemm_mode, gemm_class_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
+  std::array<gemm_mode, gemm_kind_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
   std::vector<std::string> bf16_layers;  // unit indices or "head", resolved against the model
   bool first_last_bf16 = false;
   bool fp8_head = false;  // the LM head stays in BF16 unless asked (DeepSeek-V3, Megatron-Core)

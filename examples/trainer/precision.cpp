@@ -5,7 +5,7 @@
 
 namespace trainer {
 
-gemm_mode precision_policy::linear_mode(int unit, gemm_class which) const {
+gemm_mode precision_policy::linear_mode(int unit, fp8::gemm_kind which) const {
   switch (base) {
     case precision::fp32: return gemm_mode::fp32;
     case precision::bf16: return gemm_mode::bf16;
@@ -55,16 +55,16 @@ const char* to_string(gemm_mode value) {
   }
   return "?";
 }
-const char* to_string(gemm_class value) {
+const char* to_string(fp8::gemm_kind value) {
   switch (value) {
-    case gemm_class::fprop: return "fprop";
-    case gemm_class::dgrad: return "dgrad";
-    case gemm_class::wgrad: return "wgrad";
+    case fp8::gemm_kind::fprop: return "fprop";
+    case fp8::gemm_kind::dgrad: return "dgrad";
+    case fp8::gemm_kind::wgrad: return "wgrad";
   }
   return "?";
 }
-const char* to_string(scaling_recipe value) {
-  return value == scaling_recipe::delayed ? "delayed" : "current";
+const char* to_string(fp8::scaling_mode value) {
+  return value == fp8::scaling_mode::delayed ? "delayed" : "current";
 }
 const char* to_string(fp8::amax_algorithm value) {
   return value == fp8::amax_algorithm::max ? "max" : "most_recent";

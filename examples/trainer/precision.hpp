@@ -10,6 +10,7 @@
 #include <fp8/scaling/amax_history.hpp>
 #include <fp8/scaling/gemm_operand.hpp>
 #include <fp8/scaling/granularity.hpp>
+#include <fp8/scaling/recipe.hpp>
 
 namespace trainer {
 
@@ -27,18 +28,16 @@ enum class precision { fp32, bf16, fp8 };
 //  fake_fp8: operands quantized to FP8 and dequantized back to BF16, then a bf16 GEMM.
 enum class gemm_mode { fp32, bf16, fp8, fake_fp8 };
 
-// The three GEMMs of a linear layer Y = X W^T: fprop (Y), dgrad (dX = dY W), wgrad (dW = dY^T X).
-enum class gemm_class { fprop = 0, dgrad = 1, wgrad = 2 };
-inline constexpr int gemm_class_count = 3;
+// The three GEMMs of a linear layer Y = X W^T, fp8::gemm_kind: fprop (Y), dgrad (dX = dY W), wgrad
+// (dW = dY^T X). Arrays per GEMM are indexed by its value.
+inline constexpr int gemm_kind_count = 3;
 
 // Where a result is kept: float, or rounded to the nearest BF16 value (stored in a float).
 enum class storage { fp32, bf16 };
 
 // --- The FP8 recipe switches (made into the library's scaling recipes in scaling_state.cpp). ---
-enum class scaling_recipe { delayed, current };
-
 struct fp8_recipe {
-  scaling_recipe recipe = scaling_recipe::delayed;
+  fp8::scaling_mode recipe = fp8::scaling_mode::delayed;  // delayed: from the amax history; current: own amax
   int amax_history_length = 1024;  // Transformer Engine's DelayedScaling default
   fp8::amax_algorithm algorithm = fp8::amax_algorithm::max;
   int margin = 0;
@@ -53,8 +52,8 @@ struct fp8_recipe {
 
 struct precision_policy {
   precision base = precision::fp32;
-  // For the linear layers of an fp8 run: fp8, fake_fp8 or bf16 per GEMM class (index: gemm_class).
-  std::array<gemm_mode, gemm_class_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
+  // For the linear layers of an fp8 run: fp8, fake_fp8 or bf16 per GEMM class (index: fp8::gemm_kind).
+  std::array<gemm_mode, gemm_kind_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
   // Per linear-layer unit (a transformer block, the head, an MLP layer): true keeps it in BF16.
   std::vector<bool> bf16_units;
   fp8_recipe recipe;
@@ -62,7 +61,7 @@ struct precision_policy {
   // Activations, activation gradients and compute weights are rounded to BF16 in bf16 and fp8 runs.
   storage activation_storage() const { return base == precision::fp32 ? storage::fp32 : storage::bf16; }
   // The mode of a linear layer's GEMM of class `which` in unit `unit`.
-  gemm_mode linear_mode(int unit, gemm_class which) const;
+  gemm_mode linear_mode(int unit, fp8::gemm_kind which) const;
   // The mode of every other GEMM (attention scores and values): fp32 or bf16, never FP8.
   gemm_mode other_mode() const { return base == precision::fp32 ? gemm_mode::fp32 : gemm_mode::bf16; }
   // True when some linear GEMM quantizes to FP8 (really or fake).
@@ -84,8 +83,8 @@ inline void store(storage where, float* data, std::size_t count) {
 
 const char* to_string(precision value);
 const char* to_string(gemm_mode value);
-const char* to_string(gemm_class value);
-const char* to_string(scaling_recipe value);
+const char* to_string(fp8::gemm_kind value);
+const char* to_string(fp8::scaling_mode value);
 // The command line's names of the library's recipe settings (--amax-algo, --format, --granularity).
 const char* to_string(fp8::amax_algorithm value);
 const char* to_string(fp8::format_mix value);

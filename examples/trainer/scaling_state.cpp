@@ -22,20 +22,20 @@ fp8::current_scaling current_config(const recipe_switches& s) {
 }
 
 // The two operands of a GEMM class.
-std::pair<fp8::gemm_operand, fp8::gemm_operand> operands_of(gemm_class which) {
+std::pair<fp8::gemm_operand, fp8::gemm_operand> operands_of(fp8::gemm_kind which) {
   switch (which) {
-    case gemm_class::fprop: return {fp8::gemm_operand::fprop_input, fp8::gemm_operand::fprop_weight};
-    case gemm_class::dgrad: return {fp8::gemm_operand::dgrad_grad_output, fp8::gemm_operand::dgrad_weight};
-    case gemm_class::wgrad: break;
+    case fp8::gemm_kind::fprop: return {fp8::gemm_operand::fprop_input, fp8::gemm_operand::fprop_weight};
+    case fp8::gemm_kind::dgrad: return {fp8::gemm_operand::dgrad_grad_output, fp8::gemm_operand::dgrad_weight};
+    case fp8::gemm_kind::wgrad: break;
   }
   return {fp8::gemm_operand::wgrad_grad_output, fp8::gemm_operand::wgrad_input};
 }
 
 fp8::gemm_recipe make_recipe(const recipe_switches& s) {
   try {
-    if (s.recipe.recipe == scaling_recipe::current) return fp8::gemm_recipe(current_config(s));
+    if (s.recipe.recipe == fp8::scaling_mode::current) return fp8::gemm_recipe(current_config(s));
     fp8::gemm_recipe recipe(delayed_config(s));
-    for (gemm_class which : s.current_scaling_for) {
+    for (fp8::gemm_kind which : s.current_scaling_for) {
       const auto [a, b] = operands_of(which);
       recipe.use(a, current_config(s));
       recipe.use(b, current_config(s));

@@ -45,12 +45,12 @@ std::string policy_text(const precision_policy& p, const run_options& o, const m
   }
   out << "fp8 (bf16 + FP8 linear GEMMs): " << (o.recipe.formats == fp8::format_mix::hybrid ? "HYBRID" : "E4M3") << ", "
       << to_string(o.recipe.recipe) << " scaling";
-  if (o.recipe.recipe == scaling_recipe::delayed) {
+  if (o.recipe.recipe == fp8::scaling_mode::delayed) {
     out << " (history " << o.recipe.amax_history_length << ", " << to_string(o.recipe.algorithm) << ", margin "
         << o.recipe.margin << ")";
   }
   out << ", granularity " << to_string(o.recipe.scale_granularity);
-  for (gemm_class c : o.current_scaling_for) out << ", " << to_string(c) << " current";
+  for (fp8::gemm_kind c : o.current_scaling_for) out << ", " << to_string(c) << " current";
   out << "\n  GEMMs: fprop " << to_string(p.linear_modes[0]) << ", dgrad " << to_string(p.linear_modes[1])
       << ", wgrad " << to_string(p.linear_modes[2]);
   std::string units;

@@ -47,7 +47,7 @@ std::vector<double> dequantized(const quantized_operand& q) {
 
 struct gemm_case {
   const char* name;
-  scaling_recipe recipe;
+  fp8::scaling_mode recipe;
   fp8::granularity grain;
 };
 
@@ -65,7 +65,7 @@ void check_fp8_product(const gemm_case& c, bool a_transposed, bool b_transposed)
   switches.recipe.recipe = c.recipe;
   switches.recipe.scale_granularity = c.grain;
   scaling_state state(switches, {"layer"});
-  if (c.recipe == scaling_recipe::delayed) {
+  if (c.recipe == fp8::scaling_mode::delayed) {
     // A history with an amax below the current one: the delayed scale saturates the outlier.
     state.delayed().record(state.tensor_index(0, fp8::gemm_operand::fprop_input), 20.0f);
     state.delayed().record(state.tensor_index(0, fp8::gemm_operand::fprop_weight), 1.0f);
@@ -127,11 +127,11 @@ void check_fp8_product(const gemm_case& c, bool a_transposed, bool b_transposed)
 TEST_CASE("the emulated FP8 GEMM equals the float64 product of the dequantized operands") {
   set_thread_count(1);  // tiny tensors: thread start-up would dominate on a busy machine
   const gemm_case cases[] = {
-      {"delayed per tensor", scaling_recipe::delayed, fp8::granularity::per_tensor},
-      {"current per tensor", scaling_recipe::current, fp8::granularity::per_tensor},
-      {"current per row", scaling_recipe::current, fp8::granularity::per_row},
-      {"current 1x128 / 128x128", scaling_recipe::current, fp8::granularity::tile_1x128},
-      {"current MX 1x32", scaling_recipe::current, fp8::granularity::mx_1x32},
+      {"delayed per tensor", fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
+      {"current per tensor", fp8::scaling_mode::current, fp8::granularity::per_tensor},
+      {"current per row", fp8::scaling_mode::current, fp8::granularity::per_row},
+      {"current 1x128 / 128x128", fp8::scaling_mode::current, fp8::granularity::tile_1x128},
+      {"current MX 1x32", fp8::scaling_mode::current, fp8::granularity::mx_1x32},
   };
   for (const gemm_case& c : cases) {
     check_fp8_product(c, false, false);
@@ -150,7 +150,7 @@ TEST_CASE("per-row and block scales follow the operand as the GEMM reads it") {
   for (fp8::granularity grain : {fp8::granularity::per_row, fp8::granularity::tile_1x128}) {
     CAPTURE(to_string(grain));
     recipe_switches switches;
-    switches.recipe.recipe = scaling_recipe::current;
+    switches.recipe.recipe = fp8::scaling_mode::current;
     switches.recipe.scale_granularity = grain;
     scaling_state state(switches, {"layer"});
     operand_scaling s{&state, 0, fp8::gemm_operand::fprop_input, false, nullptr, gemm_mode::fp8};

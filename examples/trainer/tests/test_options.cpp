@@ -33,7 +33,7 @@ TEST_CASE("defaults are the documented ones") {
   CHECK(o.base_precision == precision::fp8);
   CHECK(o.model.kind == "transformer");
   CHECK(o.model.channels == 128);
-  CHECK(o.recipe.recipe == scaling_recipe::delayed);
+  CHECK(o.recipe.recipe == fp8::scaling_mode::delayed);
   CHECK(o.recipe.amax_history_length == 1024);
   CHECK(o.recipe.formats == fp8::format_mix::hybrid);
   const run_options mlp = parse({"--model", "mlp"});
