@@ -344,6 +344,9 @@ void check_consistency(const run_options& o) {
   }
   // Both models have one precision unit per layer (transformer block, MLP layer) plus the head.
   bf16_units_of(o.bf16_layers, o.model.layers + 1, o.model.kind == "transformer");
+  if (o.shadow_every > 0 && o.base_precision != precision::fp8) {
+    fail("--shadow-every compares an fp8 run with BF16: it needs --precision fp8");
+  }
   if (o.reset_scaling && o.resume_from.empty()) fail("--reset-scaling only applies together with --resume FILE");
   if (o.warmup_steps >= o.steps) {
     fail("--warmup " + std::to_string(o.warmup_steps) + " must be smaller than --steps " + std::to_string(o.steps));

@@ -114,9 +114,6 @@ training_run::training_run(run_options options) : options_(std::move(options)) {
   eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context, options_.eval_batches);
   model_ = make_model(options_.model, options_.batch);
   policy_ = make_policy(options_, *model_);
-  if (options_.shadow_every > 0 && policy_.base != precision::fp8) {
-    throw std::invalid_argument("--shadow-every compares an fp8 run with BF16: it needs --precision fp8 (see --help)");
-  }
   scaling_ = std::make_unique<scaling_state>(switches_of(options_), linear_names(*model_));
   rng weights(options_.seed);
   model_->init_weights(weights);

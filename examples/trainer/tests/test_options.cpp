@@ -116,6 +116,7 @@ TEST_CASE("shape and size errors are usage errors found before anything is alloc
   CHECK(error_of({"--model", "mlp", "--bf16-layers", "3"}).find("--bf16-layers: '3' is not a layer") !=
         std::string::npos);
   CHECK(parse({"--model", "mlp", "--bf16-layers", "2"}).bf16_layers == std::vector<std::string>{"2"});
+  CHECK(error_of({"--precision", "bf16", "--shadow-every", "5"}).find("--shadow-every compares") != std::string::npos);
   CHECK(error_of({"--current-scaling-for", "fprop,bogus"}).find("--current-scaling-for must be one of") !=
         std::string::npos);
 }
