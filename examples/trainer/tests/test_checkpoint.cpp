@@ -2,10 +2,12 @@
 // message that names the problem, leaving the running state exactly as it was.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -292,4 +294,21 @@ TEST_CASE("the byte entry point of the loaders throws only checkpoint_error") {
       CHECK(std::string(e.what()).find("in memory") != std::string::npos);
     }
   }
+  // Random damage to the header and the bytes around it: accepted or refused, never another exception.
+  training_run model_run(tiny_options());
+  std::mt19937 generator(7);
+  const std::size_t span = std::min<std::size_t>(bytes.size(), 8 + std::size_t(header_length(raw)) + 64);
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<std::uint8_t> damaged = bytes;
+    for (int flips = 1 + int(generator() % 4); flips > 0; --flips) {
+      damaged[generator() % span] = std::uint8_t(generator());
+    }
+    try {
+      read_checkpoint(damaged.data(), damaged.size(), "damaged", model_run.net(), model_run.data());
+    } catch (const fp8::checkpoint_error&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 2900);  // nearly every damage breaks the JSON, a length or the checksum
 }
