@@ -57,6 +57,10 @@ struct parse_state {
 // outside the bounds, is an error naming the option.
 template <class T>
 T parse_integer(const std::string& option, const std::string& text, long long minimum, unsigned long long maximum) {
+  static_assert(std::is_integral<T>::value, "an integer option needs an integer destination");
+  // The declared bounds never exceed what T holds.
+  maximum = std::min<unsigned long long>(maximum, (unsigned long long)std::numeric_limits<T>::max());
+  minimum = std::max<long long>(minimum, std::is_signed<T>::value ? (long long)std::numeric_limits<T>::min() : 0);
   const std::string bounds = " from " + std::to_string(minimum) + " to " + std::to_string(maximum);
   const bool negative = !text.empty() && text[0] == '-';
   char* end = nullptr;
@@ -91,7 +95,7 @@ float parse_float(const std::string& option, const std::string& text, float mini
 
 // One of `values`, named by to_string(value).
 template <class Enum>
-Enum parse_choice(const std::string& option, const std::string& text, std::initializer_list<Enum> values) {
+Enum parse_choice(const std::string& option, const std::string& text, const std::vector<Enum>& values) {
   std::string names;
   for (Enum value : values) {
     if (text == to_string(value)) return value;
@@ -111,7 +115,8 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
-// The declarations. `s` outlives the parse.
+// Declares options on a CLI::App, each with the conversion and range check of its value; the
+// targets must outlive the parse.
 class option_declarations {
  public:
   explicit option_declarations(CLI::App& app) : app_(app) {}
@@ -137,19 +142,7 @@ class option_declarations {
   void choice(const char* name, const char* value, Enum& target, std::initializer_list<Enum> values,
               const char* help) {
     const std::vector<Enum> list(values);
-    add(name, value, help, [&target, name, list](const std::string& v) {
-      target = list.front();  // replaced below, or the parse throws
-      std::string names;
-      for (Enum candidate : list) {
-        if (v == to_string(candidate)) {
-          target = candidate;
-          return;
-        }
-        names += names.empty() ? "" : ", ";
-        names += to_string(candidate);
-      }
-      fail(std::string(name) + " must be one of " + names + "; got '" + v + "'");
-    });
+    add(name, value, help, [&target, name, list](const std::string& v) { target = parse_choice(name, v, list); });
   }
   void text(const char* name, const char* value, std::string& target, const char* help) {
     add(name, value, help, [&target](const std::string& v) { target = v; });
@@ -305,7 +298,8 @@ void apply_late_switches(parse_state& s) {
   o.current_scaling_for.clear();
   for (const std::string& item : s.current_scaling_for) {
     o.current_scaling_for.push_back(
-        parse_choice("--current-scaling-for", item, {fp8::gemm_kind::fprop, fp8::gemm_kind::dgrad, fp8::gemm_kind::wgrad}));
+        parse_choice<fp8::gemm_kind>("--current-scaling-for", item,
+                                     {fp8::gemm_kind::fprop, fp8::gemm_kind::dgrad, fp8::gemm_kind::wgrad}));
   }
 }
 
