@@ -110,14 +110,15 @@ void write_file_atomically(const std::string& path, const std::vector<byte_range
   }
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& directory) {
+std::vector<std::string> remove_stale_temporaries(const std::string& directory, const std::string& extension) {
   namespace fs = std::filesystem;
   std::vector<std::string> removed;
   std::error_code error;
   for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
-    if (it->path().extension() == temporary_suffix && it->is_regular_file()) {
+    const fs::path& path = it->path();
+    if (path.extension() == temporary_suffix && path.stem().extension() == extension && it->is_regular_file()) {
       std::error_code remove_error;
-      if (fs::remove(it->path(), remove_error)) removed.push_back(it->path().filename().string());
+      if (fs::remove(path, remove_error)) removed.push_back(path.filename().string());
     }
   }
   return removed;

@@ -34,7 +34,8 @@ void write_file_atomically(const std::string& path, const std::vector<byte_range
 // The suffix of the temporary file of write_file_atomically.
 inline constexpr const char* temporary_suffix = ".tmp";
 
-// Removes the temporary files (*.tmp) an interrupted save left in `directory`; returns their names.
-std::vector<std::string> remove_stale_temporaries(const std::string& directory);
+// Removes the temporary files an interrupted write_file_atomically of files named *`extension` left
+// in `directory` (*`extension`.tmp, e.g. step_000100.safetensors.tmp); returns their names.
+std::vector<std::string> remove_stale_temporaries(const std::string& directory, const std::string& extension);
 
 }  // namespace trainer

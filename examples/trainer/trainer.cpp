@@ -248,7 +248,7 @@ double training_run::run() {
   prepare_output_directory(options_);
   std::printf("%s", describe().c_str());
   std::printf("output:    %s/log.csv%s\n", dir.c_str(), options_.out_dir.empty() ? " (the default for these options)" : "");
-  for (const std::string& name : remove_stale_temporaries(dir)) {
+  for (const std::string& name : remove_stale_temporaries(dir, ".safetensors")) {
     std::printf("removed:   %s/%s, left by a save that was interrupted\n", dir.c_str(), name.c_str());
   }
   std::fflush(stdout);

@@ -114,6 +114,7 @@ TEST_CASE("a resumed run trims stats.csv like log.csv, and cleans up an interrup
   REQUIRE(once.size() == 4);
   // The debris of a save killed before its rename.
   std::ofstream(out / "step_000004.safetensors.tmp") << "torn";
+  std::ofstream(out / "notes.tmp") << "not the trainer's";
 
   run_options resumed = first;
   resumed.resume_from = (out / "step_000002.safetensors").string();
@@ -125,6 +126,7 @@ TEST_CASE("a resumed run trims stats.csv like log.csv, and cleans up an interrup
   const std::map<long, int> log_rows = rows_per_step(out / "log.csv");
   CHECK(log_rows == std::map<long, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}});
   CHECK_FALSE(fs::exists(out / "step_000004.safetensors.tmp"));
+  CHECK(fs::exists(out / "notes.tmp"));
 }
 
 TEST_CASE("a finished run is not overwritten unless asked") {
