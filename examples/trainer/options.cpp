@@ -361,6 +361,23 @@ bool asks_for_help(int argc, const char* const* argv) {
   return false;
 }
 
+// Switches (flags) expect no value; every other option exactly one.
+bool takes_value(const CLI::Option& option) { return option.get_expected_min() > 0; }
+
+// A switch takes no value: --fp8-head=yes is an error, as in GNU getopt (CLI11 would read it as
+// --fp8-head, or as its negation for =false).
+void refuse_switch_values(const CLI::App& app, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return;
+    const std::size_t equals = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || equals == std::string::npos) continue;
+    const std::string name = arg.substr(0, equals);
+    const CLI::Option* option = app.get_option_no_throw(name);
+    if (option != nullptr && !takes_value(*option)) fail("option " + name + " takes no value; got '" + arg + "'");
+  }
+}
+
 }  // namespace
 
 run_options parse_options(int argc, const char* const* argv) {
@@ -374,6 +391,7 @@ run_options parse_options(int argc, const char* const* argv) {
   app.set_help_flag();  // declared as an ordinary flag in declare_options
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last one wins
   declare_options(app, state);
+  refuse_switch_values(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError&) {
@@ -408,8 +426,7 @@ std::string help_text() {
     std::string names;
     for (const std::string& name : option->get_snames()) names += (names.empty() ? "-" : ", -") + name;
     for (const std::string& name : option->get_lnames()) names += (names.empty() ? "--" : ", --") + name;
-    const bool takes_value = option->get_type_size() != 0;
-    std::string line = "  " + names + (takes_value ? " " + option->get_type_name() : std::string());
+    std::string line = "  " + names + (takes_value(*option) ? " " + option->get_type_name() : std::string());
     if (line.size() + 1 > help_column) {
       out << line << "\n";
       line.clear();

@@ -72,6 +72,7 @@ expect "--d-model not a multiple of --heads" 2 "--d-model 30 must be a multiple 
 expect "an unknown option" 2 "unknown option '--stesp'" -- "$trainer" --stesp 5
 expect "a non-numeric value" 2 "--lr expects a finite number; got 'fast'" -- "$trainer" --lr fast
 expect "a negative seed" 2 "--seed must be from 0" -- "$trainer" --seed -1
+expect "a value given to a switch" 2 "option --no-progress takes no value" -- "$trainer" --no-progress=3
 expect "a layer the model does not have" 2 "--bf16-layers: '9' is not a layer" -- "$trainer" "${tiny[@]}" --bf16-layers 9
 expect "a finished run is not overwritten" 2 "'run' already holds a run .*--overwrite" -- \
   "$trainer" "${tiny[@]}" --steps 2 --out run

@@ -134,6 +134,9 @@ TEST_CASE("GNU conventions: --option=value, -h, --help first, --version, the las
   CHECK(parse({"--version"}).show_version);
   CHECK(version_text().find("fp8_trainer") != std::string::npos);
   CHECK(error_of({"stray"}).find("unexpected argument 'stray'") != std::string::npos);
+  CHECK(error_of({"--no-progress=3"}).find("option --no-progress takes no value; got '--no-progress=3'") !=
+        std::string::npos);
+  CHECK(error_of({"--fp8-head=false"}).find("option --fp8-head takes no value") != std::string::npos);
   // The order of --fake-quant and the class switches does not matter.
   CHECK(parse({"--fake-quant", "--dgrad", "bf16"}).linear_modes[1] == gemm_mode::bf16);
   CHECK(parse({"--dgrad", "bf16", "--fake-quant"}).linear_modes[1] == gemm_mode::bf16);
