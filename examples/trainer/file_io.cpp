@@ -65,7 +65,8 @@ std::vector<std::uint8_t> read_regular_file(const std::string& path, std::uint64
   if (::fstat(fd.get(), &info) != 0) throw file_error("cannot inspect '" + path + "': " + system_reason());
   if (S_ISDIR(info.st_mode)) throw file_error("'" + path + "' is a directory, not a file");
   if (!S_ISREG(info.st_mode)) {
-    throw file_error("'" + path + "' is not a regular file (a device, FIFO or socket): refused, as reading it "
+    throw file_error("'" + path +
+                     "' is not a regular file (a device, FIFO or socket): refused, as reading it "
                      "might never end");
   }
   const std::uint64_t size = std::uint64_t(info.st_size);
@@ -93,7 +94,8 @@ void write_file_atomically(const std::string& path, const std::vector<byte_range
     descriptor fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) throw file_error("cannot create '" + temporary + "': " + system_reason());
     for (const byte_range& part : parts) write_all(fd.get(), part.data, part.size, temporary);
-    if (::fsync(fd.get()) != 0) throw file_error("flushing '" + temporary + "' to disk failed: " + system_reason());
+    if (::fsync(fd.get()) != 0)
+      throw file_error("flushing '" + temporary + "' to disk failed: " + system_reason());
     if (!fd.close()) throw file_error("closing '" + temporary + "' failed: " + system_reason());
     if (std::rename(temporary.c_str(), path.c_str()) != 0) {
       throw file_error("cannot rename '" + temporary + "' to '" + path + "': " + system_reason());
@@ -106,17 +108,20 @@ void write_file_atomically(const std::string& path, const std::vector<byte_range
   const std::string directory = directory_of(path);
   descriptor dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0 || ::fsync(dir.get()) != 0) {
-    throw file_error("flushing the directory '" + directory + "' of '" + path + "' to disk failed: " + system_reason());
+    throw file_error("flushing the directory '" + directory + "' of '" + path +
+                     "' to disk failed: " + system_reason());
   }
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& directory, const std::string& extension) {
+std::vector<std::string> remove_stale_temporaries(const std::string& directory,
+                                                  const std::string& extension) {
   namespace fs = std::filesystem;
   std::vector<std::string> removed;
   std::error_code error;
   for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     const fs::path& path = it->path();
-    if (path.extension() == temporary_suffix && path.stem().extension() == extension && it->is_regular_file()) {
+    if (path.extension() == temporary_suffix && path.stem().extension() == extension &&
+        it->is_regular_file()) {
       std::error_code remove_error;
       if (fs::remove(path, remove_error)) removed.push_back(path.filename().string());
     }

@@ -36,7 +36,8 @@ double mlp_floats(const model_options& o, int batch) {
 }  // namespace
 
 double estimated_memory_bytes(const model_options& options, int batch) {
-  const double floats = options.kind == "mlp" ? mlp_floats(options, batch) : transformer_floats(options, batch);
+  const double floats =
+      options.kind == "mlp" ? mlp_floats(options, batch) : transformer_floats(options, batch);
   return floats * float_bytes;
 }
 

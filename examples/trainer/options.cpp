@@ -56,11 +56,13 @@ struct parse_state {
 // An integer of type T in [minimum, maximum]; text that is not a whole number in T's range, or
 // outside the bounds, is an error naming the option.
 template <class T>
-T parse_integer(const std::string& option, const std::string& text, long long minimum, unsigned long long maximum) {
+T parse_integer(const std::string& option, const std::string& text, long long minimum,
+                unsigned long long maximum) {
   static_assert(std::is_integral<T>::value, "an integer option needs an integer destination");
   // The declared bounds never exceed what T holds.
   maximum = std::min<unsigned long long>(maximum, (unsigned long long)std::numeric_limits<T>::max());
-  minimum = std::max<long long>(minimum, std::is_signed<T>::value ? (long long)std::numeric_limits<T>::min() : 0);
+  minimum =
+      std::max<long long>(minimum, std::is_signed<T>::value ? (long long)std::numeric_limits<T>::min() : 0);
   const std::string bounds = " from " + std::to_string(minimum) + " to " + std::to_string(maximum);
   const bool negative = !text.empty() && text[0] == '-';
   char* end = nullptr;
@@ -70,8 +72,10 @@ T parse_integer(const std::string& option, const std::string& text, long long mi
   const unsigned long long as_unsigned = negative ? 0 : std::strtoull(text.c_str(), &end, 10);
   const bool whole = !text.empty() && !std::isspace(static_cast<unsigned char>(text[0])) && *end == '\0';
   if (!whole) fail(option + " expects a whole number" + bounds + "; got '" + text + "'");
-  const bool in_range = errno == 0 && (negative ? as_signed >= minimum : as_unsigned <= maximum &&
-                                                                             (minimum <= 0 || as_unsigned >= (unsigned long long)minimum));
+  const bool in_range =
+      errno == 0 &&
+      (negative ? as_signed >= minimum
+                : as_unsigned <= maximum && (minimum <= 0 || as_unsigned >= (unsigned long long)minimum));
   if (!in_range) fail(option + " must be" + bounds + "; got " + text);
   return negative ? T(as_signed) : T(as_unsigned);
 }
@@ -134,15 +138,18 @@ class option_declarations {
       target = parse_integer<int>(name, v, minimum, (unsigned long long)maximum);
     });
   }
-  void number(const char* name, const char* value, float& target, float minimum, float maximum, const char* help) {
-    add(name, value, help,
-        [&target, name, minimum, maximum](const std::string& v) { target = parse_float(name, v, minimum, maximum); });
+  void number(const char* name, const char* value, float& target, float minimum, float maximum,
+              const char* help) {
+    add(name, value, help, [&target, name, minimum, maximum](const std::string& v) {
+      target = parse_float(name, v, minimum, maximum);
+    });
   }
   template <class Enum>
   void choice(const char* name, const char* value, Enum& target, std::initializer_list<Enum> values,
               const char* help) {
     const std::vector<Enum> list(values);
-    add(name, value, help, [&target, name, list](const std::string& v) { target = parse_choice(name, v, list); });
+    add(name, value, help,
+        [&target, name, list](const std::string& v) { target = parse_choice(name, v, list); });
   }
   void text(const char* name, const char* value, std::string& target, const char* help) {
     add(name, value, help, [&target](const std::string& v) { target = v; });
@@ -151,11 +158,13 @@ class option_declarations {
     add(name, value, help, [&target](const std::string& v) { target = split_list(v); });
   }
   void flag(const char* name, bool& target, const char* help) {
-    app_.add_flag_callback(name, [&target] { target = true; }, help);
+    app_.add_flag_callback(
+        name, [&target] { target = true; }, help);
   }
 
  private:
-  void add(const char* name, const char* value, const char* help, std::function<void(const std::string&)> apply) {
+  void add(const char* name, const char* value, const char* help,
+           std::function<void(const std::string&)> apply) {
     app_.add_option_function<std::string>(name, std::move(apply), help)->type_name(value);
   }
 
@@ -168,19 +177,23 @@ void declare_options(CLI::App& app, parse_state& s) {
   run_options& r = s.options;
   // --- What to train ---
   o.text("--model", "KIND", r.model.kind, "transformer (LLaMA-style, default) or mlp (byte-window MLP)");
-  o.choice("--precision", "P", r.base_precision, {precision::fp32, precision::bf16, precision::fp8},
-           "fp32, bf16 (BF16 weights/activations, FP32 master weights) or fp8 (bf16 + FP8 linear-layer GEMMs); "
-           "default fp8");
+  o.choice(
+      "--precision", "P", r.base_precision, {precision::fp32, precision::bf16, precision::fp8},
+      "fp32, bf16 (BF16 weights/activations, FP32 master weights) or fp8 (bf16 + FP8 linear-layer GEMMs); "
+      "default fp8");
   o.text("--data", "FILE", r.data_file,
-         "train on this text file (default: the fortune cookies of Debian's 'fortunes' package); the last 10% of "
+         "train on this text file (default: the fortune cookies of Debian's 'fortunes' package); the last "
+         "10% of "
          "each file is validation text");
   o.integer("--batch", "B", r.batch, 1, max_extent, "sequences per step (default 16)");
   o.shape("--context", "T", s.shape.context, 2, max_extent, "bytes per sequence (default 128)");
   o.shape("--d-model", "C", s.shape.channels, 2, max_extent,
           "transformer width (default 128); MLP byte-embedding width (default 32)");
-  o.shape("--layers", "L", s.shape.layers, 1, max_layers, "transformer blocks (default 4); MLP hidden layers (default 2)");
+  o.shape("--layers", "L", s.shape.layers, 1, max_layers,
+          "transformer blocks (default 4); MLP hidden layers (default 2)");
   o.shape("--heads", "H", s.shape.heads, 1, max_extent, "attention heads (default 4)");
-  o.shape("--hidden", "F", s.shape.hidden, 1, max_hidden, "SwiGLU width (default 384); MLP hidden width (default 512)");
+  o.shape("--hidden", "F", s.shape.hidden, 1, max_hidden,
+          "SwiGLU width (default 384); MLP hidden width (default 512)");
   o.shape("--window", "W", s.shape.window, 1, max_extent, "MLP: bytes of context per prediction (default 8)");
   // --- Optimisation ---
   o.integer("--steps", "N", r.steps, 1, max_steps, "optimizer steps (default 600)");
@@ -188,28 +201,33 @@ void declare_options(CLI::App& app, parse_state& s) {
   o.integer("--warmup", "N", r.warmup_steps, 0, max_steps, "warmup steps (default 5% of --steps)");
   o.number("--final-lr", "F", r.final_lr_fraction, 0.0f, 1.0f,
            "learning rate at the last step, as a fraction of the peak (default 0.1)");
-  o.number("--weight-decay", "X", r.adamw.weight_decay, 0.0f, 1e3f, "AdamW weight decay of matrices (default 0.1)");
+  o.number("--weight-decay", "X", r.adamw.weight_decay, 0.0f, 1e3f,
+           "AdamW weight decay of matrices (default 0.1)");
   o.number("--clip", "X", r.clip_norm, 0.0f, std::numeric_limits<float>::max(),
            "clip the global gradient norm to X; 0 disables (default 1)");
   o.integer("--seed", "S", r.seed, 0, std::numeric_limits<unsigned long long>::max(),
             "seed of the initial weights and the data order (default 1)");
-  o.integer("--threads", "N", r.threads, 1, max_threads, "threads for GEMMs and attention (default: all cores)");
+  o.integer("--threads", "N", r.threads, 1, max_threads,
+            "threads for GEMMs and attention (default: all cores)");
   // --- FP8 recipe ---
   o.choice("--scaling", "R", r.recipe.recipe, {fp8::scaling_mode::delayed, fp8::scaling_mode::current},
            "delayed (scales from an amax history, default) or current (each tensor's own amax)");
   o.integer("--amax-history", "N", r.recipe.amax_history_length, 1, max_history,
             "delayed scaling: amax history length (default 1024)");
-  o.choice("--amax-algo", "A", r.recipe.algorithm, {fp8::amax_algorithm::max, fp8::amax_algorithm::most_recent},
+  o.choice("--amax-algo", "A", r.recipe.algorithm,
+           {fp8::amax_algorithm::max, fp8::amax_algorithm::most_recent},
            "delayed scaling: max (over the history, default) or most_recent");
   o.integer("--margin", "M", r.recipe.margin, 0, max_margin, "scale = fp8_max / amax / 2^M (default 0)");
   o.choice("--format", "F", r.recipe.formats, {fp8::format_mix::hybrid, fp8::format_mix::e4m3},
            "hybrid (E4M3 forward, E5M2 gradients; default) or e4m3 (E4M3 everywhere)");
-  o.choice("--granularity", "G", r.recipe.scale_granularity,
-           {fp8::granularity::per_tensor, fp8::granularity::per_row, fp8::granularity::tile_1x128,
-            fp8::granularity::mx_1x32},
-           "tensor (default), row, block (1x128 tiles for activations and gradients, 128x128 blocks for weights) "
-           "or mx (1x32 blocks, E8M0 scales); all but tensor need --scaling current");
-  o.flag("--pow2-scales", r.power_of_two_scales, "round scales down to powers of two (block granularity always does)");
+  o.choice(
+      "--granularity", "G", r.recipe.scale_granularity,
+      {fp8::granularity::per_tensor, fp8::granularity::per_row, fp8::granularity::tile_1x128,
+       fp8::granularity::mx_1x32},
+      "tensor (default), row, block (1x128 tiles for activations and gradients, 128x128 blocks for weights) "
+      "or mx (1x32 blocks, E8M0 scales); all but tensor need --scaling current");
+  o.flag("--pow2-scales", r.power_of_two_scales,
+         "round scales down to powers of two (block granularity always does)");
   o.list("--current-scaling-for", "LIST", s.current_scaling_for,
          "current scaling for these GEMM classes only, e.g. dgrad or fprop,wgrad (the rest keep --scaling)");
   // --- Debugging switches ---
@@ -221,11 +239,13 @@ void declare_options(CLI::App& app, parse_state& s) {
   o.flag("--fake-quant", s.fake_quant,
          "fake quantization for every GEMM class still in fp8 (cast to FP8 and back, GEMM in BF16)");
   o.list("--bf16-layers", "LIST", r.bf16_layers,
-         "keep these layers in BF16: transformer block indices or 'head' (e.g. 0,3,head); MLP layer indices (the "
+         "keep these layers in BF16: transformer block indices or 'head' (e.g. 0,3,head); MLP layer indices "
+         "(the "
          "head is the last)");
-  o.flag("--fp8-head", r.fp8_head,
-         "run the LM head (the last linear layer) in FP8 too; by default it stays in BF16, as DeepSeek-V3 and "
-         "Megatron-Core keep the output layer");
+  o.flag(
+      "--fp8-head", r.fp8_head,
+      "run the LM head (the last linear layer) in FP8 too; by default it stays in BF16, as DeepSeek-V3 and "
+      "Megatron-Core keep the output layer");
   o.flag("--first-last-bf16", r.first_last_bf16,
          "keep the first and last transformer blocks (MLP: first and last layers) in BF16");
   o.integer("--shadow-every", "N", r.shadow_every, 0, max_period,
@@ -234,21 +254,26 @@ void declare_options(CLI::App& app, parse_state& s) {
             "every N steps log amax, scale, saturated and flushed-to-zero fractions of every GEMM operand to "
             "stats.csv");
   // --- Evaluation, output, checkpoints ---
-  o.integer("--eval-every", "N", r.eval_every, 1, max_period, "validation loss every N steps and at the end (default 50)");
+  o.integer("--eval-every", "N", r.eval_every, 1, max_period,
+            "validation loss every N steps and at the end (default 50)");
   o.integer("--eval-batches", "N", r.eval_batches, 1, std::numeric_limits<int>::max(),
             "validation batches (default 16)");
   o.text("--out", "DIR", r.out_dir,
-         "output directory for log.csv, stats.csv and checkpoints (default runs/<run name>, which names the model, "
+         "output directory for log.csv, stats.csv and checkpoints (default runs/<run name>, which names the "
+         "model, "
          "precision, recipe, learning rate, steps, data and seed)");
   o.flag("--overwrite", r.overwrite, "replace the run already in the output directory (refused otherwise)");
   o.integer("--save-every", "N", r.save_every, 0, max_period,
             "write a checkpoint every N steps (DIR/step_<N>.safetensors)");
-  app.add_flag_callback("--no-final-save", [&r] { r.save_final = false; }, "do not write DIR/final.safetensors at the end");
-  o.text("--resume", "FILE", r.resume_from, "continue from a checkpoint (any precision may continue any other)");
+  app.add_flag_callback(
+      "--no-final-save", [&r] { r.save_final = false; }, "do not write DIR/final.safetensors at the end");
+  o.text("--resume", "FILE", r.resume_from,
+         "continue from a checkpoint (any precision may continue any other)");
   o.flag("--reset-scaling", r.reset_scaling,
          "with --resume: start the FP8 scaling state afresh instead of loading it");
-  app.add_flag_callback("--no-progress", [&r] { r.progress_bar = false; },
-                        "no progress bar; print a line every --log-every steps");
+  app.add_flag_callback(
+      "--no-progress", [&r] { r.progress_bar = false; },
+      "no progress bar; print a line every --log-every steps");
   o.integer("--log-every", "N", r.log_every, 1, max_period,
             "steps between progress lines without a progress bar (default 10)");
   o.flag("-h,--help", r.show_help, "show this help and exit");
@@ -305,28 +330,32 @@ void apply_late_switches(parse_state& s) {
 
 void check_shape(const run_options& o) {
   const model_options& m = o.model;
-  if (m.kind != "transformer" && m.kind != "mlp") fail("--model must be one of transformer, mlp; got '" + m.kind + "'");
+  if (m.kind != "transformer" && m.kind != "mlp")
+    fail("--model must be one of transformer, mlp; got '" + m.kind + "'");
   if (m.kind == "transformer" && (m.channels % m.heads != 0 || (m.channels / m.heads) % 2 != 0)) {
-    fail("--d-model " + std::to_string(m.channels) + " must be a multiple of --heads " + std::to_string(m.heads) +
-         " with an even head dimension (RoPE rotates pairs)");
+    fail("--d-model " + std::to_string(m.channels) + " must be a multiple of --heads " +
+         std::to_string(m.heads) + " with an even head dimension (RoPE rotates pairs)");
   }
   if (long(o.batch) * long(m.context) > max_tokens_per_batch) {
-    fail("--batch " + std::to_string(o.batch) + " x --context " + std::to_string(m.context) + " is more than " +
-         std::to_string(max_tokens_per_batch) + " tokens per step");
+    fail("--batch " + std::to_string(o.batch) + " x --context " + std::to_string(m.context) +
+         " is more than " + std::to_string(max_tokens_per_batch) + " tokens per step");
   }
   const double needed = estimated_memory_bytes(m, o.batch);
   const double available = physical_memory_bytes();
   if (available > 0.0 && needed > available) {
     char text[200];
-    std::snprintf(text, sizeof(text), "the model and batch need at least %.1f GiB of memory, more than this "
-                  "machine's %.1f GiB", needed / double(1ull << 30), available / double(1ull << 30));
+    std::snprintf(text, sizeof(text),
+                  "the model and batch need at least %.1f GiB of memory, more than this "
+                  "machine's %.1f GiB",
+                  needed / double(1ull << 30), available / double(1ull << 30));
     fail(std::string(text) + ": use a smaller --batch, --context, --d-model, --hidden or --layers");
   }
 }
 
 void check_consistency(const run_options& o) {
   check_shape(o);
-  if (o.recipe.scale_granularity != fp8::granularity::per_tensor && o.recipe.recipe == fp8::scaling_mode::delayed) {
+  if (o.recipe.scale_granularity != fp8::granularity::per_tensor &&
+      o.recipe.recipe == fp8::scaling_mode::delayed) {
     fail(std::string("--granularity ") + to_string(o.recipe.scale_granularity) +
          " needs --scaling current: delayed scaling keeps one amax history per tensor");
   }
@@ -341,9 +370,11 @@ void check_consistency(const run_options& o) {
   if (o.shadow_every > 0 && o.base_precision != precision::fp8) {
     fail("--shadow-every compares an fp8 run with BF16: it needs --precision fp8");
   }
-  if (o.reset_scaling && o.resume_from.empty()) fail("--reset-scaling only applies together with --resume FILE");
+  if (o.reset_scaling && o.resume_from.empty())
+    fail("--reset-scaling only applies together with --resume FILE");
   if (o.warmup_steps >= o.steps) {
-    fail("--warmup " + std::to_string(o.warmup_steps) + " must be smaller than --steps " + std::to_string(o.steps));
+    fail("--warmup " + std::to_string(o.warmup_steps) + " must be smaller than --steps " +
+         std::to_string(o.steps));
   }
   if (o.overwrite && !o.resume_from.empty()) {
     fail("--overwrite and --resume contradict each other: a resumed run continues the run in its directory");
@@ -374,7 +405,8 @@ void refuse_switch_values(const CLI::App& app, int argc, const char* const* argv
     if (arg.rfind("--", 0) != 0 || equals == std::string::npos) continue;
     const std::string name = arg.substr(0, equals);
     const CLI::Option* option = app.get_option_no_throw(name);
-    if (option != nullptr && !takes_value(*option)) fail("option " + name + " takes no value; got '" + arg + "'");
+    if (option != nullptr && !takes_value(*option))
+      fail("option " + name + " takes no value; got '" + arg + "'");
   }
 }
 
@@ -398,9 +430,7 @@ run_options parse_options(int argc, const char* const* argv) {
     const std::vector<std::string> rest = app.remaining();
     const std::string first = rest.empty() ? "?" : rest.front();
     fail(first.rfind("-", 0) == 0 ? "unknown option '" + first + "'" : "unexpected argument '" + first + "'");
-  } catch (const CLI::ParseError& e) {
-    fail(e.what());
-  }
+  } catch (const CLI::ParseError& e) { fail(e.what()); }
   if (state.options.show_version) return state.options;
   apply_late_switches(state);
   apply_shape_defaults(state);
@@ -416,7 +446,8 @@ std::string help_text() {
   std::ostringstream out;
   out << "fp8_trainer: trains a byte-level transformer or MLP on the CPU in FP32, BF16 or emulated FP8.\n\n"
          "Usage: fp8_trainer [options]        (values as --steps 5 or --steps=5)\n"
-         "  fp8_trainer                          the FP8 transformer (HYBRID, delayed scaling), default data\n"
+         "  fp8_trainer                          the FP8 transformer (HYBRID, delayed scaling), default "
+         "data\n"
          "  fp8_trainer --precision bf16 --out runs/bf16    the BF16 reference\n"
          "  fp8_trainer --resume runs/fp8/final.safetensors --out runs/fp8 --precision bf16 --steps 900\n"
          "                                       continue an FP8 run in BF16\n\n"
@@ -449,14 +480,15 @@ std::string help_text() {
   }
   out << "\nOutputs: DIR/log.csv (step, training and validation loss, tokens/s, ...), DIR/stats.csv\n"
          "with --stats-every, DIR/final.safetensors. Plot runs with examples/trainer/scripts/plot_loss.py.\n"
-         "Exit status: 0 done, 1 a failure while running, 2 a usage error (reported before training starts).\n"
+         "Exit status: 0 done, 1 a failure while running, 2 a usage error (reported before training "
+         "starts).\n"
          "See docs/trainer.md and docs/debugging.md.\n";
   return out.str();
 }
 
 std::string version_text() {
-  return "fp8_trainer (fp8 " + std::to_string(FP8_VERSION_MAJOR) + "." + std::to_string(FP8_VERSION_MINOR) + "." +
-         std::to_string(FP8_VERSION_PATCH) + ")";
+  return "fp8_trainer (fp8 " + std::to_string(FP8_VERSION_MAJOR) + "." + std::to_string(FP8_VERSION_MINOR) +
+         "." + std::to_string(FP8_VERSION_PATCH) + ")";
 }
 
 std::string run_name(const run_options& o) {
@@ -468,7 +500,8 @@ std::string run_name(const run_options& o) {
     }
     for (int c = 0; c < gemm_kind_count; ++c) {
       if (o.linear_modes[std::size_t(c)] != gemm_mode::fp8) {
-        name += std::string("-") + to_string(fp8::gemm_kind(c)) + "_" + to_string(o.linear_modes[std::size_t(c)]);
+        name +=
+            std::string("-") + to_string(fp8::gemm_kind(c)) + "_" + to_string(o.linear_modes[std::size_t(c)]);
       }
     }
   }
@@ -479,7 +512,8 @@ std::string run_name(const run_options& o) {
   for (char& c : data) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
   }
-  return name + "-lr" + rate + "-" + std::to_string(o.steps) + "steps-" + data + "-s" + std::to_string(o.seed);
+  return name + "-lr" + rate + "-" + std::to_string(o.steps) + "steps-" + data + "-s" +
+         std::to_string(o.seed);
 }
 
 precision_policy make_policy(const run_options& o, const model& m) {

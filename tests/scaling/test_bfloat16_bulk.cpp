@@ -74,13 +74,15 @@ TEST_CASE("bulk BF16 conversion handles every length, the vector loop's tail inc
   for (std::size_t length = 0; length <= 67; ++length) {
     CAPTURE(length);
     // An unaligned start as well: the conversion must not assume alignment.
-    check_against_scalar(std::vector<float>(all.begin() + 12345, all.begin() + 12345 + std::ptrdiff_t(length)));
+    check_against_scalar(
+        std::vector<float>(all.begin() + 12345, all.begin() + 12345 + std::ptrdiff_t(length)));
   }
 }
 
 TEST_CASE("the documented examples and special values") {
   static_assert(fp8::detail::bfloat16_bits_rne(0x3F808000u) == 0x3F80u, "a tie with an even kept part stays");
-  static_assert(fp8::detail::bfloat16_bits_rne(0x3F818000u) == 0x3F82u, "a tie with an odd kept part rounds up");
+  static_assert(fp8::detail::bfloat16_bits_rne(0x3F818000u) == 0x3F82u,
+                "a tie with an odd kept part rounds up");
   static_assert(fp8::detail::bfloat16_bits_rne(0x7F7FFFFFu) == 0x7F80u, "FLT_MAX rounds to Inf");
   static_assert(fp8::detail::bfloat16_bits_rne(0xFFC00001u) == 0x7FC0u, "NaN becomes the canonical NaN");
   static_assert(fp8::detail::bfloat16_bits_rne(0x80000000u) == 0x8000u, "-0 keeps its sign");

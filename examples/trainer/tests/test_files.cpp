@@ -35,9 +35,7 @@ template <class Function>
 std::string error_of(Function&& function) {
   try {
     function();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
+  } catch (const std::exception& e) { return e.what(); }
   return "";
 }
 
@@ -81,11 +79,13 @@ std::map<long, int> rows_per_step(const fs::path& path) {
 TEST_CASE("text that is not a regular file is refused before it is read") {
   const fs::path dir = fresh_directory("inputs");
   CHECK(error_of([&] { load_text_file(dir.string()); }).find("is a directory") != std::string::npos);
-  CHECK(error_of([&] { load_text_file("/dev/zero"); }).find("'/dev/zero' is not a regular file") != std::string::npos);
+  CHECK(error_of([&] { load_text_file("/dev/zero"); }).find("'/dev/zero' is not a regular file") !=
+        std::string::npos);
   const fs::path fifo = dir / "fifo";
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   CHECK(error_of([&] { load_text_file(fifo.string()); }).find("not a regular file") != std::string::npos);
-  CHECK(error_of([&] { load_text_file((dir / "missing.txt").string()); }).find("missing.txt") != std::string::npos);
+  CHECK(error_of([&] { load_text_file((dir / "missing.txt").string()); }).find("missing.txt") !=
+        std::string::npos);
 }
 
 TEST_CASE("a write that fails is an error, not a silently empty file") {
@@ -98,7 +98,9 @@ TEST_CASE("a write that fails is an error, not a silently empty file") {
           stats.flush();
         }).find("/dev/full") != std::string::npos);
   const std::uint8_t byte = 1;
-  CHECK(error_of([&] { write_file_atomically("/dev/full/x", {{&byte, 1}}); }).find("/dev/full/x") != std::string::npos);
+  CHECK(error_of([&] {
+          write_file_atomically("/dev/full/x", {{&byte, 1}});
+        }).find("/dev/full/x") != std::string::npos);
 }
 
 TEST_CASE("a resumed run trims stats.csv like log.csv, and cleans up an interrupted save") {
