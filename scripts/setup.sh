@@ -5,8 +5,9 @@ set -euo pipefail
 
 # Build and tests: cmake, ninja, g++ and clang++ (the vendoring tests compile with both), doctest, Eigen.
 # The example trainer: nlohmann-json (checkpoint headers), fortunes (its default English text),
-# gnuplot (the loss plot), python3 (the plot and table scripts).
-packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes gnuplot-nox python3)
+# python3 and matplotlib (the plot and table scripts), CLI11 (its command line).
+packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes python3
+          python3-matplotlib libcli11-dev)
 
 missing=()
 for package in "${packages[@]}"; do

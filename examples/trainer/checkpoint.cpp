@@ -44,7 +44,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
-  throw checkpoint_error("checkpoint '" + path + "': " + problem);
+  throw fp8::checkpoint_error("checkpoint '" + path + "': " + problem);
 }
 
 const named_tensor& require(const safetensors_file& file, const std::string& path, const std::string& name,
@@ -101,7 +101,16 @@ void save_checkpoint(const std::string& path, const model& m, long step, const d
 }
 
 checkpoint_contents read_checkpoint(const std::string& path, const model& m, const text_data& text) {
-  const safetensors_file file = read_safetensors(path);
+  return check_checkpoint(read_safetensors(path), path, m, text);
+}
+
+checkpoint_contents read_checkpoint(const std::uint8_t* bytes, std::size_t size, const std::string& name,
+                                    const model& m, const text_data& text) {
+  return check_checkpoint(parse_safetensors(bytes, size, name), name, m, text);
+}
+
+checkpoint_contents check_checkpoint(const safetensors_file& file, const std::string& path, const model& m,
+                                     const text_data& text) {
   const auto meta = [&](const std::string& key) {
     const auto it = file.metadata.find(key);
     return it == file.metadata.end() ? std::string() : it->second;

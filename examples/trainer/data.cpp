@@ -5,10 +5,9 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
+#include "file_io.hpp"
 #include "hash.hpp"
 
 namespace trainer {
@@ -17,12 +16,15 @@ namespace {
 
 constexpr int byte_values = 256;
 
+// Windows are indexed with 32 bits and a CPU trainer has no use for more text than this.
+constexpr std::uint64_t max_text_bytes = std::uint64_t(1) << 31;
+
 std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error("cannot open the data file '" + path + "': check the path (--data FILE)");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (file.bad()) throw std::runtime_error("error while reading the data file '" + path + "'");
-  return bytes;
+  try {
+    return read_regular_file(path, max_text_bytes);
+  } catch (const file_error& e) {
+    throw std::runtime_error(std::string("cannot use the data file: ") + e.what() + " (--data FILE)");
+  }
 }
 
 // Appends a file's text: the first 90% to train, the rest to validation.

@@ -15,7 +15,7 @@ namespace trainer {
 namespace {
 
 // The operand as the GEMM reads it, contiguous: the stored data, or a transposed copy in `scratch`.
-const float* readable(const gemm_operand& op, std::vector<float>& scratch) {
+const float* readable(const gemm_matrix& op, std::vector<float>& scratch) {
   if (!op.transposed) return op.data;
   scratch.resize(std::size_t(op.rows) * std::size_t(op.cols));
   as_matrix(scratch.data(), op.cols, op.rows) = as_matrix(op.data, op.rows, op.cols).transpose();
@@ -85,7 +85,7 @@ std::vector<float> row_scales(const quantized_operand& q, const fp8::scale_layou
 
 }  // namespace
 
-quantized_operand quantize_operand(const gemm_operand& op, const operand_scaling& s) {
+quantized_operand quantize_operand(const gemm_matrix& op, const operand_scaling& s) {
   scaling_state& state = *s.state;
   const fp8::operand_recipe& recipe = state.operand_recipe(s.operand);
   const std::size_t index = state.tensor_index(s.layer, s.operand);
@@ -120,7 +120,7 @@ quantized_operand quantize_operand(const gemm_operand& op, const operand_scaling
   return q;
 }
 
-void observe_operand(const gemm_operand& op, const operand_scaling& s) {
+void observe_operand(const gemm_matrix& op, const operand_scaling& s) {
   if (s.state == nullptr) return;
   if (s.stats != nullptr) {
     quantize_operand(op, s);  // records the amax and logs what the cast would do

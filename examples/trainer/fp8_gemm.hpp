@@ -31,12 +31,12 @@ struct quantized_operand {
 // transpose does) with the recipe of its (layer, operand): delayed scaling uses the state's current
 // scale; current scaling takes each block's own amax. Records the amax when s.record_amax and logs
 // statistics when s.stats is set.
-quantized_operand quantize_operand(const gemm_operand& op, const operand_scaling& s);
+quantized_operand quantize_operand(const gemm_matrix& op, const operand_scaling& s);
 
 // For an operand of a linear GEMM that runs in BF16 in a bf16 or fp8 run: records its amax (so that
 // switching the GEMM to FP8 later starts from a warm history) and, on statistics steps, logs what FP8
 // would do to it.
-void observe_operand(const gemm_operand& op, const operand_scaling& s);
+void observe_operand(const gemm_matrix& op, const operand_scaling& s);
 
 // gemm() in the fp8 and fake_fp8 modes (call.a_scaling and call.b_scaling must be set).
 //  fp8:      C (+)= sum over K blocks of (A_fp8 . B_fp8^T) * scale_inv_a * scale_inv_b, where each

@@ -9,7 +9,7 @@
 
 namespace trainer {
 
-void float_gemm(const gemm_operand& a, const gemm_operand& b, float* c, bool accumulate) {
+void float_gemm(const gemm_matrix& a, const gemm_matrix& b, float* c, bool accumulate) {
   const int m = a.read_rows();
   const int n = b.read_rows();
   auto a_stored = as_matrix(a.data, a.rows, a.cols);

@@ -11,7 +11,7 @@ struct operand_scaling;  // scaling_state.hpp: how an FP8 operand is scaled, and
 // A row-major matrix as a GEMM reads it. The stored matrix is [rows, cols]; with `transposed` the
 // GEMM reads its transpose, [cols, rows] (as cuBLAS's op T). The contraction runs along the columns
 // of what the GEMM reads.
-struct gemm_operand {
+struct gemm_matrix {
   const float* data = nullptr;
   int rows = 0;
   int cols = 0;
@@ -24,8 +24,8 @@ struct gemm_operand {
 // C[M, N] = A[M, K] . B[N, K]^T  (or C += ... with `accumulate`), "TN" as on FP8 tensor cores.
 struct gemm_call {
   gemm_mode mode = gemm_mode::fp32;
-  gemm_operand a;  // reads [M, K]
-  gemm_operand b;  // reads [N, K]
+  gemm_matrix a;  // reads [M, K]
+  gemm_matrix b;  // reads [N, K]
   float* c = nullptr;  // [M, N]
   bool accumulate = false;
   storage out = storage::fp32;  // the result is rounded to BF16 when out == storage::bf16
@@ -40,6 +40,6 @@ struct gemm_call {
 void gemm(const gemm_call& call);
 
 // The float product itself, C (+)= A . B^T, for operands already in their final number format.
-void float_gemm(const gemm_operand& a, const gemm_operand& b, float* c, bool accumulate);
+void float_gemm(const gemm_matrix& a, const gemm_matrix& b, float* c, bool accumulate);
 
 }  // namespace trainer

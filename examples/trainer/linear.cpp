@@ -13,7 +13,7 @@ namespace {
 
 // Runs one GEMM of a linear layer. In FP8 modes the operands carry their scaling (which of the
 // layer's six operands they are); in other modes a training pass still records their amaxes.
-void linear_gemm(const pass_context& pass, const linear_site& site, gemm_class which, gemm_call call,
+void linear_gemm(const pass_context& pass, const linear_site& site, fp8::gemm_kind which, gemm_call call,
                  fp8::gemm_operand a_role, fp8::gemm_operand b_role) {
   call.mode = pass.policy->linear_mode(site.unit, which);
   operand_scaling a_scaling{pass.scaling, site.scaling_index, a_role, pass.record_amax, pass.stats, call.mode};
@@ -38,7 +38,7 @@ void linear_forward(const pass_context& pass, const linear_site& site, float* y,
   call.b = {w, n, k};  // reads W [N, K]
   call.c = y;
   call.out = pass.policy->activation_storage();
-  linear_gemm(pass, site, gemm_class::fprop, call, fp8::gemm_operand::fprop_input,
+  linear_gemm(pass, site, fp8::gemm_kind::fprop, call, fp8::gemm_operand::fprop_input,
               fp8::gemm_operand::fprop_weight);
 }
 
@@ -49,7 +49,7 @@ void linear_backward(const pass_context& pass, const linear_site& site, float* d
   dgrad.b = {w, n, k, /*transposed=*/true};    // reads W^T [K, N]
   dgrad.c = dx;
   dgrad.out = pass.policy->activation_storage();
-  linear_gemm(pass, site, gemm_class::dgrad, dgrad, fp8::gemm_operand::dgrad_grad_output,
+  linear_gemm(pass, site, fp8::gemm_kind::dgrad, dgrad, fp8::gemm_operand::dgrad_grad_output,
               fp8::gemm_operand::dgrad_weight);
 
   gemm_call wgrad;
@@ -58,7 +58,7 @@ void linear_backward(const pass_context& pass, const linear_site& site, float* d
   wgrad.c = dw;
   wgrad.accumulate = true;
   wgrad.out = storage::fp32;
-  linear_gemm(pass, site, gemm_class::wgrad, wgrad, fp8::gemm_operand::wgrad_grad_output,
+  linear_gemm(pass, site, fp8::gemm_kind::wgrad, wgrad, fp8::gemm_operand::wgrad_grad_output,
               fp8::gemm_operand::wgrad_input);
 }
 

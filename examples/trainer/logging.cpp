@@ -1,7 +1,9 @@
 // Writing (and, on resume, trimming) the CSV log.
 #include "logging.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -22,7 +24,8 @@ std::string number(double value) {
 
 }  // namespace
 
-csv_log::csv_log(const std::string& path, long resume_step) {
+std::ofstream open_resumable_csv(const std::string& path, const std::string& header, long resume_step,
+                                 const std::string& what) {
   std::vector<std::string> kept;
   if (resume_step > 0) {
     std::ifstream previous(path);
@@ -33,19 +36,37 @@ csv_log::csv_log(const std::string& path, long resume_step) {
       }
     }
   }
-  out_.open(path, std::ios::trunc);
-  if (!out_) throw std::runtime_error("cannot write the log '" + path + "' (does the --out directory exist?)");
-  out_ << header << "\n";
-  for (const std::string& line : kept) out_ << line << "\n";
-  out_.flush();
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) {
+    throw std::runtime_error("cannot write the " + what + " '" + path + "': " + std::strerror(errno) +
+                             " (is the --out directory writable?)");
+  }
+  out << header << "\n";
+  for (const std::string& line : kept) out << line << "\n";
+  check_written(out, path, what);
+  return out;
 }
+
+void check_written(std::ofstream& out, const std::string& path, const std::string& what) {
+  errno = 0;
+  out.flush();
+  if (!out) {
+    const int error = errno;
+    throw std::runtime_error("writing the " + what + " '" + path + "' failed" +
+                             (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) +
+                             " (disk full?); the run stops rather than lose its output");
+  }
+}
+
+csv_log::csv_log(const std::string& path, long resume_step)
+    : path_(path), out_(open_resumable_csv(path, header, resume_step, "log")) {}
 
 void csv_log::write(const step_record& r) {
   const double shadow_diff = r.train_loss - r.shadow_loss;
   out_ << r.step << ',' << r.tokens << ',' << number(r.learning_rate) << ',' << number(r.train_loss) << ','
        << number(r.val_loss) << ',' << number(r.grad_norm) << ',' << number(r.shadow_loss) << ','
        << number(shadow_diff) << ',' << number(r.tokens_per_second) << ',' << number(r.elapsed_seconds) << '\n';
-  out_.flush();
+  check_written(out_, path_, "log");
 }
 
 }  // namespace trainer

@@ -35,10 +35,23 @@ class csv_log {
   // the file if it cannot be written.
   csv_log(const std::string& path, long resume_step);
 
+  // Appends a row and flushes it; throws std::runtime_error naming the file if the write fails (a
+  // full disk), so that a run never reports success with rows missing.
   void write(const step_record& record);
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
+
+// A CSV file that a resumed run continues: opened for writing with `header`, keeping the rows of an
+// earlier run whose first column (the step) is at most `resume_step` when resume_step > 0 and the
+// file starts with the same header, dropping the rest. Throws std::runtime_error naming the file
+// (`what` says which log it is) if it cannot be written.
+std::ofstream open_resumable_csv(const std::string& path, const std::string& header, long resume_step,
+                                 const std::string& what);
+
+// Flushes `out` and throws std::runtime_error naming the file if any write to it failed.
+void check_written(std::ofstream& out, const std::string& path, const std::string& what);
 
 }  // namespace trainer

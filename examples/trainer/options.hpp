@@ -32,10 +32,10 @@ struct run_options {
   // The FP8 recipe.
   fp8_recipe recipe;
   bool power_of_two_scales = false;
-  std::vector<gemm_class> current_scaling_for;  // GEMM classes switched to current scaling
+  std::vector<fp8::gemm_kind> current_scaling_for;  // GEMM classes switched to current scaling
 
   // Debugging switches.
-  std::array<gemm_mode, gemm_class_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
+  std::array<gemm_mode, gemm_kind_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
   std::vector<std::string> bf16_layers;  // unit indices or "head", resolved against the model
   bool first_last_bf16 = false;
   bool fp8_head = false;  // the LM head stays in BF16 unless asked (DeepSeek-V3, Megatron-Core)
@@ -46,6 +46,7 @@ struct run_options {
   long eval_every = 50;
   int eval_batches = 16;
   std::string out_dir;  // empty: runs/<derived name>
+  bool overwrite = false;  // replace a run already in out_dir
   long save_every = 0;
   bool save_final = true;
   std::string resume_from;
@@ -54,17 +55,25 @@ struct run_options {
   long log_every = 10;  // progress lines when stderr is not a terminal
 
   bool show_help = false;
+  bool show_version = false;
   std::string command_line;  // as given, stored in checkpoints for reference
 };
 
-// Parses argv. Throws std::invalid_argument with a message naming the bad option (and ending in a
-// hint to see --help).
+// Parses argv (GNU conventions: --steps 5 or --steps=5; the last of a repeated option wins; -h or
+// --help anywhere wins over every error). Checks every value against the range its destination
+// holds and the run can use, the options against each other, and the memory the model and batch
+// need against the machine's, all before anything large is allocated. Throws std::invalid_argument
+// with a message naming the bad option (and ending in a hint to see --help).
 run_options parse_options(int argc, const char* const* argv);
 
 // The --help text.
 std::string help_text();
+// The --version line.
+std::string version_text();
 
-// A short name for the run, used for the default output directory, e.g. "transformer-fp8-delayed-s1".
+// A short name for the run, used for the default output directory, e.g.
+// "transformer-fp8-delayed-lr0.003-600steps-fortunes-s1": model, precision, recipe, the debugging
+// GEMM modes that differ from fp8, learning rate, steps, data (the file's stem) and seed.
 std::string run_name(const run_options& options);
 
 // The precision policy of these options for a model with `unit_count` precision units; resolves

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "file_io.hpp"
 
 namespace trainer {
 
@@ -18,9 +18,16 @@ constexpr std::size_t length_field_bytes = 8;
 constexpr std::size_t header_alignment = 8;
 // The reference implementation refuses headers above 100 MB; so do we (it also bounds allocations).
 constexpr std::uint64_t max_header_bytes = 100'000'000;
+// The largest checkpoint read: far above any model this CPU trainer trains, far below a size whose
+// allocation could take a machine down.
+constexpr std::uint64_t max_file_bytes = std::uint64_t(64) << 30;
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
-  throw checkpoint_error("checkpoint '" + path + "': " + problem);
+  throw fp8::checkpoint_error("checkpoint '" + path + "': " + problem);
 }
 
 bool dtype_from_name(const std::string& name, tensor_dtype& dtype) {
@@ -97,50 +104,56 @@ void write_safetensors(const std::string& path, const safetensors_file& file) {
   std::string text = header.dump();
   text.resize((text.size() + header_alignment - 1) / header_alignment * header_alignment, ' ');
 
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, "cannot create '" + temporary + "' (does the directory exist and is it writable?)");
-    std::uint8_t length[length_field_bytes];
-    for (std::size_t i = 0; i < length_field_bytes; ++i) length[i] = std::uint8_t(std::uint64_t(text.size()) >> (8 * i));
-    out.write(reinterpret_cast<const char*>(length), sizeof(length));
-    out.write(text.data(), std::streamsize(text.size()));
-    for (const named_tensor& t : file.tensors) {
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-    }
-    out.close();
-    if (!out) fail(path, "writing '" + temporary + "' failed (disk full?)");
+  std::uint8_t length[length_field_bytes];
+  for (std::size_t i = 0; i < length_field_bytes; ++i) length[i] = std::uint8_t(std::uint64_t(text.size()) >> (8 * i));
+  std::vector<byte_range> parts{{length, sizeof(length)}, {text.data(), text.size()}};
+  for (const named_tensor& t : file.tensors) parts.push_back({t.bytes.data(), t.bytes.size()});
+  try {
+    write_file_atomically(path, parts);
+  } catch (const file_error& e) {
+    fail(path, std::string(e.what()) + " (does the directory exist, is it writable, is the disk full?)");
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail(path, "cannot rename '" + temporary + "' into place");
 }
 
 safetensors_file read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open the file (check the path given to --resume)");
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < length_field_bytes) {
-    fail(path, "the file has " + std::to_string(bytes.size()) + " bytes, fewer than the 8-byte header length: "
+  if (ends_with(path, temporary_suffix)) {
+    fail(path, "this is the temporary file of an unfinished save (it is renamed only once complete): resume "
+               "from a checkpoint without the '" + std::string(temporary_suffix) + "' suffix");
+  }
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes = read_regular_file(path, max_file_bytes);
+  } catch (const file_error& e) {
+    fail(path, std::string(e.what()) + " (check the path given to --resume)");
+  }
+  return parse_safetensors(bytes.data(), bytes.size(), path);
+}
+
+namespace {
+
+safetensors_file parse_header_and_data(const std::uint8_t* bytes, std::size_t size, const std::string& path) {
+  if (size < length_field_bytes) {
+    fail(path, "the file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length: "
                "it is truncated or not a safetensors file");
   }
   std::uint64_t header_bytes = 0;
   for (std::size_t i = 0; i < length_field_bytes; ++i) header_bytes |= std::uint64_t(bytes[i]) << (8 * i);
-  const std::uint64_t available = bytes.size() - length_field_bytes;
+  const std::uint64_t available = size - length_field_bytes;
   if (header_bytes > available || header_bytes > max_header_bytes || header_bytes < 2) {
     fail(path, "the header length field says " + std::to_string(header_bytes) + " bytes but the file holds " +
                std::to_string(available) + " after it: the file is truncated or not a safetensors file");
   }
-  const auto header_begin = bytes.begin() + std::ptrdiff_t(length_field_bytes);
-  const std::string text(header_begin, header_begin + std::ptrdiff_t(header_bytes));
+  const std::string text(reinterpret_cast<const char*>(bytes) + length_field_bytes, std::size_t(header_bytes));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     fail(path, std::string("the header is not valid JSON (") + e.what() + "): the file is corrupted");
   }
   if (!header.is_object()) fail(path, "the header is not a JSON object: the file is corrupted");
 
   const std::size_t data_begin = length_field_bytes + std::size_t(header_bytes);
-  const std::uint64_t data_bytes = bytes.size() - data_begin;
+  const std::uint64_t data_bytes = size - data_begin;
   safetensors_file file;
   struct range {
     std::uint64_t begin, end;
@@ -164,11 +177,11 @@ safetensors_file read_safetensors(const std::string& path) {
     }
     named_tensor tensor;
     tensor.name = name;
-    if (!entry["dtype"].is_string() || !dtype_from_name(entry["dtype"].get<std::string>(), tensor.dtype)) {
-      fail(path, where + "unsupported dtype " + entry["dtype"].dump() + " (this trainer writes F32, I64, U64, U8)");
+    if (!entry.at("dtype").is_string() || !dtype_from_name(entry.at("dtype").get<std::string>(), tensor.dtype)) {
+      fail(path, where + "unsupported dtype " + entry.at("dtype").dump() + " (this trainer writes F32, I64, U64, U8)");
     }
-    const nlohmann::json& shape = entry["shape"];
-    const nlohmann::json& offsets = entry["data_offsets"];
+    const nlohmann::json& shape = entry.at("shape");
+    const nlohmann::json& offsets = entry.at("data_offsets");
     if (!shape.is_array()) fail(path, where + "shape is not an array");
     std::uint64_t elements = 1;
     for (const nlohmann::json& extent : shape) {
@@ -190,8 +203,8 @@ safetensors_file read_safetensors(const std::string& path) {
       fail(path, where + "holds " + std::to_string(end - begin) + " bytes but shape " + shape.dump() + " of " +
                  dtype_name(tensor.dtype) + " needs " + std::to_string(elements * element_size(tensor.dtype)));
     }
-    const auto first = bytes.begin() + std::ptrdiff_t(data_begin + begin);
-    tensor.bytes.assign(first, first + std::ptrdiff_t(end - begin));
+    const std::uint8_t* first = bytes + data_begin + begin;
+    tensor.bytes.assign(first, first + (end - begin));
     ranges.push_back({begin, end, name});
     file.tensors.push_back(std::move(tensor));
   }
@@ -210,6 +223,17 @@ safetensors_file read_safetensors(const std::string& path) {
                std::to_string(expected) + ": the file is corrupted or has trailing bytes");
   }
   return file;
+}
+
+}  // namespace
+
+safetensors_file parse_safetensors(const std::uint8_t* bytes, std::size_t size, const std::string& name) {
+  try {
+    return parse_header_and_data(bytes, size, name);
+  } catch (const nlohmann::json::exception& e) {
+    // The checks above test every value's type before reading it; this is the net under them.
+    fail(name, std::string("the header has an unexpected structure (") + e.what() + "): the file is corrupted");
+  }
 }
 
 }  // namespace trainer

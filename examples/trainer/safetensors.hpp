@@ -8,15 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <fp8/error.hpp>
+#include <fp8/scaling/checkpoint.hpp>  // fp8::checkpoint_error: a saved file that cannot be used
 
 namespace trainer {
-
-// A checkpoint file that cannot be used: what() says which file, what is wrong, and what to do.
-class checkpoint_error : public fp8::error {
- public:
-  using fp8::error::error;
-};
 
 enum class tensor_dtype { f32, i64, u64, u8 };
 
@@ -44,13 +38,20 @@ named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shap
 named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::int64_t* values);
 named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::uint8_t* values);
 
-// Writes the file atomically (to `path`.tmp, then renamed), header padded to 8 bytes with spaces as
-// the reference implementation does. Throws checkpoint_error if the file cannot be written.
+// Writes the file atomically (to `path`.tmp, synced, then renamed), header padded to 8 bytes with
+// spaces as the reference implementation does. Throws fp8::checkpoint_error if the file cannot be
+// written.
 void write_safetensors(const std::string& path, const safetensors_file& file);
 
-// Reads and validates a file: header length within the file, valid JSON, known dtypes, byte ranges
-// that match the shapes and tile the data section exactly. Throws checkpoint_error naming the
-// problem otherwise.
+// Reads and validates a file: a regular file (not a directory, device or FIFO, not the *.tmp of an
+// unfinished save), header length within the file, valid JSON, known dtypes, byte ranges that match
+// the shapes and tile the data section exactly. Throws fp8::checkpoint_error naming the file and the
+// problem otherwise, and no other exception (std::bad_alloc aside: nothing read from the file sizes
+// an allocation beyond the file's own size).
 safetensors_file read_safetensors(const std::string& path);
+
+// The same checks on bytes already in memory; `name` stands for the file in messages. The entry
+// point of the fuzz target: it throws fp8::checkpoint_error and nothing else.
+safetensors_file parse_safetensors(const std::uint8_t* bytes, std::size_t size, const std::string& name);
 
 }  // namespace trainer

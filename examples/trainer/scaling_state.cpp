@@ -1,4 +1,4 @@
-// Mapping the trainer's recipe switches onto the library's recipe types.
+// Making the library's recipe types from the trainer's recipe switches.
 #include "scaling_state.hpp"
 
 #include <sstream>
@@ -9,44 +9,33 @@ namespace trainer {
 
 namespace {
 
-fp8::format_mix library_mix(format_mix mix) {
-  return mix == format_mix::hybrid ? fp8::format_mix::hybrid : fp8::format_mix::e4m3;
-}
-
 // Current scaling at the chosen granularity: per tensor, per row, DeepSeek-V3 blocks (the library's
 // Float8BlockScaling preset, which uses power-of-two scales) or MX.
 fp8::current_scaling current_config(const recipe_switches& s) {
-  const fp8::format_mix mix = library_mix(s.recipe.formats);
-  fp8::current_scaling config;
-  switch (s.recipe.scale_granularity) {
-    case granularity::tensor:
-      config = {mix, fp8::granularity::per_tensor, fp8::granularity::per_tensor, 0, s.power_of_two_scales};
-      break;
-    case granularity::row:
-      config = {mix, fp8::granularity::per_row, fp8::granularity::per_row, 0, s.power_of_two_scales};
-      break;
-    case granularity::block: config = fp8::current_scaling::blockwise(mix); break;
-    case granularity::mx: config = fp8::current_scaling::mx(mix); break;
-  }
+  const fp8::format_mix mix = s.recipe.formats;
+  const fp8::granularity grain = s.recipe.scale_granularity;
+  fp8::current_scaling config{mix, grain, grain, 0, s.power_of_two_scales};  // per_tensor, per_row
+  if (grain == fp8::granularity::tile_1x128) config = fp8::current_scaling::blockwise(mix);
+  if (grain == fp8::granularity::mx_1x32) config = fp8::current_scaling::mx(mix);
   config.margin = s.recipe.margin;
   return config;
 }
 
 // The two operands of a GEMM class.
-std::pair<fp8::gemm_operand, fp8::gemm_operand> operands_of(gemm_class which) {
+std::pair<fp8::gemm_operand, fp8::gemm_operand> operands_of(fp8::gemm_kind which) {
   switch (which) {
-    case gemm_class::fprop: return {fp8::gemm_operand::fprop_input, fp8::gemm_operand::fprop_weight};
-    case gemm_class::dgrad: return {fp8::gemm_operand::dgrad_grad_output, fp8::gemm_operand::dgrad_weight};
-    case gemm_class::wgrad: break;
+    case fp8::gemm_kind::fprop: return {fp8::gemm_operand::fprop_input, fp8::gemm_operand::fprop_weight};
+    case fp8::gemm_kind::dgrad: return {fp8::gemm_operand::dgrad_grad_output, fp8::gemm_operand::dgrad_weight};
+    case fp8::gemm_kind::wgrad: break;
   }
   return {fp8::gemm_operand::wgrad_grad_output, fp8::gemm_operand::wgrad_input};
 }
 
 fp8::gemm_recipe make_recipe(const recipe_switches& s) {
   try {
-    if (s.recipe.recipe == scaling_recipe::current) return fp8::gemm_recipe(current_config(s));
+    if (s.recipe.recipe == fp8::scaling_mode::current) return fp8::gemm_recipe(current_config(s));
     fp8::gemm_recipe recipe(delayed_config(s));
-    for (gemm_class which : s.current_scaling_for) {
+    for (fp8::gemm_kind which : s.current_scaling_for) {
       const auto [a, b] = operands_of(which);
       recipe.use(a, current_config(s));
       recipe.use(b, current_config(s));
@@ -61,11 +50,10 @@ fp8::gemm_recipe make_recipe(const recipe_switches& s) {
 
 fp8::delayed_scaling delayed_config(const recipe_switches& s) {
   fp8::delayed_scaling config;
-  config.mix = library_mix(s.recipe.formats);
+  config.mix = s.recipe.formats;
   config.margin = s.recipe.margin;
   config.history_length = std::size_t(s.recipe.amax_history_length);
-  config.algorithm =
-      s.recipe.algorithm == amax_algorithm::max ? fp8::amax_algorithm::max : fp8::amax_algorithm::most_recent;
+  config.algorithm = s.recipe.algorithm;
   config.power_of_two_scales = s.power_of_two_scales;
   return config;
 }

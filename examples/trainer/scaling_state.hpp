@@ -30,7 +30,7 @@ struct operand_scaling {
 struct recipe_switches {
   fp8_recipe recipe;
   bool power_of_two_scales = false;
-  std::vector<gemm_class> current_scaling_for;  // classes whose two operands use current scaling
+  std::vector<fp8::gemm_kind> current_scaling_for;  // classes whose two operands use current scaling
 };
 
 class scaling_state {

@@ -1,8 +1,7 @@
 // The statistics log file.
 #include "tensor_stats.hpp"
 
-#include <filesystem>
-#include <stdexcept>
+#include "logging.hpp"
 
 namespace trainer {
 
@@ -10,12 +9,10 @@ namespace {
 constexpr const char* stats_header = "step,layer,operand,format,mode,granularity,amax,scale_min,scale_max,saturated,flushed";
 }
 
-tensor_stats_log::tensor_stats_log(const std::string& path, bool append) {
-  const bool exists = std::filesystem::exists(path);
-  out_.open(path, append ? std::ios::app : std::ios::trunc);
-  if (!out_) throw std::runtime_error("cannot write the statistics log '" + path + "'");
-  if (!append || !exists) out_ << stats_header << "\n";
-}
+tensor_stats_log::tensor_stats_log(const std::string& path, long resume_step)
+    : path_(path), out_(open_resumable_csv(path, stats_header, resume_step, "statistics log")) {}
+
+void tensor_stats_log::flush() { check_written(out_, path_, "statistics log"); }
 
 void tensor_stats_log::add(const std::string& layer, const char* operand, const char* format, const char* mode,
                            const char* granularity, const tensor_stats& stats) {

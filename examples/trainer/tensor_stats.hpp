@@ -20,15 +20,19 @@ struct tensor_stats {
 // stats.csv: one row per (step, layer, operand).
 class tensor_stats_log {
  public:
-  // Opens `path` for writing (appending when `append` and the file exists). Throws
-  // std::runtime_error naming the file if it cannot be opened.
-  tensor_stats_log(const std::string& path, bool append);
+  // Opens `path` for writing; when resuming after `resume_step` > 0 steps, keeps the rows of the
+  // earlier run up to that step and drops later ones, as csv_log does. Throws std::runtime_error
+  // naming the file if it cannot be written.
+  tensor_stats_log(const std::string& path, long resume_step);
 
   void set_step(long step) { step_ = step; }
   void add(const std::string& layer, const char* operand, const char* format, const char* mode,
            const char* granularity, const tensor_stats& stats);
+  // Writes the rows added so far; throws std::runtime_error naming the file if a write failed.
+  void flush();
 
  private:
+  std::string path_;
   std::ofstream out_;
   long step_ = 0;
 };

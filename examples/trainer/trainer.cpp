@@ -10,6 +10,7 @@
 
 #include "adamw.hpp"
 #include "checkpoint.hpp"
+#include "file_io.hpp"
 #include "parallel.hpp"
 #include "progress.hpp"
 
@@ -42,14 +43,14 @@ std::string policy_text(const precision_policy& p, const run_options& o, const m
     case precision::bf16: return "bf16 (BF16 weights and activations, FP32 master weights and AdamW)";
     case precision::fp8: break;
   }
-  out << "fp8 (bf16 + FP8 linear GEMMs): " << (o.recipe.formats == format_mix::hybrid ? "HYBRID" : "E4M3") << ", "
+  out << "fp8 (bf16 + FP8 linear GEMMs): " << (o.recipe.formats == fp8::format_mix::hybrid ? "HYBRID" : "E4M3") << ", "
       << to_string(o.recipe.recipe) << " scaling";
-  if (o.recipe.recipe == scaling_recipe::delayed) {
+  if (o.recipe.recipe == fp8::scaling_mode::delayed) {
     out << " (history " << o.recipe.amax_history_length << ", " << to_string(o.recipe.algorithm) << ", margin "
         << o.recipe.margin << ")";
   }
   out << ", granularity " << to_string(o.recipe.scale_granularity);
-  for (gemm_class c : o.current_scaling_for) out << ", " << to_string(c) << " current";
+  for (fp8::gemm_kind c : o.current_scaling_for) out << ", " << to_string(c) << " current";
   out << "\n  GEMMs: fprop " << to_string(p.linear_modes[0]) << ", dgrad " << to_string(p.linear_modes[1])
       << ", wgrad " << to_string(p.linear_modes[2]);
   std::string units;
@@ -60,23 +61,63 @@ std::string policy_text(const precision_policy& p, const run_options& o, const m
   return out.str();
 }
 
+// The files of a run in its directory, which --overwrite replaces.
+bool is_run_output(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  return name == "log.csv" || name == "stats.csv" || name == "final.safetensors" ||
+         (name.rfind("step_", 0) == 0 && file.extension() == ".safetensors");
+}
+
 }  // namespace
+
+std::string output_directory(const run_options& o) {
+  return o.out_dir.empty() ? "runs/" + run_name(o) : o.out_dir;
+}
+
+void check_output_directory(const run_options& o) {
+  namespace fs = std::filesystem;
+  const std::string dir = output_directory(o);
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
+    throw std::invalid_argument("the output directory '" + dir + "' exists and is not a directory (--out DIR)");
+  }
+  // Resuming continues the run (its logs are trimmed to the checkpoint's step); --overwrite replaces it.
+  if (o.overwrite || !o.resume_from.empty()) return;
+  if (fs::exists(fs::path(dir) / "log.csv", error)) {
+    throw std::invalid_argument("'" + dir + "' already holds a run (" + dir +
+                                "/log.csv): pass --overwrite to replace it, --out DIR for a new directory, or "
+                                "--resume DIR/final.safetensors to continue it (see --help)");
+  }
+}
+
+void prepare_output_directory(const run_options& o) {
+  namespace fs = std::filesystem;
+  const std::string dir = output_directory(o);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) throw std::runtime_error("cannot create the output directory '" + dir + "': " + error.message());
+  if (!o.overwrite) return;
+  // The files of the replaced run go, so that no checkpoint of it is mistaken for one of this run.
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    std::error_code remove_error;
+    if (is_run_output(it->path())) fs::remove(it->path(), remove_error);
+  }
+}
 
 training_run::training_run(run_options options) : options_(std::move(options)) {
   set_thread_count(options_.threads);
   data_ = options_.data_file.empty() ? load_fortunes(FP8_TRAINER_DEFAULT_DATA_DIR) : load_text_file(options_.data_file);
+  // The checks of --batch and --context against the text come before the model is allocated: a
+  // batch too large for the text must be a usage error, not an out-of-memory kill.
+  loader_ = std::make_unique<batch_loader>(data_.train, options_.batch, options_.model.context,
+                                           options_.seed ^ data_seed_offset);
+  eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context, options_.eval_batches);
   model_ = make_model(options_.model, options_.batch);
   policy_ = make_policy(options_, *model_);
-  if (options_.shadow_every > 0 && policy_.base != precision::fp8) {
-    throw std::invalid_argument("--shadow-every compares an fp8 run with BF16: it needs --precision fp8 (see --help)");
-  }
   scaling_ = std::make_unique<scaling_state>(switches_of(options_), linear_names(*model_));
   rng weights(options_.seed);
   model_->init_weights(weights);
   model_->parameters().refresh_compute(policy_.activation_storage());
-  loader_ = std::make_unique<batch_loader>(data_.train, options_.batch, options_.model.context,
-                                           options_.seed ^ data_seed_offset);
-  eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context, options_.eval_batches);
   unigram_ = unigram_baseline(data_);
   schedule_.peak = options_.learning_rate;
   schedule_.total_steps = options_.steps;
@@ -157,7 +198,7 @@ void training_run::load(const std::string& path) {
     try {
       scaling.deserialize(contents.scaling_state);
     } catch (const fp8::error& e) {
-      throw checkpoint_error("checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
+      throw fp8::checkpoint_error("checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
                              "\npass the recipe switches it was trained with (--format, --amax-history, "
                              "--amax-algo, --margin, --pow2-scales), or --reset-scaling to start the scaling "
                              "state afresh");
@@ -167,7 +208,7 @@ void training_run::load(const std::string& path) {
   try {
     probe.set_position(contents.data);
   } catch (const std::invalid_argument& e) {
-    throw checkpoint_error("checkpoint '" + path + "': its data position does not fit this text: " + e.what());
+    throw fp8::checkpoint_error("checkpoint '" + path + "': its data position does not fit this text: " + e.what());
   }
   // Commit.
   parameter_set& params = model_->parameters();
@@ -198,20 +239,23 @@ std::string training_run::describe() const {
 }
 
 double training_run::run() {
-  namespace fs = std::filesystem;
   if (step_ >= options_.steps) {
     throw std::invalid_argument("the run is already at step " + std::to_string(step_) + " of --steps " +
                                 std::to_string(options_.steps) + ": pass a larger --steps to train further");
   }
-  const std::string dir = options_.out_dir.empty() ? "runs/" + run_name(options_) : options_.out_dir;
-  fs::create_directories(dir);
+  check_output_directory(options_);
+  const std::string dir = output_directory(options_);
+  prepare_output_directory(options_);
   std::printf("%s", describe().c_str());
-  std::printf("output:    %s/log.csv\n", dir.c_str());
+  std::printf("output:    %s/log.csv%s\n", dir.c_str(), options_.out_dir.empty() ? " (the default for these options)" : "");
+  for (const std::string& name : remove_stale_temporaries(dir, ".safetensors")) {
+    std::printf("removed:   %s/%s, left by a save that was interrupted\n", dir.c_str(), name.c_str());
+  }
   std::fflush(stdout);
 
   csv_log log(dir + "/log.csv", step_);
   std::unique_ptr<tensor_stats_log> stats;
-  if (options_.stats_every > 0) stats = std::make_unique<tensor_stats_log>(dir + "/stats.csv", step_ > 0);
+  if (options_.stats_every > 0) stats = std::make_unique<tensor_stats_log>(dir + "/stats.csv", step_);
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -236,6 +280,7 @@ double training_run::run() {
     if (step_ % options_.eval_every == 0 || step_ == options_.steps) record.val_loss = val_loss = evaluate();
     record.elapsed_seconds = seconds_since(start);
     log.write(record);
+    if (stats_step) stats->flush();
     progress.update(step_, record.train_loss, record.val_loss, record.tokens_per_second,
                     step_seconds_average * double(options_.steps - step_));
     if (!std::isfinite(record.train_loss)) {

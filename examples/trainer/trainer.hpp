@@ -17,10 +17,19 @@
 
 namespace trainer {
 
+// Where the run's files go: --out, or runs/<run name> (see run_name()).
+std::string output_directory(const run_options& options);
+// Refuses (std::invalid_argument naming the directory) to start a fresh run in a directory that
+// already holds one (a log.csv), unless --overwrite or --resume. Cheap: main() calls it first.
+void check_output_directory(const run_options& options);
+// Creates the directory; with --overwrite removes the earlier run's logs and checkpoints. Throws
+// std::runtime_error naming the directory if it cannot be created.
+void prepare_output_directory(const run_options& options);
+
 class training_run {
  public:
   // Loads the data, builds and initialises the model (or restores --resume), prints nothing.
-  // Throws std::invalid_argument / std::runtime_error / checkpoint_error with a message for the user.
+  // Throws std::invalid_argument / std::runtime_error / fp8::checkpoint_error with a message for the user.
   explicit training_run(run_options options);
   // The data loader refers to the text this object owns: a run stays where it was built.
   training_run(const training_run&) = delete;

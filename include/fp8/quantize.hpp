@@ -8,3 +8,4 @@
 #include "quantize/per_tensor.hpp"
 #include "quantize/blockwise.hpp"
 #include "quantize/transpose.hpp"
+#include "quantize/bfloat16_bulk.hpp"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots training and validation loss of one or more fp8_trainer runs into one PNG, via gnuplot.
+"""Plots training and validation loss of one or more fp8_trainer runs into one PNG, with matplotlib.
 
 Usage:
   plot_loss.py -o loss.png runs/fp8 runs/bf16 runs/fp32
@@ -8,13 +8,11 @@ Usage:
 Each argument is a run directory (holding log.csv) or a log.csv file, optionally as LABEL=PATH; several
 comma-separated paths under one label are averaged step by step (e.g. seeds). Validation loss is drawn
 as a thick line with points, the training loss (smoothed over --smooth steps) as a thin line of the
-same colour. Needs only Python's standard library and gnuplot (Debian package gnuplot-nox).
+same colour. Needs matplotlib (Debian package python3-matplotlib).
 """
 import argparse
 import csv
 import math
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -77,53 +75,64 @@ def main():
     parser.add_argument("--ymin", type=float, help="lower limit of the loss axis (default: automatic)")
     parser.add_argument("--ymax", type=float, help="upper limit of the loss axis (default: automatic)")
     args = parser.parse_args()
-    if shutil.which("gnuplot") is None:
-        sys.exit("plot_loss.py: gnuplot is not installed (apt-get install gnuplot-nox)")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only: no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_loss.py: matplotlib is not installed (apt-get install python3-matplotlib)")
 
-    blocks, plots = [], []
+    curves = []  # (label, colour index, smoothed training points, validation points)
     for index, spec in enumerate(args.runs):
         label, paths = parse_spec(spec)
         logs = [read_log(p) for p in paths]
-        train = smooth(average(logs, 0), args.smooth)
-        val = average(logs, 1)
-        color = index + 1
-        name = label.replace('"', "'")
-        if train and not args.no_train:
-            blocks.append(f"$train{index} << EOD\n" + "\n".join(f"{s} {v:.6f}" for s, v in train) + "\nEOD\n")
-            plots.append(f'$train{index} with lines lc {color} lw 1 dt 1 title "{name} (train)"')
-        if val:
-            blocks.append(f"$val{index} << EOD\n" + "\n".join(f"{s} {v:.6f}" for s, v in val) + "\nEOD\n")
-            plots.append(f'$val{index} with linespoints lc {color} lw 2.5 pt 7 ps 0.6 title "{name} (validation)"')
-    zoom_command = "plot " + ", \\\n     ".join(plots)  # the baseline would stretch the zoomed axis
-    if args.baseline is not None and math.isfinite(args.baseline):
-        plots.append(f'{args.baseline} with lines lc rgb "gray40" dt 2 lw 1.5 title "unigram baseline"')
-    plot_command = "plot " + ", \\\n     ".join(plots)
-    settings = [
-        "set xlabel 'optimizer step'",
-        "set ylabel 'cross-entropy (nats per byte)'",
-        "set grid",
-    ]
-    xrange = f"set xrange [{'*' if args.xmin is None else args.xmin}:*]"
-    yrange = f"set yrange [{'*' if args.ymin is None else args.ymin}:{'*' if args.ymax is None else args.ymax}]"
+        train = [] if args.no_train else smooth(average(logs, 0), args.smooth)
+        curves.append((label, index, train, average(logs, 1)))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+    def draw(axis, with_baseline):
+        for label, index, train, val in curves:
+            colour = colours[index % len(colours)]
+            if train:
+                axis.plot(*zip(*train), color=colour, linewidth=1, label=f"{label} (train)")
+            if val:
+                axis.plot(*zip(*val), color=colour, linewidth=2.5, marker="o", markersize=3.5,
+                          label=f"{label} (validation)")
+        if with_baseline and args.baseline is not None and math.isfinite(args.baseline):
+            axis.axhline(args.baseline, color="0.4", linestyle="--", linewidth=1.5, label="unigram baseline")
+        axis.set_xlabel("optimizer step")
+        axis.set_ylabel("cross-entropy (nats per byte)")
+        axis.grid(True, alpha=0.4)
+
     if args.zoom_from is None:
-        body = settings + [f"set title \"{args.title}\"", "set key top right", xrange, yrange, plot_command]
-        size = "1100,650"
+        figure, axis = plt.subplots(figsize=(11, 6.5))
+        draw(axis, True)
+        axis.set_title(args.title)
+        axis.set_xlim(left=args.xmin)
+        axis.set_ylim(args.ymin, args.ymax)
+        axis.legend(loc="upper right")
     else:
-        # Two panels: the whole run, and its end with the loss axis fitted to what is left.
-        body = [f"set multiplot layout 1,2 title \"{args.title}\""] + settings + [
-            "set title 'whole run'", "unset key", xrange, yrange, plot_command,
-            f"set title 'from step {args.zoom_from:g}'", "set key top right font ',9'",
-            f"set xrange [{args.zoom_from}:*]", "set yrange [*:*]", zoom_command, "unset multiplot"]
-        size = "1500,650"
-    script = "".join(blocks) + "\n".join([
-        f"set terminal pngcairo size {size} noenhanced font 'DejaVu Sans,11'",
-        f"set output '{args.output}'",
-        *body,
-        "",
-    ])
-    result = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
-    if result.returncode != 0:
-        sys.exit(f"plot_loss.py: gnuplot failed:\n{result.stderr}")
+        # Two panels: the whole run, and its end with the loss axis fitted to what is left (without
+        # the baseline, which would stretch it).
+        figure, (whole, end) = plt.subplots(1, 2, figsize=(15, 6.5))
+        figure.suptitle(args.title)
+        draw(whole, True)
+        whole.set_title("whole run")
+        whole.set_xlim(left=args.xmin)
+        whole.set_ylim(args.ymin, args.ymax)
+        draw(end, False)
+        end.set_title(f"from step {args.zoom_from:g}")
+        shown = [v for _, _, train, val in curves for s, v in train + val if s >= args.zoom_from]
+        end.set_xlim(left=args.zoom_from)
+        if shown:
+            margin = 0.05 * (max(shown) - min(shown) or 1.0)
+            end.set_ylim(min(shown) - margin, max(shown) + margin)
+        end.legend(loc="upper right", fontsize=9)
+    figure.tight_layout()
+    try:
+        figure.savefig(args.output, dpi=100)
+    except OSError as error:
+        sys.exit(f"plot_loss.py: cannot write {args.output}: {error}")
     print(f"wrote {args.output}")
 
 

@@ -8,7 +8,7 @@ Usage (from the repository root, after building fp8_trainer):
 Every run uses one thread (--threads 1) and --jobs runs go in parallel, so the results do not depend
 on how many cores the machine has (Eigen's GEMM blocking, and so the FP32 summation order, depends on
 the thread count). Runs whose log.csv is already complete are reused unless --fresh is given.
-Needs only Python's standard library, plus gnuplot for the plot (via plot_loss.py).
+Needs only Python's standard library, plus matplotlib for the plot (via plot_loss.py).
 """
 import argparse
 import concurrent.futures
@@ -53,7 +53,7 @@ def final_row(log_path, steps):
 
 def run_one(trainer, args, out_dir, seed, steps, extra):
     command = [trainer, *args, "--seed", str(seed), "--steps", str(steps), "--threads", "1", "--no-progress",
-               "--log-every", "100", "--no-final-save", "--out", str(out_dir), *extra]
+               "--log-every", "100", "--no-final-save", "--out", str(out_dir), "--overwrite", *extra]
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "stdout.txt", "w") as stdout:
         result = subprocess.run(command, stdout=stdout, stderr=subprocess.STDOUT,

@@ -2,13 +2,18 @@
 // message that names the problem, leaving the running state exactly as it was.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include "checkpoint.hpp"
 #include "safetensors.hpp"
 #include "trainer.hpp"
 
@@ -67,7 +72,7 @@ void check_refused(const std::string& path, const std::string& expected, run_opt
   std::string message;
   try {
     run.load(path);
-  } catch (const checkpoint_error& e) {
+  } catch (const fp8::checkpoint_error& e) {
     message = e.what();
   }
   CAPTURE(message);
@@ -216,7 +221,7 @@ TEST_CASE("a checkpoint of another model, other data or another recipe is refuse
   }
   SUBCASE("another format mix") {
     run_options e4m3 = tiny_options();
-    e4m3.recipe.formats = format_mix::e4m3;
+    e4m3.recipe.formats = fp8::format_mix::e4m3;
     check_refused(good, "format_mix", e4m3);
   }
 }
@@ -236,4 +241,74 @@ TEST_CASE("checkpoints are readable as plain safetensors, with every piece of st
   CHECK(step == 2);
   // The scaling state is the library's versioned format.
   CHECK(std::memcmp(file.find("scaling/state")->bytes.data(), "FP8SCALE", 8) == 0);
+}
+
+TEST_CASE("a header number outside double's range is refused as a corrupt header") {
+  // nlohmann::json reports 1e400 as out_of_range, not as a parse error.
+  const std::string header = "{\"x\":{\"dtype\":\"U8\",\"shape\":[1e400],\"data_offsets\":[0,0]}}";
+  std::vector<char> bytes(8, '\0');
+  bytes[0] = char(header.size());
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const std::string path = temporary_path("huge_number.safetensors");
+  write_all(path, bytes);
+  check_refused(path, "not valid JSON");
+}
+
+TEST_CASE("what is not a regular file is refused before it is read") {
+  SUBCASE("a directory") {
+    const std::string dir = temporary_path("a_directory.safetensors");
+    std::filesystem::create_directories(dir);
+    check_refused(dir, "is a directory");
+  }
+  SUBCASE("an endless device") { check_refused("/dev/zero", "not a regular file"); }
+  SUBCASE("a FIFO, whose open would block") {
+    const std::string fifo = temporary_path("a_fifo.safetensors");
+    std::filesystem::remove(fifo);
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    check_refused(fifo, "not a regular file");
+  }
+}
+
+TEST_CASE("the temporary file of an unfinished save is never loaded") {
+  const std::string good = good_checkpoint("for_tmp.safetensors");
+  const std::string temporary = good + ".tmp";
+  std::filesystem::copy_file(good, temporary, std::filesystem::copy_options::overwrite_existing);
+  check_refused(temporary, "unfinished save");
+}
+
+TEST_CASE("the byte entry point of the loaders throws only checkpoint_error") {
+  const std::string good = good_checkpoint("for_bytes.safetensors");
+  const std::vector<char> raw = read_all(good);
+  const std::vector<std::uint8_t> bytes(raw.begin(), raw.end());
+  const safetensors_file file = parse_safetensors(bytes.data(), bytes.size(), "in memory");
+  CHECK(file.find("train/step") != nullptr);
+  training_run run(tiny_options());
+  CHECK(read_checkpoint(bytes.data(), bytes.size(), "in memory", run.net(), run.data()).step == 2);
+  // Every truncation of a valid file is refused with the project's error type and the name given.
+  for (std::size_t size = 0; size < bytes.size(); size += 97) {
+    CAPTURE(size);
+    try {
+      parse_safetensors(bytes.data(), size, "in memory");
+      FAIL("a truncated file was accepted");
+    } catch (const fp8::checkpoint_error& e) {
+      CHECK(std::string(e.what()).find("in memory") != std::string::npos);
+    }
+  }
+  // Random damage to the header and the bytes around it: accepted or refused, never another exception.
+  training_run model_run(tiny_options());
+  std::mt19937 generator(7);
+  const std::size_t span = std::min<std::size_t>(bytes.size(), 8 + std::size_t(header_length(raw)) + 64);
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<std::uint8_t> damaged = bytes;
+    for (int flips = 1 + int(generator() % 4); flips > 0; --flips) {
+      damaged[generator() % span] = std::uint8_t(generator());
+    }
+    try {
+      read_checkpoint(damaged.data(), damaged.size(), "damaged", model_run.net(), model_run.data());
+    } catch (const fp8::checkpoint_error&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 2900);  // nearly every damage breaks the JSON, a length or the checksum
 }

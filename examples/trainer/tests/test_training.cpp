@@ -103,13 +103,13 @@ TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for b
   struct variant {
     const char* name;
     precision p;
-    scaling_recipe recipe;
-    granularity grain;
+    fp8::scaling_mode recipe;
+    fp8::granularity grain;
   };
-  const variant variants[] = {{"fp8 delayed", precision::fp8, scaling_recipe::delayed, granularity::tensor},
-                              {"fp8 current block", precision::fp8, scaling_recipe::current, granularity::block},
-                              {"bf16", precision::bf16, scaling_recipe::delayed, granularity::tensor},
-                              {"fp32", precision::fp32, scaling_recipe::delayed, granularity::tensor}};
+  const variant variants[] = {{"fp8 delayed", precision::fp8, fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
+                              {"fp8 current block", precision::fp8, fp8::scaling_mode::current, fp8::granularity::tile_1x128},
+                              {"bf16", precision::bf16, fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
+                              {"fp32", precision::fp32, fp8::scaling_mode::delayed, fp8::granularity::per_tensor}};
   for (const variant& v : variants) {
     CAPTURE(v.name);
     run_options o = tiny_options(v.p, 12);
@@ -172,13 +172,13 @@ TEST_CASE("the debugging switches change what they claim to change") {
   CHECK(std::abs(fake_losses.back() - fp8.back()) < 0.1);
   // One class back in BF16 differs from all-FP8 and from all-BF16.
   run_options dgrad_bf16 = tiny_options(precision::fp8, 6);
-  dgrad_bf16.linear_modes[std::size_t(gemm_class::dgrad)] = gemm_mode::bf16;
+  dgrad_bf16.linear_modes[std::size_t(fp8::gemm_kind::dgrad)] = gemm_mode::bf16;
   const std::vector<double> dgrad_losses = losses_of(dgrad_bf16);
   CHECK_FALSE(identical(dgrad_losses, fp8));
   CHECK_FALSE(identical(dgrad_losses, bf16));
   // Current scaling for dgrad only, and the first/last switch, run and differ from the default.
   run_options current_dgrad = tiny_options(precision::fp8, 6);
-  current_dgrad.current_scaling_for = {gemm_class::dgrad};
+  current_dgrad.current_scaling_for = {fp8::gemm_kind::dgrad};
   CHECK_FALSE(identical(losses_of(current_dgrad), fp8));
   run_options first_last = tiny_options(precision::fp8, 6);
   first_last.first_last_bf16 = true;
@@ -192,12 +192,12 @@ TEST_CASE("the debugging switches change what they claim to change") {
 }
 
 TEST_CASE("every granularity and format mix trains without error") {
-  for (granularity grain : {granularity::row, granularity::block, granularity::mx}) {
-    for (format_mix mix : {format_mix::hybrid, format_mix::e4m3}) {
+  for (fp8::granularity grain : {fp8::granularity::per_row, fp8::granularity::tile_1x128, fp8::granularity::mx_1x32}) {
+    for (fp8::format_mix mix : {fp8::format_mix::hybrid, fp8::format_mix::e4m3}) {
       CAPTURE(to_string(grain));
       CAPTURE(to_string(mix));
       run_options o = tiny_options(precision::fp8, 4);
-      o.recipe.recipe = scaling_recipe::current;
+      o.recipe.recipe = fp8::scaling_mode::current;
       o.recipe.scale_granularity = grain;
       o.recipe.formats = mix;
       training_run run(o);
