@@ -9,3 +9,4 @@
 #include "convert.hpp"
 #include "float8.hpp"
 #include "limits.hpp"
+#include "packed.hpp"
