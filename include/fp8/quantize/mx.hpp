@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "../error.hpp"
 #include "../float8.hpp"
@@ -46,20 +47,6 @@ inline constexpr bool is_mx_element_v = std::is_same_v<Element, e2m1_format> ||
 namespace detail {
 
 inline constexpr std::uint8_t e8m0_nan = format_traits<e8m0_format>::magnitude_mask;  // 0xFF
-
-// The E8M0 code of a finite block's scale from its amax bits: floor(log2(amax)) + 127 - emax is the
-// float's biased exponent minus emax (float subnormals have biased exponent 0 and clamp to code 0).
-template <class Element>
-FP8_HOST_DEVICE constexpr std::uint8_t mx_scale_code_from_amax_bits(std::uint32_t amax_bits) noexcept {
-  if (amax_bits == 0) return std::uint8_t(format_traits<e8m0_format>::bias);  // X = 1
-  const int code = int(amax_bits >> 23) - mx_element_emax<Element>;
-  return std::uint8_t(code < 0 ? 0 : code);
-}
-
-// 1 / X = 2^(127 - code) as a float: normal for every code a finite amax produces (0..252).
-FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR inline float mx_element_multiplier(std::uint8_t code) noexcept {
-  return bit_cast<float>(std::uint32_t(2 * 127 - code) << 23);
-}
 
 inline void check_mx_shape(std::size_t cols, std::size_t block, const char* function) {
   if (cols % block != 0) {
@@ -89,6 +76,30 @@ void quantize_mx(const float* in, std::size_t rows, std::size_t cols, std::uint8
   detail::check_mx_shape(cols, mx_block_size, "fp8::quantize_mx");
   detail::check_pointers(in, packed_out, scales_e8m0, rows * cols, "fp8::quantize_mx");
   const std::size_t blocks_per_row = cols / mx_block_size;
+  if (random_bits == nullptr && std::is_same_v<Element, e2m1_format>) {
+    // MXFP4's hot path: scale, encode and pack in vector registers, two blocks at a time. Blocks are
+    // contiguous across rows, so block k's scale is scales_e8m0[k] and its 16 bytes start at 16 k.
+    const std::size_t blocks = rows * blocks_per_row;
+    constexpr std::size_t bytes_per_block = mx_block_size / 2;
+    auto finish = [&](std::size_t k, std::uint8_t code) {
+      scales_e8m0[k] = code;
+      if (code == detail::e8m0_nan) {
+        for (std::size_t i = 0; i < bytes_per_block; ++i) packed_out[k * bytes_per_block + i] = 0;
+      }
+    };
+    std::size_t k = 0;
+    for (; k + 2 <= blocks; k += 2) {
+      const std::uint32_t codes = detail::block_ops::mx_fp4_block_pair(in + k * mx_block_size, mx_element_emax<Element>,
+                                                                       packed_out + k * bytes_per_block);
+      finish(k, std::uint8_t(codes));
+      finish(k + 1, std::uint8_t(codes >> 8));
+    }
+    if (k < blocks) {
+      finish(k, detail::block_ops::mx_fp4_block(in + k * mx_block_size, mx_element_emax<Element>,
+                                                packed_out + k * bytes_per_block));
+    }
+    return;
+  }
   std::uint8_t codes[mx_block_size];
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t b = 0; b < blocks_per_row; ++b) {
@@ -96,10 +107,10 @@ void quantize_mx(const float* in, std::size_t rows, std::size_t cols, std::uint8
       const float* block = in + first;
       const std::uint32_t amax_bits = detail::block_ops::amax_bits(block, mx_block_size);
       std::uint8_t scale = detail::e8m0_nan;
-      if (amax_bits >= 0x7F800000u) {  // NaN or Inf in the block
+      if (amax_bits >= detail::float_infinity_bits) {  // NaN or Inf in the block
         for (auto& c : codes) c = 0;
       } else {
-        scale = detail::mx_scale_code_from_amax_bits<Element>(amax_bits);
+        scale = detail::mx_scale_code_from_amax_bits(amax_bits, mx_element_emax<Element>);
         const float multiplier = detail::mx_element_multiplier(scale);
         if (random_bits == nullptr) {
           detail::block_ops::encode<Element>(block, mx_block_size, multiplier, codes);

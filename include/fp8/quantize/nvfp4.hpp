@@ -61,12 +61,7 @@ inline constexpr std::uint8_t ue4m3_nan = format_traits<ue4m3_format>::magnitude
 
 // Largest finite |x| of n floats (NaN and Inf ignored).
 inline float finite_amax(const float* in, std::size_t n) noexcept {
-  std::uint32_t m = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t a = bit_cast<std::uint32_t>(in[i]) & 0x7FFFFFFFu;
-    if (a < 0x7F800000u && a > m) m = a;
-  }
-  return bit_cast<float>(m);
+  return bit_cast<float>(block_ops::finite_amax_bits(in, n));
 }
 
 // The block scale code and the element multiplier of a finite block.
@@ -74,25 +69,26 @@ struct nvfp4_block_scale {
   std::uint8_t code;
   float multiplier;
 };
-inline nvfp4_block_scale nvfp4_block_scale_from_amax(float block_amax, float encode_times_sixth,
+inline nvfp4_block_scale nvfp4_block_scale_from_amax(std::uint32_t amax_bits, float encode_times_sixth,
                                                      float tensor_decode) noexcept {
-  const std::uint8_t code = std::uint8_t(convert_bits<ue4m3_format>(block_amax * encode_times_sixth));
-  const float inverse = 1.0f / (decode<float, ue4m3_format>(code) * tensor_decode);
-  return {code, inverse < FLT_MAX ? inverse : FLT_MAX};
+  nvfp4_block_scale s{};
+  block_ops_scalar::nvfp4_scale(amax_bits, encode_times_sixth, tensor_decode, s.code, s.multiplier);
+  return s;
 }
 
-// Quantizes `count` (a multiple of 16, the elements of one block or one tile row-slice) values whose
-// block amax bits are known; writes one code per byte.
-inline void nvfp4_encode_elements(const float* in, std::size_t count, float multiplier, std::uint8_t* codes,
-                                  const std::uint32_t* random_bits) noexcept {
+// The elements of one finite 16-element block, packed: nearest even (vectorised) or stochastic.
+inline void nvfp4_encode_block(const float* in, float multiplier, std::uint8_t* packed,
+                               const std::uint32_t* random_bits) noexcept {
   if (random_bits == nullptr) {
-    block_ops::encode<e2m1_format>(in, count, multiplier, codes);
-  } else {
-    for (std::size_t i = 0; i < count; ++i) {
-      codes[i] = std::uint8_t(
-          convert_bits<e2m1_format, rounding::stochastic, overflow::saturate>(in[i] * multiplier, random_bits[i]));
-    }
+    block_ops::encode_fp4_packed(in, nvfp4_block_size, multiplier, packed);
+    return;
   }
+  std::uint8_t codes[nvfp4_block_size];
+  for (std::size_t i = 0; i < nvfp4_block_size; ++i) {
+    codes[i] = std::uint8_t(
+        convert_bits<e2m1_format, rounding::stochastic, overflow::saturate>(in[i] * multiplier, random_bits[i]));
+  }
+  pack<e2m1_format>(codes, nvfp4_block_size, packed);
 }
 
 }  // namespace detail
@@ -108,22 +104,32 @@ inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, 
   detail::check_pointers(in, packed_out, scales_ue4m3, rows * cols, "fp8::quantize_nvfp4");
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t blocks = rows * cols / nvfp4_block_size;
-  std::uint8_t codes[nvfp4_block_size];
-  for (std::size_t k = 0; k < blocks; ++k) {
-    const float* block = in + k * nvfp4_block_size;
-    const std::uint32_t amax_bits = detail::block_ops::amax_bits(block, nvfp4_block_size);
-    std::uint8_t scale = detail::ue4m3_nan;
-    if (amax_bits >= 0x7F800000u) {
-      for (auto& c : codes) c = 0;
-    } else {
-      const auto s = detail::nvfp4_block_scale_from_amax(detail::bit_cast<float>(amax_bits), encode_times_sixth,
-                                                         tensor_scale.decode);
-      scale = s.code;
-      detail::nvfp4_encode_elements(block, nvfp4_block_size, s.multiplier, codes,
-                                    random_bits ? random_bits + k * nvfp4_block_size : nullptr);
+  std::size_t k = 0;
+  if (random_bits == nullptr) {
+    // Sixteen blocks at a time: their scales are computed in one vector.
+    for (; k + 16 <= blocks; k += 16) {
+      const std::uint32_t non_finite = detail::block_ops::nvfp4_group(
+          in + k * nvfp4_block_size, encode_times_sixth, tensor_scale.decode, scales_ue4m3 + k,
+          packed_out + k * nvfp4_block_size / 2);
+      for (std::size_t j = 0; non_finite != 0 && j < 16; ++j) {
+        if (((non_finite >> j) & 1u) == 0) continue;
+        scales_ue4m3[k + j] = detail::ue4m3_nan;
+        for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[(k + j) * nvfp4_block_size / 2 + b] = 0;
+      }
     }
-    scales_ue4m3[k] = scale;
-    pack<e2m1_format>(codes, nvfp4_block_size, packed_out + k * nvfp4_block_size / 2);
+  }
+  for (; k < blocks; ++k) {  // the rest, and every block under stochastic rounding
+    const float* block = in + k * nvfp4_block_size;
+    std::uint8_t* out = packed_out + k * nvfp4_block_size / 2;
+    const std::uint32_t amax_bits = detail::block_ops::amax_bits(block, nvfp4_block_size);
+    if (amax_bits >= detail::float_infinity_bits) {
+      scales_ue4m3[k] = detail::ue4m3_nan;
+      for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) out[b] = 0;
+      continue;
+    }
+    const auto s = detail::nvfp4_block_scale_from_amax(amax_bits, encode_times_sixth, tensor_scale.decode);
+    scales_ue4m3[k] = s.code;
+    detail::nvfp4_encode_block(block, s.multiplier, out, random_bits ? random_bits + k * nvfp4_block_size : nullptr);
   }
 }
 
@@ -145,7 +151,6 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
   const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax(in, rows * cols));
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t tile_cols = cols / nvfp4_block_size;
-  std::uint8_t codes[nvfp4_block_size];
   for (std::size_t r0 = 0; r0 < rows; r0 += nvfp4_block_size) {
     const std::size_t r1 = r0 + nvfp4_block_size < rows ? r0 + nvfp4_block_size : rows;
     for (std::size_t t = 0; t < tile_cols; ++t) {
@@ -155,22 +160,18 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
         const std::uint32_t a = detail::block_ops::amax_bits(in + r * cols + c0, nvfp4_block_size);
         amax_bits = a > amax_bits ? a : amax_bits;
       }
-      const bool finite = amax_bits < 0x7F800000u;
+      const bool finite = amax_bits < detail::float_infinity_bits;
       detail::nvfp4_block_scale s{detail::ue4m3_nan, 0.0f};
-      if (finite) {
-        s = detail::nvfp4_block_scale_from_amax(detail::bit_cast<float>(amax_bits), encode_times_sixth,
-                                                tensor_scale.decode);
-      }
+      if (finite) s = detail::nvfp4_block_scale_from_amax(amax_bits, encode_times_sixth, tensor_scale.decode);
       tile_scales_ue4m3[(r0 / nvfp4_block_size) * tile_cols + t] = s.code;
       for (std::size_t r = r0; r < r1; ++r) {
         const std::size_t first = r * cols + c0;
         if (finite) {
-          detail::nvfp4_encode_elements(in + first, nvfp4_block_size, s.multiplier, codes,
-                                        random_bits ? random_bits + first : nullptr);
+          detail::nvfp4_encode_block(in + first, s.multiplier, packed_out + first / 2,
+                                     random_bits ? random_bits + first : nullptr);
         } else {
-          for (auto& c : codes) c = 0;
+          for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[first / 2 + b] = 0;
         }
-        pack<e2m1_format>(codes, nvfp4_block_size, packed_out + first / 2);
       }
     }
   }
