@@ -276,15 +276,17 @@ struct block_ops_avx512 : block_ops_scalar {
   static __m512i abs_bits(__m512 x) noexcept {
     return _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF));
   }
-  // Two vectors of E2M1 codes (32 elements) packed into 16 bytes.
+  // Two vectors of E2M1 codes (elements 0-15 and 16-31) packed into 16 bytes. packus puts, in each
+  // 128-bit lane i, elements 4i..4i+3 of both vectors side by side as 16-bit values; madd with
+  // (1, 16) joins each (even, odd) pair into c0 + 16 c1 = the packed byte; the bytes then come out in
+  // pair order 0 1 8 9 2 3 10 11 4 5 12 13 6 7 14 15, which one byte shuffle restores.
   static void store_fp4_pairs(__m512i codes_low, __m512i codes_high, std::uint8_t* packed) noexcept {
-    const __m512i low = _mm512_or_si512(codes_low, _mm512_maskz_srli_epi64(all_quadwords, codes_low, 28));
-    const __m512i high = _mm512_or_si512(codes_high, _mm512_maskz_srli_epi64(all_quadwords, codes_high, 28));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(packed),
-                     _mm_unpacklo_epi64(_mm512_maskz_cvtepi64_epi8(all_quadwords, low),
-                                        _mm512_maskz_cvtepi64_epi8(all_quadwords, high)));
+    const __m512i words = _mm512_maskz_packus_epi32(~__mmask32(0), codes_low, codes_high);
+    const __m512i bytes = _mm512_maskz_madd_epi16(all_lanes, words, _mm512_set1_epi32(0x00100001));
+    const __m128i scrambled = _mm512_maskz_cvtepi32_epi8(all_lanes, bytes);
+    const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(packed), _mm_shuffle_epi8(scrambled, order));
   }
-
   // MXFP4 scale codes from block maxima (any lanes), the rule of mx_scale_code_from_amax_bits.
   static __m512i mx_scale_codes(__m512i amax, int emax) noexcept {
     const __m512i zero = _mm512_setzero_si512();
@@ -390,10 +392,10 @@ struct block_ops_avx512 : block_ops_scalar {
     alignas(64) float multipliers[16];
     _mm512_store_si512(amax_bits, amax);
     nvfp4_scales(amax_bits, encode_times_sixth, tensor_decode, scales, multipliers);
-    const __m512 m = _mm512_load_ps(multipliers);
     for (int j = 0; j < 16; j += 2) {
-      const __m512 m0 = _mm512_maskz_permutexvar_ps(all_lanes, _mm512_set1_epi32(j), m);
-      const __m512 m1 = _mm512_maskz_permutexvar_ps(all_lanes, _mm512_set1_epi32(j + 1), m);
+      // Broadcast from memory: a load-port operation, leaving the shuffle port to the packing.
+      const __m512 m0 = _mm512_set1_ps(multipliers[j]);
+      const __m512 m1 = _mm512_set1_ps(multipliers[j + 1]);
       store_fp4_pairs(encode_vector<e2m1_format>(_mm512_mul_ps(_mm512_loadu_ps(p + 16 * j), m0)),
                       encode_vector<e2m1_format>(_mm512_mul_ps(_mm512_loadu_ps(p + 16 * j + 16), m1)), packed + 8 * j);
     }

@@ -104,21 +104,19 @@ inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, 
   detail::check_pointers(in, packed_out, scales_ue4m3, rows * cols, "fp8::quantize_nvfp4");
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t blocks = rows * cols / nvfp4_block_size;
-  std::size_t k = 0;
-  if (random_bits == nullptr) {
-    // Sixteen blocks at a time: their scales are computed in one vector.
-    for (; k + 16 <= blocks; k += 16) {
-      const std::uint32_t non_finite = detail::block_ops::nvfp4_group(
-          in + k * nvfp4_block_size, encode_times_sixth, tensor_scale.decode, scales_ue4m3 + k,
-          packed_out + k * nvfp4_block_size / 2);
-      for (std::size_t j = 0; non_finite != 0 && j < 16; ++j) {
-        if (((non_finite >> j) & 1u) == 0) continue;
-        scales_ue4m3[k + j] = detail::ue4m3_nan;
-        for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[(k + j) * nvfp4_block_size / 2 + b] = 0;
-      }
+  // Sixteen blocks at a time under nearest-even: their scales are computed in one vector.
+  const std::size_t grouped = random_bits == nullptr ? blocks / 16 * 16 : 0;
+  for (std::size_t k = 0; k < grouped; k += 16) {
+    const std::uint32_t non_finite =
+        detail::block_ops::nvfp4_group(in + k * nvfp4_block_size, encode_times_sixth, tensor_scale.decode,
+                                       scales_ue4m3 + k, packed_out + k * nvfp4_block_size / 2);
+    for (std::size_t j = 0; non_finite != 0 && j < 16; ++j) {
+      if (((non_finite >> j) & 1u) == 0) continue;
+      scales_ue4m3[k + j] = detail::ue4m3_nan;
+      for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[(k + j) * nvfp4_block_size / 2 + b] = 0;
     }
   }
-  for (; k < blocks; ++k) {  // the rest, and every block under stochastic rounding
+  for (std::size_t k = grouped; k < blocks; ++k) {  // the rest, and every block under stochastic rounding
     const float* block = in + k * nvfp4_block_size;
     std::uint8_t* out = packed_out + k * nvfp4_block_size / 2;
     const std::uint32_t amax_bits = detail::block_ops::amax_bits(block, nvfp4_block_size);
