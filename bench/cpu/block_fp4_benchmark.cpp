@@ -5,15 +5,14 @@
 //
 // bytes_per_second counts bytes read + written (float input, packed elements, scales). The counter
 // x_memcpy divides it by the rate of a memcpy that moves as many bytes (a copy of half the traffic),
-// measured in the same process (best of several copies). Both sides are timed in this thread's CPU
-// time, so other processes on a shared machine slow neither.
+// run right after each quantization in the same conditions. Both sides are timed in this thread's
+// CPU time, so other processes on a shared machine slow neither directly.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
-#include <map>
 #include <vector>
 
 #include <fp8/quantize/isa.hpp>
@@ -42,37 +41,29 @@ double thread_cpu_seconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-// Traffic (read + written bytes) per CPU second of memcpy copying `bytes` bytes: the best of a few
-// copies, cached per size.
-double memcpy_traffic_per_second(std::size_t bytes) {
-  static std::map<std::size_t, double> cache;
-  const auto found = cache.find(bytes);
-  if (found != cache.end()) return found->second;
-  std::vector<char> from(bytes, 1), to(bytes, 0);
-  double best = 1e30;
-  for (int r = 0; r < 20; ++r) {
-    const double start = thread_cpu_seconds();
-    std::memcpy(to.data(), from.data(), bytes);
-    benchmark::ClobberMemory();
-    best = std::min(best, thread_cpu_seconds() - start);
-  }
-  benchmark::DoNotOptimize(to.data());
-  return cache[bytes] = 2.0 * double(bytes) / best;
-}
-
-// Runs `quantize` under the benchmark loop and reports traffic and the ratio to memcpy.
+// Runs `quantize` under the benchmark loop and reports its traffic and x_memcpy: after every run (and
+// outside the timed region) a memcpy moving the same traffic runs in the same conditions (cache state,
+// neighbours' load), and the ratio compares the two sums of this thread's CPU time.
 template <class Function>
 void run(benchmark::State& state, std::size_t traffic_bytes, Function&& quantize) {
-  double cpu = 0;
+  const std::size_t copy_bytes = traffic_bytes / 2;  // a copy of n bytes reads n and writes n
+  std::vector<char> from(copy_bytes, 1), to(copy_bytes, 0);
+  double quantize_seconds = 0, memcpy_seconds = 0;
   for (auto _ : state) {
     const double start = thread_cpu_seconds();
     quantize();
     benchmark::ClobberMemory();
-    cpu += thread_cpu_seconds() - start;
+    quantize_seconds += thread_cpu_seconds() - start;
+    state.PauseTiming();
+    const double copy_start = thread_cpu_seconds();
+    std::memcpy(to.data(), from.data(), copy_bytes);
+    benchmark::ClobberMemory();
+    memcpy_seconds += thread_cpu_seconds() - copy_start;
+    state.ResumeTiming();
   }
+  benchmark::DoNotOptimize(to.data());
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(traffic_bytes));
-  const double rate = double(traffic_bytes) * double(state.iterations()) / cpu;
-  state.counters["x_memcpy"] = rate / memcpy_traffic_per_second(traffic_bytes / 2);
+  state.counters["x_memcpy"] = memcpy_seconds / quantize_seconds;
 }
 
 void bm_memcpy(benchmark::State& state) {

@@ -396,8 +396,8 @@ struct block_ops_avx512 : block_ops_scalar {
       // Broadcast from memory: a load-port operation, leaving the shuffle port to the packing.
       const __m512 m0 = _mm512_set1_ps(multipliers[j]);
       const __m512 m1 = _mm512_set1_ps(multipliers[j + 1]);
-      store_fp4_pairs(encode_vector<e2m1_format>(_mm512_mul_ps(_mm512_loadu_ps(p + 16 * j), m0)),
-                      encode_vector<e2m1_format>(_mm512_mul_ps(_mm512_loadu_ps(p + 16 * j + 16), m1)), packed + 8 * j);
+      store_fp4_pairs(encode_fp4_signed(_mm512_loadu_ps(p + 16 * j), m0),
+                      encode_fp4_signed(_mm512_loadu_ps(p + 16 * j + 16), m1), packed + 8 * j);
     }
     return non_finite;
   }
