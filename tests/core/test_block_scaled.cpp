@@ -302,4 +302,7 @@ TEST_CASE("bad shapes and null pointers are errors that name the problem") {
   CHECK_THROWS_WITH_AS(fp8::quantize_nvfp4(x.data(), 3, 16, nullptr, scales.data()),
                        doctest::Contains("null pointer"), fp8::invalid_argument);
   CHECK_NOTHROW(fp8::quantize_mx<fp8::e2m1_format>(nullptr, 0, 32, nullptr, nullptr));
+  const std::size_t huge_rows = (std::size_t(1) << (sizeof(std::size_t) * 8 - 4)) + 1;
+  CHECK_THROWS_WITH_AS(fp8::quantize_nvfp4(x.data(), huge_rows, 16, packed.data(), scales.data()),
+                       doctest::Contains("overflows size_t"), fp8::invalid_argument);
 }

@@ -48,11 +48,17 @@ namespace detail {
 
 inline constexpr std::uint8_t e8m0_nan = format_traits<e8m0_format>::magnitude_mask;  // 0xFF
 
-inline void check_mx_shape(std::size_t cols, std::size_t block, const char* function) {
+// cols must be a whole number of blocks, and rows * cols elements must be countable (an overflowing
+// element count would otherwise wrap to a small number and under-size every buffer).
+inline void check_block_shape(std::size_t rows, std::size_t cols, std::size_t block, const char* function) {
   if (cols % block != 0) {
     throw invalid_argument(std::string(function) + ": cols = " + std::to_string(cols) +
                            " is not a multiple of the block size " + std::to_string(block) +
                            "; pad the rows to a whole number of blocks");
+  }
+  if (cols != 0 && rows > std::size_t(-1) / cols) {
+    throw invalid_argument(std::string(function) + ": rows * cols = " + std::to_string(rows) + " * " +
+                           std::to_string(cols) + " overflows size_t");
   }
 }
 
@@ -73,7 +79,7 @@ template <class Element>
 void quantize_mx(const float* in, std::size_t rows, std::size_t cols, std::uint8_t* packed_out,
                  std::uint8_t* scales_e8m0, const std::uint32_t* random_bits = nullptr) {
   static_assert(is_mx_element_v<Element>, "MX element formats here: e2m1_format, e2m3_format, e3m2_format");
-  detail::check_mx_shape(cols, mx_block_size, "fp8::quantize_mx");
+  detail::check_block_shape(rows, cols, mx_block_size, "fp8::quantize_mx");
   detail::check_pointers(in, packed_out, scales_e8m0, rows * cols, "fp8::quantize_mx");
   const std::size_t blocks_per_row = cols / mx_block_size;
   if (random_bits == nullptr && std::is_same_v<Element, e2m1_format>) {
@@ -132,7 +138,7 @@ template <class Element>
 void dequantize_mx(const std::uint8_t* packed_in, const std::uint8_t* scales_e8m0, std::size_t rows,
                    std::size_t cols, float* out) {
   static_assert(is_mx_element_v<Element>, "MX element formats here: e2m1_format, e2m3_format, e3m2_format");
-  detail::check_mx_shape(cols, mx_block_size, "fp8::dequantize_mx");
+  detail::check_block_shape(rows, cols, mx_block_size, "fp8::dequantize_mx");
   detail::check_pointers(packed_in, scales_e8m0, out, rows * cols, "fp8::dequantize_mx");
   const std::size_t blocks = rows * cols / mx_block_size;
   std::uint8_t codes[mx_block_size];

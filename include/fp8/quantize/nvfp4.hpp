@@ -100,7 +100,7 @@ inline namespace FP8_QUANTIZE_ABI_NAMESPACE {
 inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, nvfp4_tensor_scale tensor_scale,
                            std::uint8_t* packed_out, std::uint8_t* scales_ue4m3,
                            const std::uint32_t* random_bits = nullptr) {
-  detail::check_mx_shape(cols, nvfp4_block_size, "fp8::quantize_nvfp4");
+  detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::quantize_nvfp4");
   detail::check_pointers(in, packed_out, scales_ue4m3, rows * cols, "fp8::quantize_nvfp4");
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t blocks = rows * cols / nvfp4_block_size;
@@ -144,7 +144,7 @@ inline nvfp4_tensor_scale quantize_nvfp4(const float* in, std::size_t rows, std:
 inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, std::size_t cols,
                                             std::uint8_t* packed_out, std::uint8_t* tile_scales_ue4m3,
                                             const std::uint32_t* random_bits = nullptr) {
-  detail::check_mx_shape(cols, nvfp4_block_size, "fp8::quantize_nvfp4_2d");
+  detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::quantize_nvfp4_2d");
   detail::check_pointers(in, packed_out, tile_scales_ue4m3, rows * cols, "fp8::quantize_nvfp4_2d");
   const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax(in, rows * cols));
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
@@ -179,7 +179,7 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
 // One scale per 1x16 block from the 16x16 tile scales (row r of tile row r / 16 repeats it).
 inline void nvfp4_expand_tile_scales(const std::uint8_t* tile_scales, std::size_t rows, std::size_t cols,
                                      std::uint8_t* block_scales) {
-  detail::check_mx_shape(cols, nvfp4_block_size, "fp8::nvfp4_expand_tile_scales");
+  detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::nvfp4_expand_tile_scales");
   const std::size_t tile_cols = cols / nvfp4_block_size;
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t t = 0; t < tile_cols; ++t) {
@@ -191,7 +191,7 @@ inline void nvfp4_expand_tile_scales(const std::uint8_t* tile_scales, std::size_
 // Back to float with 1x16 block scales: float(q) * float(s_b) * S_dec (NaN for NaN-scaled blocks).
 inline void dequantize_nvfp4(const std::uint8_t* packed_in, const std::uint8_t* scales_ue4m3, std::size_t rows,
                              std::size_t cols, nvfp4_tensor_scale tensor_scale, float* out) {
-  detail::check_mx_shape(cols, nvfp4_block_size, "fp8::dequantize_nvfp4");
+  detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::dequantize_nvfp4");
   detail::check_pointers(packed_in, scales_ue4m3, out, rows * cols, "fp8::dequantize_nvfp4");
   const std::size_t blocks = rows * cols / nvfp4_block_size;
   for (std::size_t k = 0; k < blocks; ++k) {
