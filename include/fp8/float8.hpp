@@ -12,11 +12,29 @@
 #include "convert.hpp"
 #include "format.hpp"
 
-#if defined(__CUDA_FP8_TYPES_EXIST__)
-#include <cuda_fp8.h>
-#endif
-
 namespace fp8 {
+
+namespace detail {
+// CUDA's own type with the same encoding as a format, where the program included CUDA's header for it
+// before fp8 (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h); void otherwise.
+template <class Format>
+struct cuda_twin {
+  using type = void;
+};
+#if defined(__CUDA_FP8_TYPES_EXIST__)
+template <> struct cuda_twin<e4m3_format> { using type = __nv_fp8_e4m3; };
+template <> struct cuda_twin<e5m2_format> { using type = __nv_fp8_e5m2; };
+#endif
+#if defined(__CUDA_FP6_TYPES_EXIST__)
+template <> struct cuda_twin<e2m3_format> { using type = __nv_fp6_e2m3; };
+template <> struct cuda_twin<e3m2_format> { using type = __nv_fp6_e3m2; };
+#endif
+#if defined(__CUDA_FP4_TYPES_EXIST__)
+template <> struct cuda_twin<e2m1_format> { using type = __nv_fp4_e2m1; };
+#endif
+template <class Format, class T>
+inline constexpr bool is_cuda_twin_v = !std::is_void_v<T> && std::is_same_v<T, typename cuda_twin<Format>::type>;
+}  // namespace detail
 
 template <class Format>
 class minifloat;
@@ -67,25 +85,16 @@ class minifloat {
     return static_cast<T>(static_cast<double>(*this));
   }
 
-#if defined(__CUDA_FP8_TYPES_EXIST__)
-  // Bit-exact interop with CUDA's own FP8 types (same encodings).
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e4m3_format>, int> = 0>
-  FP8_HOST_DEVICE minifloat(const __nv_fp8_e4m3& x) noexcept : bits_(x.__x) {}
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e5m2_format>, int> = 0>
-  FP8_HOST_DEVICE minifloat(const __nv_fp8_e5m2& x) noexcept : bits_(x.__x) {}
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e4m3_format>, int> = 0>
-  FP8_HOST_DEVICE operator __nv_fp8_e4m3() const noexcept {
-    __nv_fp8_e4m3 x;
+  // Bit-exact interop with CUDA's own types of the same encoding (__nv_fp8_e4m3/e5m2, __nv_fp6_e2m3/
+  // e3m2, __nv_fp4_e2m1), implicit both ways, where CUDA's header was included before fp8.
+  template <class Cuda, std::enable_if_t<detail::is_cuda_twin_v<Format, Cuda>, int> = 0>
+  FP8_HOST_DEVICE minifloat(const Cuda& x) noexcept : bits_(x.__x) {}
+  template <class Cuda, std::enable_if_t<detail::is_cuda_twin_v<Format, Cuda>, int> = 0>
+  FP8_HOST_DEVICE operator Cuda() const noexcept {
+    Cuda x;
     x.__x = bits_;
     return x;
   }
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e5m2_format>, int> = 0>
-  FP8_HOST_DEVICE operator __nv_fp8_e5m2() const noexcept {
-    __nv_fp8_e5m2 x;
-    x.__x = bits_;
-    return x;
-  }
-#endif
 
   FP8_HOST_DEVICE constexpr minifloat operator+() const noexcept { return *this; }
   // Negation flips the sign bit (also of zero and NaN), as IEEE negate does; unsigned formats have

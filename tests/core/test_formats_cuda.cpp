@@ -73,3 +73,27 @@ TEST_CASE_TEMPLATE("FP4 and FP6 agree with CUDA's host conversions", Format, fp8
   }
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("bit-exact interop with CUDA's __nv_fp4_e2m1, __nv_fp6_e2m3 and __nv_fp6_e3m2") {
+  for (int code = 0; code < 64; ++code) {
+    CAPTURE(code);
+    if (code < 16) {
+      const __nv_fp4_e2m1 theirs = fp8::fp4_e2m1::from_bits(std::uint8_t(code));
+      CHECK(theirs.__x == code);
+      CHECK(fp8::fp4_e2m1(theirs).bits() == code);
+    }
+    const __nv_fp6_e2m3 e2m3 = fp8::fp6_e2m3::from_bits(std::uint8_t(code));
+    const __nv_fp6_e3m2 e3m2 = fp8::fp6_e3m2::from_bits(std::uint8_t(code));
+    CHECK(e2m3.__x == code);
+    CHECK(e3m2.__x == code);
+    CHECK(fp8::fp6_e2m3(e2m3).bits() == code);
+    CHECK(fp8::fp6_e3m2(e3m2).bits() == code);
+  }
+  // The constructors agree on a spread of floats (nearest even, saturating).
+  for (const float f : {0.1f, -3.3f, 5.0f, 500.0f, -0.3f, 1e-9f}) {
+    CAPTURE(f);
+    CHECK(fp8::fp4_e2m1(f).bits() == __nv_fp4_e2m1(f).__x);
+    CHECK(fp8::fp6_e2m3(f).bits() == __nv_fp6_e2m3(f).__x);
+    CHECK(fp8::fp6_e3m2(f).bits() == __nv_fp6_e3m2(f).__x);
+  }
+}
