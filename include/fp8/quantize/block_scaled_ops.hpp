@@ -1,6 +1,8 @@
-// Element operations of the MX / NVFP4 block quantizers (mx.hpp, nvfp4.hpp): block amax and
-// float -> small-format encoding (nearest even, saturating), 16 (AVX-512), 8 (AVX2) or 1 (scalar)
-// floats at a time. Every vector result equals fp8::convert_bits<Format, nearest_even, saturate>.
+// The kernels under the MX / NVFP4 block quantizers (mx.hpp, nvfp4.hpp): block maxima, the two scale
+// rules (E8M0 for MX, UE4M3 for NVFP4), float -> small-format encoding (nearest even, saturating) and
+// FP4 nibble packing, 16 (AVX-512), 8 (AVX2) or 1 (scalar) floats at a time. block_ops names the set
+// this translation unit uses (isa.hpp). Every vector result equals the scalar one, which is
+// fp8::convert_bits<Format, nearest_even, saturate> itself; the tests check this in all three builds.
 #pragma once
 
 #include <cstddef>
