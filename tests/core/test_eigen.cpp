@@ -5,6 +5,8 @@
 
 #include <Eigen/Dense>
 
+#include <sstream>
+
 TEST_CASE_TEMPLATE("Eigen matrices of FP8 scalars multiply, reduce and cast", T, fp8::fp8_e4m3, fp8::fp8_e5m2) {
   using matrix = Eigen::Matrix<T, 4, 4>;
   using matrix_f = Eigen::Matrix4f;
@@ -68,4 +70,12 @@ TEST_CASE("the unsigned UE4M3 scale is an unsigned Eigen scalar") {
   CHECK(Eigen::NumTraits<fp8::fp8_ue4m3>::IsSigned == 0);
   CHECK(static_cast<float>(s.maxCoeff()) == 448.0f);
   CHECK(static_cast<float>(Eigen::NumTraits<fp8::fp8_ue4m3>::lowest()) == 0.0f);
+}
+
+TEST_CASE("Eigen prints matrices of fp8 scalars (operator<< comes with <fp8/eigen.hpp>)") {
+  Eigen::Matrix<fp8::fp4_e2m1, 1, 3> m;
+  m << fp8::fp4_e2m1(1.5f), fp8::fp4_e2m1(-6.0f), fp8::fp4_e2m1(0.5f);
+  std::ostringstream out;
+  out << m;
+  CHECK(out.str() == "1.5  -6 0.5");
 }
