@@ -60,8 +60,11 @@ namespace detail {
 inline constexpr std::uint8_t ue4m3_nan = format_traits<ue4m3_format>::magnitude_mask;  // 0x7F
 
 // Largest finite |x| of n floats (NaN and Inf ignored).
-inline float finite_amax(const float* in, std::size_t n) noexcept {
-  return bit_cast<float>(block_ops::finite_amax_bits(in, n));
+// (Templates on the kernel set: translation units built for different instruction sets must not
+// share one definition; see isa.hpp.)
+template <class Ops>
+float finite_amax(const float* in, std::size_t n) noexcept {
+  return bit_cast<float>(Ops::finite_amax_bits(in, n));
 }
 
 // The block scale code and the element multiplier of a finite block.
@@ -77,10 +80,11 @@ inline nvfp4_block_scale nvfp4_block_scale_from_amax(std::uint32_t amax_bits, fl
 }
 
 // The elements of one finite 16-element block, packed: nearest even (vectorised) or stochastic.
-inline void nvfp4_encode_block(const float* in, float multiplier, std::uint8_t* packed,
-                               const std::uint32_t* random_bits) noexcept {
+template <class Ops>
+void nvfp4_encode_block(const float* in, float multiplier, std::uint8_t* packed,
+                        const std::uint32_t* random_bits) noexcept {
   if (random_bits == nullptr) {
-    block_ops::encode_fp4_packed(in, nvfp4_block_size, multiplier, packed);
+    Ops::encode_fp4_packed(in, nvfp4_block_size, multiplier, packed);
     return;
   }
   std::uint8_t codes[nvfp4_block_size];
@@ -127,14 +131,14 @@ inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, 
     }
     const auto s = detail::nvfp4_block_scale_from_amax(amax_bits, encode_times_sixth, tensor_scale.decode);
     scales_ue4m3[k] = s.code;
-    detail::nvfp4_encode_block(block, s.multiplier, out, random_bits ? random_bits + k * nvfp4_block_size : nullptr);
+    detail::nvfp4_encode_block<detail::block_ops>(block, s.multiplier, out, random_bits ? random_bits + k * nvfp4_block_size : nullptr);
   }
 }
 
 // The same, computing the per-tensor scale from this tensor's finite amax; returns it.
 inline nvfp4_tensor_scale quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, std::uint8_t* packed_out,
                                          std::uint8_t* scales_ue4m3, const std::uint32_t* random_bits = nullptr) {
-  const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax(in, rows * cols));
+  const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax<detail::block_ops>(in, rows * cols));
   quantize_nvfp4(in, rows, cols, tensor_scale, packed_out, scales_ue4m3, random_bits);
   return tensor_scale;
 }
@@ -146,7 +150,7 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
                                             const std::uint32_t* random_bits = nullptr) {
   detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::quantize_nvfp4_2d");
   detail::check_pointers(in, packed_out, tile_scales_ue4m3, rows * cols, "fp8::quantize_nvfp4_2d");
-  const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax(in, rows * cols));
+  const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax<detail::block_ops>(in, rows * cols));
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t tile_cols = cols / nvfp4_block_size;
   for (std::size_t r0 = 0; r0 < rows; r0 += nvfp4_block_size) {
@@ -165,7 +169,7 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
       for (std::size_t r = r0; r < r1; ++r) {
         const std::size_t first = r * cols + c0;
         if (finite) {
-          detail::nvfp4_encode_block(in + first, s.multiplier, packed_out + first / 2,
+          detail::nvfp4_encode_block<detail::block_ops>(in + first, s.multiplier, packed_out + first / 2,
                                      random_bits ? random_bits + first : nullptr);
         } else {
           for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[first / 2 + b] = 0;
