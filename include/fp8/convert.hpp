@@ -108,9 +108,9 @@ FP8_HOST_DEVICE constexpr discarded_bits split_significand(std::uint64_t signifi
 }
 
 // The conversion routine. Steps:
-//  1. specials: a NaN input -> the format's canonical NaN, sign dropped (as CUDA's float path);
-//     Inf -> the overflow policy;
-//     zero -> signed zero (or the smallest code where the format has no zero);
+//  1. specials: a NaN input -> the format's canonical NaN, sign dropped (as CUDA's float path; +max
+//     for FP4/FP6, which have no NaN); Inf -> the overflow policy;
+//     zero -> signed zero (+0 in fnuz formats; the smallest code where the format has no zero);
 //  2. find the target's ulp (quantum) for this value's binade, clamped at the subnormal range;
 //  3. round the significand to whole quanta with the chosen rounding mode;
 //  4. assemble the code (a carry into the next binade falls out of the arithmetic);
@@ -124,16 +124,20 @@ FP8_HOST_DEVICE constexpr typename To::storage round_and_pack(const unpacked& va
   using storage = typename To::storage;
   const bool negative = To::has_sign && value.negative;
   const storage sign = negative ? traits::sign_mask : storage(0);
-  // An overflowing number keeps its sign, also where it becomes NaN (as CUDA's __NV_NOSAT does).
-  const storage overflowed = storage(
-      sign | (Overflow == overflow::saturate ? traits::max_finite_code
-                                             : (traits::has_infinity ? traits::infinity_code : To::canonical_nan)));
+  // An overflowing number keeps its sign, also where it becomes NaN (as CUDA's __NV_NOSAT does); the
+  // fnuz NaN is the sign bit itself, so there the sign is moot.
+  const storage overflowed =
+      storage(sign | (Overflow == overflow::saturate ? traits::max_finite_code : traits::overflow_code));
+  // Zero and underflow: signed zero; +0 where the format has no -0 (fnuz); the smallest code where it
+  // has no zero at all (E8M0).
+  const storage zero =
+      traits::has_zero ? (traits::has_negative_zero ? sign : storage(0)) : traits::min_positive_code;
 
   // Step 1.
   switch (value.what) {
     case unpacked::kind::nan: return To::canonical_nan;
     case unpacked::kind::infinity: return overflowed;
-    case unpacked::kind::zero: return traits::has_zero ? sign : traits::min_positive_code;
+    case unpacked::kind::zero: return zero;
     case unpacked::kind::finite: break;
   }
 
@@ -173,7 +177,7 @@ FP8_HOST_DEVICE constexpr typename To::storage round_and_pack(const unpacked& va
   }
 
   // Step 4. Codes count quanta upward from the bottom of the lowest binade.
-  if (quanta == 0) return traits::has_zero ? sign : traits::min_positive_code;  // underflow
+  if (quanta == 0) return zero;  // underflow
   const std::int64_t lowest_binade_offset = To::has_subnormals ? 0 : (std::int64_t(1) << To::mantissa_bits);
   const std::int64_t magnitude =
       (std::int64_t(binade_exponent - traits::min_normal_exponent) << traits::mantissa_bits) +

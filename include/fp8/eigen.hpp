@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 
 #include "float8.hpp"
+#include "io.hpp"  // Eigen prints matrices through the scalar's operator<<
 #include "limits.hpp"
 
 namespace fp8 {

@@ -1,22 +1,40 @@
-// The class template behind fp8_e4m3, fp8_e5m2, fp8_e8m0, bfloat16 and float16: one byte (or two)
-// of storage, exact decoding, and conversions that round once through convert.hpp.
+// The class template behind every format type (fp8_e4m3, fp8_e5m2, fp4_e2m1, ..., bfloat16, float16):
+// one byte (or two) of storage, exact decoding, and conversions that round once through convert.hpp.
+// Kept light on purpose (no <ostream>, no <functional>): stream output is in <fp8/io.hpp>.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <ostream>
 #include <type_traits>
+#include <typeindex>  // the lightest standard header that declares std::hash (specialised below)
 
 #include "config.hpp"
 #include "convert.hpp"
 #include "format.hpp"
 
-#if defined(__CUDA_FP8_TYPES_EXIST__)
-#include <cuda_fp8.h>
-#endif
-
 namespace fp8 {
+
+namespace detail {
+// CUDA's own type with the same encoding as a format, where the program included CUDA's header for it
+// before fp8 (cuda_fp8.h, cuda_fp6.h, cuda_fp4.h); void otherwise.
+template <class Format>
+struct cuda_twin {
+  using type = void;
+};
+#if defined(__CUDA_FP8_TYPES_EXIST__)
+template <> struct cuda_twin<e4m3_format> { using type = __nv_fp8_e4m3; };
+template <> struct cuda_twin<e5m2_format> { using type = __nv_fp8_e5m2; };
+#endif
+#if defined(__CUDA_FP6_TYPES_EXIST__)
+template <> struct cuda_twin<e2m3_format> { using type = __nv_fp6_e2m3; };
+template <> struct cuda_twin<e3m2_format> { using type = __nv_fp6_e3m2; };
+#endif
+#if defined(__CUDA_FP4_TYPES_EXIST__)
+template <> struct cuda_twin<e2m1_format> { using type = __nv_fp4_e2m1; };
+#endif
+template <class Format, class T>
+inline constexpr bool is_cuda_twin_v = !std::is_void_v<T> && std::is_same_v<T, typename cuda_twin<Format>::type>;
+}  // namespace detail
 
 template <class Format>
 class minifloat;
@@ -67,30 +85,22 @@ class minifloat {
     return static_cast<T>(static_cast<double>(*this));
   }
 
-#if defined(__CUDA_FP8_TYPES_EXIST__)
-  // Bit-exact interop with CUDA's own FP8 types (same encodings).
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e4m3_format>, int> = 0>
-  FP8_HOST_DEVICE minifloat(const __nv_fp8_e4m3& x) noexcept : bits_(x.__x) {}
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e5m2_format>, int> = 0>
-  FP8_HOST_DEVICE minifloat(const __nv_fp8_e5m2& x) noexcept : bits_(x.__x) {}
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e4m3_format>, int> = 0>
-  FP8_HOST_DEVICE operator __nv_fp8_e4m3() const noexcept {
-    __nv_fp8_e4m3 x;
+  // Bit-exact interop with CUDA's own types of the same encoding (__nv_fp8_e4m3/e5m2, __nv_fp6_e2m3/
+  // e3m2, __nv_fp4_e2m1), implicit both ways, where CUDA's header was included before fp8.
+  template <class Cuda, std::enable_if_t<detail::is_cuda_twin_v<Format, Cuda>, int> = 0>
+  FP8_HOST_DEVICE minifloat(const Cuda& x) noexcept : bits_(x.__x) {}
+  template <class Cuda, std::enable_if_t<detail::is_cuda_twin_v<Format, Cuda>, int> = 0>
+  FP8_HOST_DEVICE operator Cuda() const noexcept {
+    Cuda x;
     x.__x = bits_;
     return x;
   }
-  template <class F = Format, std::enable_if_t<std::is_same_v<F, e5m2_format>, int> = 0>
-  FP8_HOST_DEVICE operator __nv_fp8_e5m2() const noexcept {
-    __nv_fp8_e5m2 x;
-    x.__x = bits_;
-    return x;
-  }
-#endif
 
   FP8_HOST_DEVICE constexpr minifloat operator+() const noexcept { return *this; }
   // Negation flips the sign bit (also of zero and NaN), as IEEE negate does; unsigned formats have
-  // nothing to flip.
+  // nothing to flip. In fnuz formats 0 and NaN (0x00, 0x80) negate to themselves: -0 does not exist.
   FP8_HOST_DEVICE constexpr minifloat operator-() const noexcept {
+    if (Format::specials == special_values::nan_negative_zero && (bits_ & traits::magnitude_mask) == 0) return *this;
     return from_bits(storage_type(bits_ ^ traits::sign_mask));
   }
 
@@ -114,14 +124,23 @@ class minifloat {
   storage_type bits_;
 };
 
-// The formats, by name.
+// The formats, by name (ml_dtypes' names in docs/numerics.md).
 using fp8_e4m3 = minifloat<e4m3_format>;
 using fp8_e5m2 = minifloat<e5m2_format>;
 using fp8_e8m0 = minifloat<e8m0_format>;
+using fp8_ue4m3 = minifloat<ue4m3_format>;
+using fp8_e4m3fnuz = minifloat<e4m3fnuz_format>;
+using fp8_e5m2fnuz = minifloat<e5m2fnuz_format>;
+using fp8_e3m4 = minifloat<e3m4_format>;
+using fp8_e4m3_ieee = minifloat<e4m3_ieee_format>;
+using fp6_e2m3 = minifloat<e2m3_format>;
+using fp6_e3m2 = minifloat<e3m2_format>;
+using fp4_e2m1 = minifloat<e2m1_format>;  // one value per byte; see packed.hpp for two per byte
 using bfloat16 = minifloat<bf16_format>;
 using float16 = minifloat<fp16_format>;
 
 static_assert(sizeof(fp8_e4m3) == 1 && sizeof(fp8_e5m2) == 1 && sizeof(fp8_e8m0) == 1, "one byte");
+static_assert(sizeof(fp4_e2m1) == 1 && sizeof(fp6_e2m3) == 1 && sizeof(fp8_e4m3fnuz) == 1, "one byte");
 static_assert(std::is_trivially_default_constructible_v<fp8_e4m3>, "usable in __shared__ arrays");
 static_assert(std::is_trivially_copyable_v<fp8_e4m3> && std::is_standard_layout_v<fp8_e4m3>, "POD-like");
 
@@ -182,11 +201,13 @@ FP8_HOST_DEVICE constexpr bool signbit(minifloat<Format> x) noexcept {
 }
 template <class Format>
 FP8_HOST_DEVICE constexpr bool iszero(minifloat<Format> x) noexcept {
-  return format_traits<Format>::has_zero && (x.bits() & format_traits<Format>::magnitude_mask) == 0;
+  return format_traits<Format>::has_zero && !isnan(x) && (x.bits() & format_traits<Format>::magnitude_mask) == 0;
 }
+// Clears the sign; the fnuz NaN (the sign bit alone) stays NaN.
 template <class Format>
 FP8_HOST_DEVICE constexpr minifloat<Format> abs(minifloat<Format> x) noexcept {
   using storage = typename Format::storage;
+  if (Format::specials == special_values::nan_negative_zero && isnan(x)) return x;
   return minifloat<Format>::from_bits(storage(x.bits() & ~format_traits<Format>::sign_mask));
 }
 
@@ -219,16 +240,11 @@ FP8_DEFINE_ARITHMETIC(*)
 FP8_DEFINE_ARITHMETIC(/)
 #undef FP8_DEFINE_ARITHMETIC
 
-// Prints the value as float prints it ("448", "-0.001953125", "nan", "inf").
-template <class Format>
-std::ostream& operator<<(std::ostream& out, minifloat<Format> x) {
-  return out << static_cast<float>(x);
-}
-
 }  // namespace fp8
 
 // Hashes the code, with -0 folded onto +0 because they compare equal. (NaN never equals anything,
-// so its hash is free.)
+// so its hash is free.) Declared against the primary template that every standard header with a
+// hash specialisation provides; <fp8/io.hpp> is not needed for it.
 template <class Format>
 struct std::hash<fp8::minifloat<Format>> {
   std::size_t operator()(fp8::minifloat<Format> x) const noexcept {
