@@ -24,7 +24,6 @@ std::string hex(std::uint64_t value) {
   return text;
 }
 
-// The trainer's checksum: FNV-1a over every tensor's name and bytes, in name order.
 std::uint64_t tensor_checksum(const trainer::safetensors_file& file) {
   std::vector<const trainer::named_tensor*> sorted;
   for (const trainer::named_tensor& t : file.tensors) sorted.push_back(&t);
@@ -57,6 +56,8 @@ int shape_field(const std::string& path, const std::map<std::string, std::string
 }
 
 }  // namespace
+
+std::string checkpoint_checksum(const trainer::safetensors_file& file) { return hex(tensor_checksum(file)); }
 
 const std::vector<float>& checkpoint_model::weight(const std::string& name) const {
   const auto it = weights.find(name);

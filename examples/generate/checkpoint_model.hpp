@@ -29,6 +29,10 @@ struct checkpoint_model {
 // The parameter names and shapes of a transformer of `shape`, in the trainer's order.
 std::vector<std::pair<std::string, std::vector<int>>> parameter_table(const model_shape& shape);
 
+// The trainer's checksum of a file's tensors (FNV-1a over names and bytes in name order), as stored
+// in its metadata 'checksum.fnv1a64' (16 hex digits).
+std::string checkpoint_checksum(const trainer::safetensors_file& file);
+
 // Reads a checkpoint written by fp8_trainer. Throws trainer::checkpoint_error naming the file and the
 // problem: not readable / not safetensors, not a trainer checkpoint, corrupted (checksum), not a
 // transformer, a shape field missing or out of range, a parameter missing or of another shape.
