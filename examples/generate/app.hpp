@@ -11,10 +11,20 @@
 
 namespace generate {
 
+// The command line's default: W8A8 (per-channel FP8 weights, per-token FP8 activations) and an FP8
+// KV cache, the configuration servers deploy.
+inline quant_config serving_default() {
+  quant_config c;
+  c.weights = weight_mode::fp8_channel;
+  c.activations = activation_mode::dynamic;
+  c.kv = kv_mode::fp8;
+  return c;
+}
+
 struct generate_options {
   std::string checkpoint;
   std::string data_file;  // empty: the default data (Debian's fortunes)
-  quant_config quant;
+  quant_config quant = serving_default();
   int calibration_batches = 4;
   int batch = 8;
   int eval_batches = 4;  // 0: no evaluation

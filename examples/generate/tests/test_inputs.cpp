@@ -156,7 +156,7 @@ TEST_CASE("the command line checks ranges and choices") {
     CHECK(!log.empty());
   }
   // FP8 activations without FP8 weights make no sense: refused with the fix.
-  const auto [code, log] = run_main({"--checkpoint", ckpt, "--activations", "dynamic", "--eval-batches", "0"});
+  const auto [code, log] = run_main({"--checkpoint", ckpt, "--weights", "bf16", "--activations", "dynamic", "--eval-batches", "0"});
   CHECK(code == 1);
   CHECK(log.find("needs FP8 weights") != std::string::npos);
 }
