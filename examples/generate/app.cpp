@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -29,10 +30,19 @@ namespace generate {
 
 namespace {
 
+// An option that takes one of `choices` by name (CLI11 refuses anything else, listing the names).
 template <class Enum>
 CLI::Option* add_choice(CLI::App& app, const std::string& name, Enum& target, const std::map<std::string, Enum>& choices,
                         const std::string& help) {
-  return app.add_option(name, target, help)->transform(CLI::CheckedTransformer(choices))->capture_default_str();
+  std::vector<std::string> names;
+  std::string current;
+  for (const auto& [key, value] : choices) {
+    names.push_back(key);
+    if (value == target) current = key;
+  }
+  return app.add_option_function<std::string>(name, [&target, choices](const std::string& v) { target = choices.at(v); }, help)
+      ->check(CLI::IsMember(names))
+      ->default_str(current);
 }
 
 std::string mib(std::size_t bytes) {
@@ -57,7 +67,8 @@ void write_report(const std::string& path, const nlohmann::json& report) {
 
 }  // namespace
 
-int parse_command_line(int argc, const char* const* argv, generate_options& o, bool& run, std::ostream& log) {
+int parse_command_line(int argc, const char* const* argv, generate_options& o, bool& run, std::ostream& out,
+                       std::ostream& log) {
   CLI::App app{"fp8_generate: FP8 post-training quantization, evaluation and text generation for fp8_trainer checkpoints"};
   app.add_option("--checkpoint,-c", o.checkpoint, "checkpoint written by fp8_trainer (e.g. runs/fp8/final.safetensors)")
       ->required()->check(CLI::ExistingFile);
@@ -103,7 +114,8 @@ int parse_command_line(int argc, const char* const* argv, generate_options& o, b
     run = false;
     std::ostringstream message, error;
     const int code = app.exit(e, message, error);
-    log << message.str() << error.str();
+    out << message.str();  // --help
+    log << error.str();
     return code;
   }
   o.has_prompt = app.count("--prompt") > 0;
@@ -189,7 +201,7 @@ void run_generate(const generate_options& o, std::ostream& out, std::ostream& lo
 int generate_main(int argc, const char* const* argv, std::ostream& out, std::ostream& log) {
   generate_options options;
   bool run = false;
-  const int code = parse_command_line(argc, argv, options, run, log);
+  const int code = parse_command_line(argc, argv, options, run, out, log);
   if (!run) return code;
   try {
     run_generate(options, out, log);

@@ -85,8 +85,8 @@ def main() -> int:
             results[config[0]].append(evaluate(args.build, checkpoint, config, args.eval_batches, args.batch))
     reference = results[CONFIGS[0][0]]
     rows = ["| configuration | validation loss (nats/byte) | relative to BF16 | within 1% | linear weights (MiB) "
-            "| all weights (MiB) | KV cache (MiB) | eval bytes/s |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| all weights (MiB) | KV cache (MiB) |",
+            "|---|---|---|---|---|---|---|"]
     for label, *_ in CONFIGS:
         runs = results[label]
         loss = statistics.mean(r["val_loss"] for r in runs)
@@ -95,7 +95,7 @@ def main() -> int:
         rel_text = ", ".join(f"{100 * x:+.3f}%" for x in relative)
         rows.append(f"| {label} | {loss:.4f} | {rel_text} | {'yes' if worst <= AIM else '**no**'} | "
                     f"{mib(runs[0]['linear_weight_bytes'])} | {mib(runs[0]['linear_weight_bytes'] + runs[0]['other_weight_bytes'])} | "
-                    f"{mib(runs[0]['kv_cache_bytes'])} | {statistics.mean(r['eval_tokens_per_second'] for r in runs):.0f} |")
+                    f"{mib(runs[0]['kv_cache_bytes'])} |")
     tokens = reference[0]["eval_tokens"]
     note = (f"\n{len(checkpoints)} checkpoint(s): {', '.join(str(c) for c in checkpoints)}; {tokens} validation bytes "
             f"each ({args.eval_batches} batches of {args.batch} windows); table made in {time.time() - start:.0f} s by "
