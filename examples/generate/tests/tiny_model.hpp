@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 #include "options.hpp"
 #include "trainer.hpp"
 
@@ -27,8 +29,9 @@ inline trainer::run_options tiny_options() {
   return o;
 }
 
+// One directory per test process, so that test binaries run in parallel (ctest -j) never share files.
 inline std::string temporary_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "fp8_generate_tests";
+  const auto dir = std::filesystem::temp_directory_path() / ("fp8_generate_tests_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }
