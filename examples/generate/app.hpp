@@ -43,7 +43,7 @@ int parse_command_line(int argc, const char* const* argv, generate_options& opti
                        std::ostream& log);
 
 // Runs everything the options ask for. Generated text goes to `out`, everything else to `log`.
-// Throws (trainer::checkpoint_error, std::invalid_argument, std::runtime_error) with a message for the
+// Throws (fp8::checkpoint_error, std::invalid_argument, std::runtime_error) with a message for the
 // user; it validates the prompt and the output paths' inputs before writing anything.
 void run_generate(const generate_options& options, std::ostream& out, std::ostream& log);
 

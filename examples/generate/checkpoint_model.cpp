@@ -15,7 +15,7 @@ namespace generate {
 namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
-  throw trainer::checkpoint_error("checkpoint '" + path + "': " + problem);
+  throw fp8::checkpoint_error("checkpoint '" + path + "': " + problem);
 }
 
 std::string hex(std::uint64_t value) {

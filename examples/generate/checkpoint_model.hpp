@@ -22,7 +22,7 @@ struct checkpoint_model {
   std::map<std::string, std::vector<float>> weights;  // "wte", "blocks.0.wqkv", ... (FP32)
   std::map<std::string, std::string> metadata;
 
-  // The weight called `name` (throws trainer::checkpoint_error if absent).
+  // The weight called `name` (throws fp8::checkpoint_error if absent).
   const std::vector<float>& weight(const std::string& name) const;
 };
 
@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, std::vector<int>>> parameter_table(const mode
 // in its metadata 'checksum.fnv1a64' (16 hex digits).
 std::string checkpoint_checksum(const trainer::safetensors_file& file);
 
-// Reads a checkpoint written by fp8_trainer. Throws trainer::checkpoint_error naming the file and the
+// Reads a checkpoint written by fp8_trainer. Throws fp8::checkpoint_error naming the file and the
 // problem: not readable / not safetensors, not a trainer checkpoint, corrupted (checksum), not a
 // transformer, a shape field missing or out of range, a parameter missing or of another shape.
 checkpoint_model load_checkpoint_model(const std::string& path);

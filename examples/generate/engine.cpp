@@ -181,8 +181,8 @@ std::size_t engine::kv_cache_bytes() const {
 void engine::linear(const prepared_linear& layer, int linear_index, const float* x, int n, float* y) {
   const std::size_t count = std::size_t(n) * std::size_t(layer.cols);
   if (observers_ != nullptr && linear_index >= 0) observers_->linear_inputs[std::size_t(linear_index)].observe(x, count);
-  trainer::gemm_operand a{x, n, layer.cols};
-  const trainer::gemm_operand b{layer.weight.data(), layer.rows, layer.cols};
+  trainer::gemm_matrix a{x, n, layer.cols};
+  const trainer::gemm_matrix b{layer.weight.data(), layer.rows, layer.cols};
   float input_scale_inv = 1.0f;
   const float* a_scales = &input_scale_inv;
   std::size_t a_count = 1;

@@ -69,10 +69,10 @@ TEST_CASE("checkpoints that cannot be served are refused with the reason") {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   }
-  CHECK_THROWS_AS(load_checkpoint_model(truncated), trainer::checkpoint_error);
+  CHECK_THROWS_AS(load_checkpoint_model(truncated), fp8::checkpoint_error);
   const std::string garbage = generate_tests::temporary_path("garbage.safetensors");
   std::ofstream(garbage) << "this is not a checkpoint";
-  CHECK_THROWS_AS(load_checkpoint_model(garbage), trainer::checkpoint_error);
+  CHECK_THROWS_AS(load_checkpoint_model(garbage), fp8::checkpoint_error);
   // A weight with NaN: refused rather than served.
   check_refused(edited_checkpoint("nan.safetensors",
                                   [](auto& f) {

@@ -89,10 +89,10 @@ void check(const char* function, const void* losses, const void* square, const v
       n > 0 && v > 0, function,
       "needs n > 0 tokens and v > 0 classes (got n " + std::to_string(n) + ", v " + std::to_string(v) + ")");
   const std::size_t count = std::size_t(n) * std::size_t(v);
-  detail::require_pointer(losses, std::size_t(n), function, "losses");
-  detail::require_pointer(square, count, function, "the [N, V] output");
-  detail::require_pointer(logits, count, function, "logits");
-  detail::require_pointer(targets, std::size_t(n), function, "targets");
+  detail::check_pointer(losses, std::size_t(n), function, "losses");
+  detail::check_pointer(square, count, function, "the [N, V] output");
+  detail::check_pointer(logits, count, function, "logits");
+  detail::check_pointer(targets, std::size_t(n), function, "targets");
 }
 
 double read_mean(double* mean_scratch, const float* losses, int n, cudaStream_t stream) {
@@ -112,7 +112,7 @@ double cross_entropy_forward(float* losses, float* probs, const float* logits, c
                              int n, int v, double* mean_scratch, cudaStream_t stream) {
   const char* function = "trainer::cuda::cross_entropy_forward";
   check(function, losses, probs, logits, targets, n, v);
-  detail::require_pointer(mean_scratch, 1, function, "mean_scratch");
+  detail::check_pointer(mean_scratch, 1, function, "mean_scratch");
   cross_entropy_kernel<true, false><<<row_grid(n), detail::block_threads, 0, stream>>>(
       losses, probs, nullptr, logits, targets, n, v, 0.0f, storage::fp32);
   detail::check_launch("cross_entropy_kernel");
@@ -134,7 +134,7 @@ double cross_entropy_forward_backward(float* losses, float* dlogits, const float
                                       double* mean_scratch, cudaStream_t stream) {
   const char* function = "trainer::cuda::cross_entropy_forward_backward";
   check(function, losses, dlogits, logits, targets, n, v);
-  detail::require_pointer(mean_scratch, 1, function, "mean_scratch");
+  detail::check_pointer(mean_scratch, 1, function, "mean_scratch");
   cross_entropy_kernel<false, true><<<row_grid(n), detail::block_threads, 0, stream>>>(
       losses, nullptr, dlogits, logits, targets, n, v, 1.0f / float(n), dlogits_storage);
   detail::check_launch("cross_entropy_kernel");

@@ -57,9 +57,9 @@ void check_shapes(const char* function, const void* out, const void* table, cons
                   "needs n >= 0, c >= 0 and v > 0 (got n " + std::to_string(n) + ", c " + std::to_string(c) +
                       ", v " + std::to_string(v) + ")");
   const std::size_t elements = std::size_t(n) * std::size_t(c);
-  detail::require_pointer(out, elements, function, "the [N, C] buffer");
-  detail::require_pointer(table, std::size_t(v) * std::size_t(c), function, "the [V, C] table");
-  detail::require_pointer(tokens, std::size_t(n), function, "tokens");
+  detail::check_pointer(out, elements, function, "the [N, C] buffer");
+  detail::check_pointer(table, std::size_t(v) * std::size_t(c), function, "the [V, C] table");
+  detail::check_pointer(tokens, std::size_t(n), function, "tokens");
 }
 
 }  // namespace

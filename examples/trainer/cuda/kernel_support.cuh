@@ -23,7 +23,7 @@ using fp8::cuda::detail::block_threads;  // 256: threads per block of the elemen
 using fp8::cuda::detail::check_launch;
 using fp8::cuda::detail::grid_for;  // blocks for a grid-stride loop, capped at 8 per SM
 using fp8::cuda::detail::require;
-using fp8::cuda::detail::require_pointer;
+using fp8::detail::check_pointer;  // a null pointer with work to do is an error naming it
 
 inline constexpr int warp_size = 32;
 inline constexpr unsigned full_mask = 0xffffffffu;  // every lane takes part in the shuffle

@@ -19,9 +19,9 @@ __global__ void residual_kernel(float* out, const float* a, const float* b, std:
 void residual_forward(float* out, const float* a, const float* b, std::size_t count, storage stored,
                       cudaStream_t stream) {
   const char* function = "trainer::cuda::residual_forward";
-  detail::require_pointer(out, count, function, "out");
-  detail::require_pointer(a, count, function, "a");
-  detail::require_pointer(b, count, function, "b");
+  detail::check_pointer(out, count, function, "out");
+  detail::check_pointer(a, count, function, "a");
+  detail::check_pointer(b, count, function, "b");
   if (count == 0) return;
   residual_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, a, b, count, stored);
   detail::check_launch("residual_kernel");

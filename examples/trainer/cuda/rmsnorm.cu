@@ -88,10 +88,10 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
   const char* function = "trainer::cuda::rmsnorm_forward";
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
-  detail::require_pointer(out, elements, function, "out");
-  detail::require_pointer(inp, elements, function, "inp");
-  detail::require_pointer(rstd, std::size_t(n), function, "rstd");
-  detail::require_pointer(weight, std::size_t(c), function, "weight");
+  detail::check_pointer(out, elements, function, "out");
+  detail::check_pointer(inp, elements, function, "inp");
+  detail::check_pointer(rstd, std::size_t(n), function, "rstd");
+  detail::check_pointer(weight, std::size_t(c), function, "weight");
   if (n == 0) return;
   rmsnorm_forward_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
       out, rstd, inp, weight, n, c, out_storage);
@@ -104,13 +104,13 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   const char* function = "trainer::cuda::rmsnorm_backward";
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
-  detail::require_pointer(dinp, elements, function, "dinp");
-  detail::require_pointer(dout, elements, function, "dout");
-  detail::require_pointer(inp, elements, function, "inp");
-  detail::require_pointer(rstd, std::size_t(n), function, "rstd");
-  detail::require_pointer(weight, std::size_t(c), function, "weight");
-  detail::require_pointer(dweight, std::size_t(c), function, "dweight");
-  detail::require_pointer(workspace, rmsnorm_backward_workspace_size(n, c), function,
+  detail::check_pointer(dinp, elements, function, "dinp");
+  detail::check_pointer(dout, elements, function, "dout");
+  detail::check_pointer(inp, elements, function, "inp");
+  detail::check_pointer(rstd, std::size_t(n), function, "rstd");
+  detail::check_pointer(weight, std::size_t(c), function, "weight");
+  detail::check_pointer(dweight, std::size_t(c), function, "dweight");
+  detail::check_pointer(workspace, rmsnorm_backward_workspace_size(n, c), function,
                           "workspace (rmsnorm_backward_workspace_size floats)");
   if (n == 0) return;
   rmsnorm_backward_input_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(

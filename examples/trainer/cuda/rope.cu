@@ -42,7 +42,7 @@ void launch_rope(const char* function, float* x, const device_rope_table& table,
   detail::require(table.cos.size() == half_count && table.sin.size() == half_count, function,
                   "the table's cos and sin must hold T * D/2 = " + std::to_string(half_count) + " values");
   const std::size_t pairs = std::size_t(groups) * half_count;
-  detail::require_pointer(x, 2 * pairs, function, "x");
+  detail::check_pointer(x, 2 * pairs, function, "x");
   if (pairs == 0) return;
   rope_kernel<<<detail::grid_for(pairs), detail::block_threads, 0, stream>>>(
       x, table.cos.data(), table.sin.data(), groups, table.context, table.head_dim, sin_sign, stored);

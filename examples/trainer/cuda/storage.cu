@@ -16,8 +16,8 @@ __global__ void store_copy_kernel(float* out, const float* in, std::size_t count
 }  // namespace
 
 void store_copy(storage where, float* out, const float* in, std::size_t count, cudaStream_t stream) {
-  detail::require_pointer(out, count, "trainer::cuda::store_copy", "out");
-  detail::require_pointer(in, count, "trainer::cuda::store_copy", "in");
+  detail::check_pointer(out, count, "trainer::cuda::store_copy", "out");
+  detail::check_pointer(in, count, "trainer::cuda::store_copy", "in");
   if (count == 0 || (where == storage::fp32 && out == in)) return;
   store_copy_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, in, count, where);
   detail::check_launch("store_copy_kernel");

@@ -45,9 +45,9 @@ void check(const char* function, const void* wide, const void* other_wide, const
   detail::require(n >= 0 && f >= 0, function,
                   "needs n >= 0 and f >= 0 (got n " + std::to_string(n) + ", f " + std::to_string(f) + ")");
   const std::size_t count = std::size_t(n) * std::size_t(f);
-  detail::require_pointer(wide, 2 * count, function, "inp");
-  detail::require_pointer(other_wide, 2 * count, function, "the [N, 2F] buffer");
-  detail::require_pointer(narrow, count, function, "the [N, F] buffer");
+  detail::check_pointer(wide, 2 * count, function, "inp");
+  detail::check_pointer(other_wide, 2 * count, function, "the [N, 2F] buffer");
+  detail::check_pointer(narrow, count, function, "the [N, F] buffer");
 }
 
 }  // namespace
