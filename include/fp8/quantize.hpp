@@ -8,3 +8,5 @@
 #include "quantize/per_tensor.hpp"
 #include "quantize/blockwise.hpp"
 #include "quantize/transpose.hpp"
+#include "quantize/span.hpp"
+#include "quantize/sized.hpp"
