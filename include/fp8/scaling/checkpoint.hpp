@@ -115,6 +115,14 @@ inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, s
   }
 }
 
+// Reserved bytes are written as 0 and must read as 0, so that every state has exactly one encoding.
+inline void expect_reserved_zero(std::uint8_t byte, const char* where, const std::string& source) {
+  if (byte != 0) {
+    throw checkpoint_error(state_prefix(source) + "a reserved byte of " + where + " is " + std::to_string(byte) +
+                           " instead of 0");
+  }
+}
+
 // Checks the history_length and tensor count fields against the bytes that follow the config block
 // (`room`), without overflow, before anything is sized by them. Every tensor record is
 // 12 + 4 * history_length bytes, so with tensors present the history length is bounded by the room;
@@ -227,7 +235,7 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   config.mix = format_mix(payload.u8());
   config.algorithm = amax_algorithm(payload.u8());
   const std::uint8_t power_of_two = payload.u8();
-  payload.u8();
+  detail::expect_reserved_zero(payload.u8(), "the config block", source);
   config.margin = int(std::int32_t(payload.u32()));
   const std::uint64_t history_length = payload.u64();
   const std::uint64_t count = payload.u64();
@@ -253,9 +261,8 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   std::vector<float> amaxes(count == 0 ? 0 : config.history_length);
   for (std::uint64_t i = 0; i < count; ++i) {
     const auto format = fp8_format(payload.u8());
-    payload.u8();
-    payload.u8();
-    payload.u8();
+    const std::string record = "tensor " + std::to_string(i);
+    for (int k = 0; k < 3; ++k) detail::expect_reserved_zero(payload.u8(), record.c_str(), source);
     const float scale = payload.f32();
     const float scale_inv = payload.f32();
     for (float& amax : amaxes) amax = payload.f32();
