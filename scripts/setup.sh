@@ -6,7 +6,8 @@ set -euo pipefail
 # Build and tests: cmake, ninja, g++ and clang++ (the vendoring tests compile with both), doctest, Eigen.
 # The example trainer: nlohmann-json (checkpoint headers), fortunes (its default English text),
 # gnuplot (the loss plot), python3 (the plot and table scripts).
-packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes gnuplot-nox python3)
+packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes gnuplot-nox python3
+          libbenchmark-dev clang-14 libclang-rt-14-dev)
 
 missing=()
 for package in "${packages[@]}"; do
