@@ -6,9 +6,10 @@ set -euo pipefail
 # Build and tests: cmake, ninja, g++ and clang++ (the vendoring tests compile with both), doctest, Eigen.
 # The example trainer: nlohmann-json (checkpoint headers), fortunes (its default English text),
 # gnuplot (the loss plot), python3 (the plot and table scripts).
-packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes gnuplot-nox python3
-          libbenchmark-dev clang-14 libclang-rt-14-dev)
+packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-dev fortunes gnuplot-nox python3)
 
+# The CPU benchmarks: Google Benchmark. Fuzzing and the sanitizer build: clang-14 with its runtimes.
+packages+=(libbenchmark-dev clang-14 libclang-rt-14-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
