@@ -50,7 +50,9 @@ wide exact_count(granularity g, std::size_t rows, std::size_t cols) {
 TEST_CASE("quantize_transpose of an empty matrix writes the scales quantize of the transpose writes") {
   const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{0, 1}, {0, 5}, {0, 130}, {1, 0}, {7, 0}, {0, 0}};
   for (const granularity g : float_granularities) {
-    for (const auto& [rows, cols] : shapes) {
+    for (const auto& shape : shapes) {
+      const std::size_t rows = shape.first;  // plain variables: lambdas (CAPTURE) cannot capture bindings in C++17
+      const std::size_t cols = shape.second;
       const std::string name = fp8::granularity_name(g);
       CAPTURE(name);
       CAPTURE(rows);
