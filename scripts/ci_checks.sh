@@ -13,7 +13,7 @@
 # Usage: scripts/ci_checks.sh [work-dir]     (default: build-ci)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${1:-$root/build-ci}
+work=$(realpath -m "${1:-$root/build-ci}")
 fuzz_seconds=${FP8_FUZZ_SECONDS:-60}
 jobs=$(nproc)
 started=$SECONDS
