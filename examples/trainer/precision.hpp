@@ -1,5 +1,5 @@
 // The precision policy: which number format every GEMM and every stored activation uses, for the
-// three training precisions (fp32, bf16, fp8) and the FP8 debugging switches.
+// three training precisions (fp32, bf16, fp8) and the FP8 debugging switches (see docs/design.md).
 #pragma once
 
 #include <array>

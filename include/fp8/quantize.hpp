@@ -9,3 +9,5 @@
 #include "quantize/blockwise.hpp"
 #include "quantize/transpose.hpp"
 #include "quantize/bfloat16_bulk.hpp"
+#include "quantize/span.hpp"
+#include "quantize/sized.hpp"

@@ -1,5 +1,5 @@
 // An independent model of the OCP FP8 formats for the tests, written from the format table alone
-// (DESIGN.md §4): values by ldexp, rounding by comparing against midpoints. Slow and obvious on purpose.
+// (docs/design.md): values by ldexp, rounding by comparing against midpoints. Slow and obvious on purpose.
 #pragma once
 
 #include <cmath>

@@ -130,7 +130,7 @@ TEST_CASE_TEMPLATE("every midpoint, and its neighbours, rounds as the reference 
   }
 }
 
-TEST_CASE("the overflow thresholds of DESIGN.md hold") {
+TEST_CASE("the overflow thresholds of docs/design.md hold") {
   using e4m3_nosat = fp8::fp8_e4m3;
   CHECK(fp8::fp8_e4m3(464.0).bits() == 0x7E);  // the tie rounds to even 448
   CHECK(fp8::convert<e4m3_nosat, rounding::nearest_even, overflow::nonsaturating>(464.0).bits() == 0x7E);

@@ -108,7 +108,7 @@ TEST_CASE_TEMPLATE("bit-exact interop with CUDA's __nv_fp8 types", T, fp8::fp8_e
   }
 }
 
-TEST_CASE("numeric_limits match DESIGN.md") {
+TEST_CASE("numeric_limits match the numeric contract of docs/design.md") {
   using l4 = std::numeric_limits<fp8::fp8_e4m3>;
   using l5 = std::numeric_limits<fp8::fp8_e5m2>;
   using l8 = std::numeric_limits<fp8::fp8_e8m0>;

@@ -203,6 +203,9 @@ TEST_CASE("inconsistent contents behind a valid checksum are refused") {
   refused([](std::string& b) { put_u64(b, count_offset, 4); }, "does not match");
   refused([](std::string& b) { put_u64(b, count_offset, std::uint64_t(-1)); }, "does not match");
   refused([](std::string& b) { b[first_tensor_offset] = 3; }, "fp8_format");
+  // Reserved bytes are 0: one encoding per state, so a loaded state saves back to the same bytes.
+  refused([](std::string& b) { b[power_of_two_offset + 1] = 1; }, "reserved");
+  refused([](std::string& b) { b[first_tensor_offset + 2] = char(0x80); }, "reserved");
   refused([](std::string& b) { put_u32(b, first_tensor_offset + 4, 0x7FC00000u); }, "scale");        // NaN scale
   refused([](std::string& b) { put_u32(b, first_tensor_offset + 4, 0u); }, "scale");                 // zero scale
   refused([](std::string& b) { put_u32(b, first_tensor_offset + 8, 0x7F800000u); }, "scale_inv");    // Inf scale_inv

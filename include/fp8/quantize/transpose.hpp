@@ -58,16 +58,19 @@ float quantize_transpose_with(const T* in, std::size_t rows, std::size_t cols, f
 // The transposed copy of a column-wise recipe (the transpose's rows are the input's columns): for
 // each panel of input rows that one transposed block spans (all rows for per_row, 128 for 1x128 tiles,
 // 32 for MX), the per-column amaxes, then per-column scales from `make_scales(column_bits, panel,
-// column_scales)`, then the cast with those scales, transposed panel by panel.
+// column_scales)`, then the cast with those scales, transposed panel by panel. Every one of the
+// `panels` panels gets its scales, even an empty one (per_row of a matrix with no rows still has one
+// panel, whose amaxes are 0 and whose scales are 1, as quantize() of the transpose writes them).
 template <class Ops, class T, class MakeScales>
 void transposed_copy_with(const T* in, std::size_t rows, std::size_t cols, fp8_format format, std::size_t panel_rows,
-                          std::uint8_t* out_t, MakeScales&& make_scales) {
+                          std::size_t panels, std::uint8_t* out_t, MakeScales&& make_scales) {
   std::vector<std::uint32_t> column_bits(cols);
   std::vector<float> column_scales(cols);
   std::vector<std::uint8_t> codes(transpose_panel_rows * cols);
   visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
-    for (std::size_t p0 = 0, panel = 0; p0 < rows; p0 += panel_rows, ++panel) {
+    for (std::size_t panel = 0; panel < panels; ++panel) {
+      const std::size_t p0 = std::min(rows, panel * panel_rows);
       const std::size_t p1 = std::min(rows, p0 + panel_rows);
       std::fill(column_bits.begin(), column_bits.end(), 0u);
       for (std::size_t r = p0; r < p1; ++r) column_amax_span<Ops>(in + r * cols, cols, column_bits.data());
@@ -111,7 +114,7 @@ float quantize_transpose_blocks_with(const T* in, std::size_t rows, std::size_t 
   }
   // per_row and 1x128 tiles of X^T: columns of X, whole or in 128-row panels.
   const std::size_t panel_rows = layout_t.block_cols;
-  transposed_copy_with<Ops>(in, rows, cols, q.format, panel_rows, out_t,
+  transposed_copy_with<Ops>(in, rows, cols, q.format, panel_rows, layout_t.grid_cols, out_t,
                             [&](const std::vector<std::uint32_t>& bits, std::size_t panel, std::vector<float>& scales) {
                               for (std::size_t j = 0; j < bits.size(); ++j) {
                                 scales[j] = scale_from_amax_unchecked(amax_from_bits(bits[j]), fp8_max, q.margin,
@@ -128,7 +131,7 @@ float quantize_transpose_mx_with(const T* in, std::size_t rows, std::size_t cols
                                  std::uint8_t* scale_e8m0_t) {
   const scale_layout layout_t = make_scale_layout(q.granularity, cols, rows);
   const float amax = quantize_mx_with<Ops>(in, rows, cols, q, out, scale_e8m0);
-  transposed_copy_with<Ops>(in, rows, cols, q.format, layout_t.block_cols, out_t,
+  transposed_copy_with<Ops>(in, rows, cols, q.format, layout_t.block_cols, layout_t.grid_cols, out_t,
                             [&](const std::vector<std::uint32_t>& bits, std::size_t panel, std::vector<float>& scales) {
                               for (std::size_t j = 0; j < bits.size(); ++j) {
                                 const std::uint8_t code = mx_scale_code(amax_from_bits(bits[j]), q.format);

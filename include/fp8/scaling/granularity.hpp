@@ -4,6 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <string>
+
+#include "../error.hpp"
 
 #include "../config.hpp"
 
@@ -84,12 +88,26 @@ struct scale_layout {
 };
 
 namespace detail {
-constexpr std::size_t ceil_div(std::size_t a, std::size_t b) noexcept { return (a + b - 1) / b; }
+// Neither wraps around: ceil_div is exact for every a, and round_up reports whether the rounded value
+// fits in size_t.
+constexpr std::size_t ceil_div(std::size_t a, std::size_t b) noexcept { return a / b + (a % b != 0 ? 1 : 0); }
+constexpr bool round_up_fits(std::size_t a, std::size_t b) noexcept {
+  return ceil_div(a, b) <= std::numeric_limits<std::size_t>::max() / b;
+}
 constexpr std::size_t round_up(std::size_t a, std::size_t b) noexcept { return ceil_div(a, b) * b; }
+constexpr bool product_fits(std::size_t a, std::size_t b) noexcept {
+  return b == 0 || a <= std::numeric_limits<std::size_t>::max() / b;
+}
+
+[[noreturn]] inline void throw_scale_count_overflow(granularity g, std::size_t rows, std::size_t cols) {
+  throw invalid_argument(std::string("fp8::make_scale_layout: the ") + granularity_name(g) + " scale count of a " +
+                         std::to_string(rows) + " x " + std::to_string(cols) + " matrix overflows size_t");
+}
 }  // namespace detail
 
-// The layout of the scales of a rows x cols matrix under granularity `g` (see scale_layout).
-constexpr scale_layout make_scale_layout(granularity g, std::size_t rows, std::size_t cols) noexcept {
+// The layout of the scales of a rows x cols matrix under granularity `g` (see scale_layout). Throws
+// fp8::invalid_argument if the number of scale entries (padding included) does not fit in size_t.
+constexpr scale_layout make_scale_layout(granularity g, std::size_t rows, std::size_t cols) {
   using detail::ceil_div;
   using detail::round_up;
   // A block is never taken as 0 wide, so index_of_element never divides by zero on empty matrices.
@@ -100,23 +118,29 @@ constexpr scale_layout make_scale_layout(granularity g, std::size_t rows, std::s
     case granularity::per_row: return {g, rows, cols, 1, all_cols, rows, 1, 1, rows};
     case granularity::tile_1x128: {
       const std::size_t tiles = ceil_div(cols, tile_length);
+      if (tiles == 0) return {g, rows, cols, 1, tile_length, rows, 0, rows, 0};  // no columns: no scales
+      if (!detail::round_up_fits(rows, scale_alignment)) detail::throw_scale_count_overflow(g, rows, cols);
       const std::size_t leading = round_up(rows, scale_alignment);
+      if (!detail::product_fits(tiles, leading)) detail::throw_scale_count_overflow(g, rows, cols);
       return {g, rows, cols, 1, tile_length, rows, tiles, leading, tiles * leading};
     }
     case granularity::block_128x128: {
       const std::size_t grid_rows = ceil_div(rows, block_length);
       const std::size_t grid_cols = ceil_div(cols, block_length);
-      const std::size_t leading = round_up(grid_cols, scale_alignment);
+      const std::size_t leading = round_up(grid_cols, scale_alignment);  // grid_cols <= SIZE_MAX / 128: fits
+      if (!detail::product_fits(grid_rows, leading)) detail::throw_scale_count_overflow(g, rows, cols);
       return {g, rows, cols, block_length, block_length, grid_rows, grid_cols, leading, grid_rows * leading};
     }
     case granularity::mx_1x32: break;
   }
   const std::size_t blocks = ceil_div(cols, mx_block_length);
+  if (!detail::product_fits(rows, blocks)) detail::throw_scale_count_overflow(g, rows, cols);
   return {g, rows, cols, 1, mx_block_length, rows, blocks, blocks, rows * blocks};
 }
 
-// Number of scale entries (floats, or E8M0 bytes for mx_1x32) to allocate.
-constexpr std::size_t scale_count(granularity g, std::size_t rows, std::size_t cols) noexcept {
+// Number of scale entries (floats, or E8M0 bytes for mx_1x32) to allocate. Throws
+// fp8::invalid_argument if it does not fit in size_t.
+constexpr std::size_t scale_count(granularity g, std::size_t rows, std::size_t cols) {
   return make_scale_layout(g, rows, cols).count;
 }
 
