@@ -30,67 +30,16 @@
 #include <fp8/cublaslt.hpp>
 #include <fp8/cuda.cuh>
 
+#include "bench_support.cuh"
+
 namespace lt = fp8::cublaslt;
 
 namespace {
 
-class device_memory {
- public:
-  explicit device_memory(std::size_t bytes) { FP8_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
-  device_memory(const device_memory&) = delete;
-  device_memory& operator=(const device_memory&) = delete;
-  ~device_memory() { cudaFree(data_); }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-};
-
-// `count` random normal bf16 values (deviation `sigma`), a 4 Mi-value pool repeated.
-void fill_normal(__nv_bfloat16* device, std::size_t count, float sigma, std::uint32_t seed) {
-  constexpr std::size_t pool_size = std::size_t(1) << 22;
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<__nv_bfloat16> pool(std::min(count, pool_size));
-  for (__nv_bfloat16& value : pool) value = __float2bfloat16(normal(generator));
-  FP8_CUDA_CHECK(cudaMemcpy(device, pool.data(), pool.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice));
-  for (std::size_t done = pool.size(); done < count;) {
-    const std::size_t chunk = std::min(done, count - done);
-    FP8_CUDA_CHECK(cudaMemcpy(device + done, device, chunk * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice));
-    done += chunk;
-  }
-}
-
-void warm_up(const std::function<void()>& call, double seconds) {
-  const auto begin = std::chrono::steady_clock::now();
-  do {
-    call();
-    FP8_CUDA_CHECK(cudaDeviceSynchronize());
-  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds);
-}
-
-double median_ms(const std::function<void()>& call, int repetitions) {
-  cudaEvent_t start, stop;
-  FP8_CUDA_CHECK(cudaEventCreate(&start));
-  FP8_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> samples;
-  for (int r = 0; r < repetitions; ++r) {
-    FP8_CUDA_CHECK(cudaEventRecord(start));
-    call();
-    FP8_CUDA_CHECK(cudaEventRecord(stop));
-    FP8_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(double(ms));
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
+using fp8_bench::device_memory;
+using fp8_bench::fill_normal;
+using fp8_bench::median_ms;
+using fp8_bench::warm_up;
 
 // The tensors of one linear layer: BF16 inputs and outputs, FP8 copies (both orientations) with
 // their inverse scales and amaxes.

@@ -21,71 +21,18 @@
 
 #include <fp8/cuda.cuh>
 
+#include "bench_support.cuh"
+
 namespace {
 
-class device_memory {
- public:
-  explicit device_memory(std::size_t bytes) {
-    FP8_CUDA_CHECK(cudaMalloc(&data_, bytes));
-    FP8_CUDA_CHECK(cudaMemset(data_, 0, bytes));
-  }
-  device_memory(const device_memory&) = delete;
-  device_memory& operator=(const device_memory&) = delete;
-  ~device_memory() { cudaFree(data_); }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-};
-
-// `count` random normal values (mean 0, deviation 1) as T, from a 4 Mi-value pool repeated.
-template <class T>
-void fill_normal(T* device, std::size_t count) {
-  constexpr std::size_t pool_size = std::size_t(1) << 22;
-  std::mt19937 generator(42);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<T> pool(std::min(count, pool_size));
-  for (T& value : pool) value = T(normal(generator));
-  FP8_CUDA_CHECK(cudaMemcpy(device, pool.data(), pool.size() * sizeof(T), cudaMemcpyHostToDevice));
-  for (std::size_t done = pool.size(); done < count;) {
-    const std::size_t chunk = std::min(done, count - done);
-    FP8_CUDA_CHECK(cudaMemcpy(device + done, device, chunk * sizeof(T), cudaMemcpyDeviceToDevice));
-    done += chunk;
-  }
-}
-
-// Calls `call` for about `seconds` (clocks settle).
-void warm_up(const std::function<void()>& call, double seconds) {
-  const auto begin = std::chrono::steady_clock::now();
-  do {
-    for (int i = 0; i < 4; ++i) call();
-    FP8_CUDA_CHECK(cudaDeviceSynchronize());
-  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds);
-}
+using fp8_bench::device_memory;
+using fp8_bench::fill_normal;
+using fp8_bench::warm_up;
 
 // Median time in ms of one call, over `repetitions` runs of `iterations` calls, after a short warm-up.
 double time_ms(const std::function<void()>& call, int iterations, int repetitions) {
-  cudaEvent_t start, stop;
-  FP8_CUDA_CHECK(cudaEventCreate(&start));
-  FP8_CUDA_CHECK(cudaEventCreate(&stop));
-  warm_up(call, 0.05);
-  std::vector<double> samples;
-  for (int r = 0; r < repetitions; ++r) {
-    FP8_CUDA_CHECK(cudaEventRecord(start));
-    for (int i = 0; i < iterations; ++i) call();
-    FP8_CUDA_CHECK(cudaEventRecord(stop));
-    FP8_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(double(ms) / iterations);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+  warm_up(call, 0.05, 4);
+  return fp8_bench::median_ms(call, repetitions, iterations);
 }
 
 struct measurement {
@@ -172,7 +119,7 @@ int main(int argc, char** argv) {
     csv << "kernel,elements,bytes,ms,gbps,copy_gbps,ratio\n";
     std::printf("%-34s %12s %9s %9s %9s %7s\n", "kernel", "bytes", "ms", "GB/s", "copy GB/s", "ratio");
     const int iterations = quick ? 5 : 20, repetitions = quick ? 5 : 9;
-    warm_up(kernels.front().call, quick ? 0.5 : 1.0);
+    warm_up(kernels.front().call, quick ? 0.5 : 1.0, 4);
     for (const measurement& m : kernels) {
       // The ceiling: a copy that reads and writes the same total number of bytes, same run.
       const std::size_t half = m.bytes / 2;
