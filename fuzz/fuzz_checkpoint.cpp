@@ -35,14 +35,13 @@ trainer::run_options tiny_run() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fp8_fuzz::input_file file("fp8_fuzz_checkpoint");
-  static const std::unique_ptr<trainer::training_run> run = std::make_unique<trainer::training_run>(tiny_run());
+  static const std::unique_ptr<trainer::training_run> run =
+      std::make_unique<trainer::training_run>(tiny_run());
   const std::string& path = file.write(data, size);
   try {
     run->load(path);
   } catch (const fp8::error&) {
     // The documented refusal.
-  } catch (const std::exception& e) {
-    fp8_fuzz::foreign_exception(e.what());
-  }
+  } catch (const std::exception& e) { fp8_fuzz::foreign_exception(e.what()); }
   return 0;
 }

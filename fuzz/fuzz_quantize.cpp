@@ -74,8 +74,8 @@ results run_kernels(const std::vector<T>& in, const parameters& p) {
     r.scales_t.assign(fp8::scale_count(q.granularity, p.cols, p.rows), 0.0f);
     r.amax = d::quantize_blocks_with<Ops>(in.data(), p.rows, p.cols, q, r.out.data(), r.scales.data());
     d::dequantize_blocks_with<Ops>(r.out.data(), p.rows, p.cols, q, r.scales.data(), r.back.data());
-    r.amax_t = d::quantize_transpose_blocks_with<Ops>(in.data(), p.rows, p.cols, q, r.out.data(), r.scales.data(),
-                                                      r.out_t.data(), r.scales_t.data());
+    r.amax_t = d::quantize_transpose_blocks_with<Ops>(in.data(), p.rows, p.cols, q, r.out.data(),
+                                                      r.scales.data(), r.out_t.data(), r.scales_t.data());
   }
   return r;
 }
@@ -97,11 +97,13 @@ void compare_kernels(const std::vector<T>& in, const parameters& p) {
 
   // Per tensor with a given scale: the scale comes from the amax, as delayed scaling would make it.
   const std::size_t n = in.size();
-  const float scale = fp8::detail::scale_from_amax_unchecked(simd.amax_tensor, fp8::max_finite(p.q.format), 0, false, 1.0f);
+  const float scale =
+      fp8::detail::scale_from_amax_unchecked(simd.amax_tensor, fp8::max_finite(p.q.format), 0, false, 1.0f);
   std::vector<std::uint8_t> a(n), b(n);
-  expect_equal(fp8::detail::quantize_with<fp8::detail::simd_ops, true>(in.data(), n, p.q.format, scale, a.data()),
-               fp8::detail::quantize_with<fp8::detail::scalar_ops, true>(in.data(), n, p.q.format, scale, b.data()),
-               "the amax of the per-tensor quantize");
+  expect_equal(
+      fp8::detail::quantize_with<fp8::detail::simd_ops, true>(in.data(), n, p.q.format, scale, a.data()),
+      fp8::detail::quantize_with<fp8::detail::scalar_ops, true>(in.data(), n, p.q.format, scale, b.data()),
+      "the amax of the per-tensor quantize");
   expect_equal(a, b, "the per-tensor codes");
   std::vector<float> da(n), db(n);
   fp8::detail::dequantize_with<fp8::detail::simd_ops>(a.data(), n, p.q.format, 1.0f / scale, da.data());
@@ -144,7 +146,8 @@ void run(const std::uint8_t* data, std::size_t size, const parameters& p) {
   std::vector<T> in(p.rows * p.cols);
   if (size >= sizeof(T)) {
     const std::size_t available = size / sizeof(T);
-    for (std::size_t i = 0; i < in.size(); ++i) std::memcpy(&in[i], data + (i % available) * sizeof(T), sizeof(T));
+    for (std::size_t i = 0; i < in.size(); ++i)
+      std::memcpy(&in[i], data + (i % available) * sizeof(T), sizeof(T));
   }
   compare_kernels(in, p);
   check_spans(in, p);

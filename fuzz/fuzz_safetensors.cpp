@@ -18,8 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)loaded;
   } catch (const fp8::error&) {
     // The documented refusal.
-  } catch (const std::exception& e) {
-    fp8_fuzz::foreign_exception(e.what());
-  }
+  } catch (const std::exception& e) { fp8_fuzz::foreign_exception(e.what()); }
   return 0;
 }

@@ -19,7 +19,8 @@ void read_back(const std::string& bytes) {
   std::istringstream in(bytes);
   try {
     const fp8::delayed_scaling_state state = fp8::read_scaling_state(in, "fuzz input");
-    const std::size_t consumed = std::size_t(in.tellg() < 0 ? std::streamoff(bytes.size()) : std::streamoff(in.tellg()));
+    const std::size_t consumed =
+        std::size_t(in.tellg() < 0 ? std::streamoff(bytes.size()) : std::streamoff(in.tellg()));
     std::ostringstream out;
     fp8::save_scaling_state(out, state);
     if (out.str() != bytes.substr(0, consumed)) {

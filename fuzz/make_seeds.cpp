@@ -38,7 +38,8 @@ std::string saved_state(const fp8::delayed_scaling& config, int tensors, int ste
 
 std::string quantize_seed(std::uint8_t granularity, std::uint8_t flags, std::uint8_t rows, std::uint16_t cols,
                           const std::vector<float>& values) {
-  std::string bytes = {char(granularity), char(flags), char(1), char(rows), char(cols & 0xFF), char(cols >> 8), 0, 0};
+  std::string bytes = {char(granularity), char(flags),     char(1), char(rows),
+                       char(cols & 0xFF), char(cols >> 8), 0,       0};
   bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
   return bytes;
 }
@@ -95,8 +96,8 @@ int main(int argc, char** argv) {
 
   std::vector<float> ramp;
   for (int i = 0; i < 64; ++i) ramp.push_back(float(i - 30) * 3.7f);
-  ramp[5] = 1e-40f;     // subnormal
-  ramp[9] = 1e30f;      // far beyond both formats
+  ramp[5] = 1e-40f;  // subnormal
+  ramp[9] = 1e30f;   // far beyond both formats
   ramp[17] = -0.0f;
   for (std::uint8_t g = 0; g < 5; ++g) {
     write_file(corpus / "fuzz_quantize" / ("granularity_" + std::to_string(g)),

@@ -93,8 +93,9 @@ void bm_nvfp4(benchmark::State& state) {
   const auto in = make_input(n);
   std::vector<std::uint8_t> packed(n / 2), scales(n / fp8::nvfp4_block_size);
   // Includes the pass over the tensor for its amax (a second read of the input, not counted as traffic).
-  run(state, n * sizeof(float) + packed.size() + scales.size(),
-      [&] { benchmark::DoNotOptimize(fp8::quantize_nvfp4(in.data(), rows, cols, packed.data(), scales.data())); });
+  run(state, n * sizeof(float) + packed.size() + scales.size(), [&] {
+    benchmark::DoNotOptimize(fp8::quantize_nvfp4(in.data(), rows, cols, packed.data(), scales.data()));
+  });
 }
 
 void bm_nvfp4_given_scale(benchmark::State& state) {
@@ -112,10 +113,22 @@ constexpr std::int64_t small_size = 1 << 20;
 constexpr std::int64_t large_size = 1 << 24;
 
 BENCHMARK(bm_memcpy)->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_mx<fp8::e2m1_format>)->Name("mxfp4")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_mx<fp8::e3m2_format>)->Name("mxfp6_e3m2")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_mx<fp8::e2m1_format>)
+    ->Name("mxfp4")
+    ->Arg(small_size)
+    ->Arg(large_size)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_mx<fp8::e3m2_format>)
+    ->Name("mxfp6_e3m2")
+    ->Arg(small_size)
+    ->Arg(large_size)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_nvfp4)->Name("nvfp4")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
-BENCHMARK(bm_nvfp4_given_scale)->Name("nvfp4_given_tensor_scale")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_nvfp4_given_scale)
+    ->Name("nvfp4_given_tensor_scale")
+    ->Arg(small_size)
+    ->Arg(large_size)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

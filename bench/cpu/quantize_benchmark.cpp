@@ -97,42 +97,53 @@ std::vector<conversion> conversions() {
        [](buffers& b) { fp8::cast_to_fp8(b.f32.data(), b.elements, fp8::fp8_format::e4m3, b.codes.data()); },
        [](buffers& b) { cast_span<scalar, e4m3, false>(b.f32.data(), b.elements, 1.0f, b.codes.data()); }},
       {"float32 -> E5M2 (RNE, saturate)", 4, 1,
-       [](buffers& b) { fp8::cast_to_fp8(b.f32.data(), b.elements, fp8::fp8_format::e5m2, b.codes_e5m2.data()); },
-       [](buffers& b) { cast_span<scalar, e5m2, false>(b.f32.data(), b.elements, 1.0f, b.codes_e5m2.data()); }},
+       [](buffers& b) {
+         fp8::cast_to_fp8(b.f32.data(), b.elements, fp8::fp8_format::e5m2, b.codes_e5m2.data());
+       },
+       [](buffers& b) {
+         cast_span<scalar, e5m2, false>(b.f32.data(), b.elements, 1.0f, b.codes_e5m2.data());
+       }},
       {"bfloat16 -> E4M3", 2, 1,
        [](buffers& b) { fp8::cast_to_fp8(b.bf16.data(), b.elements, fp8::fp8_format::e4m3, b.codes.data()); },
        [](buffers& b) { cast_span<scalar, e4m3, false>(b.bf16.data(), b.elements, 1.0f, b.codes.data()); }},
       {"E4M3 -> float32", 1, 4,
-       [](buffers& b) { fp8::dequantize(b.codes.data(), b.elements, fp8::fp8_format::e4m3, 1.0f, b.f32_out.data()); },
+       [](buffers& b) {
+         fp8::dequantize(b.codes.data(), b.elements, fp8::fp8_format::e4m3, 1.0f, b.f32_out.data());
+       },
        [](buffers& b) { decode_span<scalar, e4m3>(b.codes.data(), b.elements, 1.0f, b.f32_out.data()); }},
       {"E5M2 -> float32", 1, 4,
        [](buffers& b) {
          fp8::dequantize(b.codes_e5m2.data(), b.elements, fp8::fp8_format::e5m2, 1.0f, b.f32_out.data());
        },
-       [](buffers& b) { decode_span<scalar, e5m2>(b.codes_e5m2.data(), b.elements, 1.0f, b.f32_out.data()); }},
+       [](buffers& b) {
+         decode_span<scalar, e5m2>(b.codes_e5m2.data(), b.elements, 1.0f, b.f32_out.data());
+       }},
       {"quantize + amax, given scale (delayed)", 4, 1,
        [](buffers& b) {
-         benchmark::DoNotOptimize(fp8::quantize(b.f32.data(), b.elements, fp8::fp8_format::e4m3, delayed_scale,
-                                                b.codes.data()));
+         benchmark::DoNotOptimize(
+             fp8::quantize(b.f32.data(), b.elements, fp8::fp8_format::e4m3, delayed_scale, b.codes.data()));
        },
        [](buffers& b) {
-         benchmark::DoNotOptimize(cast_span<scalar, e4m3, true>(b.f32.data(), b.elements, delayed_scale, b.codes.data()));
+         benchmark::DoNotOptimize(
+             cast_span<scalar, e4m3, true>(b.f32.data(), b.elements, delayed_scale, b.codes.data()));
        }},
       {"current scaling, per tensor (2 reads)", 8, 1,
        [tensor](buffers& b) {
-         benchmark::DoNotOptimize(fp8::quantize(b.f32.data(), b.rows, b.cols, tensor, b.codes.data(), &b.tensor_scale_inv));
+         benchmark::DoNotOptimize(
+             fp8::quantize(b.f32.data(), b.rows, b.cols, tensor, b.codes.data(), &b.tensor_scale_inv));
        },
        [tensor](buffers& b) {
-         benchmark::DoNotOptimize(fp8::detail::quantize_blocks_with<scalar>(b.f32.data(), b.rows, b.cols, tensor,
-                                                                            b.codes.data(), &b.tensor_scale_inv));
+         benchmark::DoNotOptimize(fp8::detail::quantize_blocks_with<scalar>(
+             b.f32.data(), b.rows, b.cols, tensor, b.codes.data(), &b.tensor_scale_inv));
        }},
       {"current scaling, 1x128 tiles", 4, 1 + tile_scale_bytes,
        [tile](buffers& b) {
-         benchmark::DoNotOptimize(fp8::quantize(b.f32.data(), b.rows, b.cols, tile, b.codes.data(), b.tile_scales.data()));
+         benchmark::DoNotOptimize(
+             fp8::quantize(b.f32.data(), b.rows, b.cols, tile, b.codes.data(), b.tile_scales.data()));
        },
        [tile](buffers& b) {
-         benchmark::DoNotOptimize(fp8::detail::quantize_blocks_with<scalar>(b.f32.data(), b.rows, b.cols, tile,
-                                                                            b.codes.data(), b.tile_scales.data()));
+         benchmark::DoNotOptimize(fp8::detail::quantize_blocks_with<scalar>(
+             b.f32.data(), b.rows, b.cols, tile, b.codes.data(), b.tile_scales.data()));
        }},
   };
 }
@@ -159,12 +170,13 @@ void run_conversion(benchmark::State& state, const conversion& c, bool fast) {
     run(b);
     benchmark::ClobberMemory();
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / double(state.iterations());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                         double(state.iterations());
   state.SetBytesProcessed(std::int64_t(traffic) * state.iterations());
   state.SetItemsProcessed(std::int64_t(b.elements) * state.iterations());
   if (fast) {
-    const double copy = memcpy_seconds(b, std::size_t(traffic / 2), std::min<std::int64_t>(state.iterations(), 20));
+    const double copy =
+        memcpy_seconds(b, std::size_t(traffic / 2), std::min<std::int64_t>(state.iterations(), 20));
     state.counters["memcpy_bytes_per_second"] = traffic / copy;
     state.counters["x_memcpy"] = copy / seconds;
   }
@@ -199,13 +211,15 @@ int main(int argc, char** argv) {
   buffers shared(elements);
   data = &shared;
   benchmark::AddCustomContext("kernels", fp8::quantize_isa);
-  benchmark::AddCustomContext("elements", std::to_string(shared.elements) + " (" + std::to_string(shared.rows) +
-                                              " x " + std::to_string(buffers::cols) + ")");
+  benchmark::AddCustomContext("elements", std::to_string(shared.elements) + " (" +
+                                              std::to_string(shared.rows) + " x " +
+                                              std::to_string(buffers::cols) + ")");
   static const std::vector<conversion> all = conversions();
   for (const conversion& c : all) {
     for (const bool fast : {true, false}) {
       const std::string name = std::string(c.name) + "/kernels:" + (fast ? fp8::quantize_isa : "scalar");
-      benchmark::RegisterBenchmark(name.c_str(), [&c, fast](benchmark::State& s) { run_conversion(s, c, fast); })
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [&c, fast](benchmark::State& s) { run_conversion(s, c, fast); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }

@@ -40,7 +40,9 @@ namespace {
 
 class device_memory {
  public:
-  explicit device_memory(std::size_t bytes) : bytes_(bytes) { FP8_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
+  explicit device_memory(std::size_t bytes) : bytes_(bytes) {
+    FP8_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
+  }
   device_memory(const device_memory&) = delete;
   device_memory& operator=(const device_memory&) = delete;
   ~device_memory() { cudaFree(data_); }
@@ -147,16 +149,16 @@ struct variant {
   lt::fast_accumulation fast;
 };
 
-const variant bf16_variant{"bf16", lt::data_type::bf16, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise,
-                           lt::fast_accumulation::by_purpose};
-const variant fp8_fast{"fp8 fast_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise, lt::scale_mode::tensorwise,
-                       lt::fast_accumulation::on};
+const variant bf16_variant{"bf16", lt::data_type::bf16, lt::scale_mode::tensorwise,
+                           lt::scale_mode::tensorwise, lt::fast_accumulation::by_purpose};
+const variant fp8_fast{"fp8 fast_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise,
+                       lt::scale_mode::tensorwise, lt::fast_accumulation::on};
 const variant fp8_split{"fp8 split_accum", lt::data_type::e4m3, lt::scale_mode::tensorwise,
                         lt::scale_mode::tensorwise, lt::fast_accumulation::off};
 const variant fp8_by_purpose{"fp8 by_purpose", lt::data_type::e4m3, lt::scale_mode::tensorwise,
                              lt::scale_mode::tensorwise, lt::fast_accumulation::by_purpose};
-const variant fp8_row_wise{"fp8 row_wise", lt::data_type::e4m3, lt::scale_mode::row_wise, lt::scale_mode::row_wise,
-                           lt::fast_accumulation::on};
+const variant fp8_row_wise{"fp8 row_wise", lt::data_type::e4m3, lt::scale_mode::row_wise,
+                           lt::scale_mode::row_wise, lt::fast_accumulation::on};
 const variant fp8_block_2d{"fp8 1x128x128x128", lt::data_type::e4m3, lt::scale_mode::block_1x128,
                            lt::scale_mode::block_128x128, lt::fast_accumulation::off};
 const variant fp8_block_1d{"fp8 1x128x1x128", lt::data_type::e4m3, lt::scale_mode::block_1x128,
@@ -176,12 +178,16 @@ std::vector<shape> layer_shapes() {
     const char* name;
     std::int64_t in, out;
   };
-  const linear linears[] = {{"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
+  const linear linears[] = {
+      {"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
   std::vector<shape> shapes;
   for (const linear& l : linears) {
-    shapes.push_back({"layer", std::string(l.name) + " fprop", tokens, l.out, l.in, lt::gemm_purpose::forward});
-    shapes.push_back({"layer", std::string(l.name) + " dgrad", tokens, l.in, l.out, lt::gemm_purpose::gradient});
-    shapes.push_back({"layer", std::string(l.name) + " wgrad", l.out, l.in, tokens, lt::gemm_purpose::gradient});
+    shapes.push_back(
+        {"layer", std::string(l.name) + " fprop", tokens, l.out, l.in, lt::gemm_purpose::forward});
+    shapes.push_back(
+        {"layer", std::string(l.name) + " dgrad", tokens, l.in, l.out, lt::gemm_purpose::gradient});
+    shapes.push_back(
+        {"layer", std::string(l.name) + " wgrad", l.out, l.in, tokens, lt::gemm_purpose::gradient});
   }
   return shapes;
 }
@@ -209,8 +215,10 @@ shape_buffers make_buffers(const shape& s, const value_pool& xs, const value_poo
     fill_from(b.x16.back()->data(), 2 * mk, xs.bf16.data(), 2 * pool_elements);
     fill_from(b.w16.back()->data(), 2 * nk, ws.bf16.data(), 2 * pool_elements);
   }
-  const std::size_t x_scales = std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.m, s.k) + s.m + 4);
-  const std::size_t w_scales = std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.n, s.k) + s.n + 4);
+  const std::size_t x_scales =
+      std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.m, s.k) + s.m + 4);
+  const std::size_t w_scales =
+      std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.n, s.k) + s.n + 4);
   b.x_scales = std::make_unique<device_memory>(x_scales * sizeof(float));
   b.w_scales = std::make_unique<device_memory>(w_scales * sizeof(float));
   fill_ones(static_cast<float*>(b.x_scales->data()), x_scales);
@@ -233,13 +241,14 @@ double sampled_error(const shape& s, const variant& v, const shape_buffers& b, c
     const std::size_t i = generator() % std::size_t(s.m), j = generator() % std::size_t(s.n);
     double sum = 0.0, bound = 0.0;
     for (std::size_t t = 0; t < std::size_t(s.k); ++t) {
-      const double product = xv[(i * std::size_t(s.k) + t) % pool_elements] * wv[(j * std::size_t(s.k) + t) % pool_elements];
+      const double product =
+          xv[(i * std::size_t(s.k) + t) % pool_elements] * wv[(j * std::size_t(s.k) + t) % pool_elements];
       sum += product;
       bound += std::fabs(product);
     }
     std::uint16_t bits = 0;
-    FP8_CUDA_CHECK(cudaMemcpy(&bits, static_cast<const char*>(b.y->data()) + 2 * (i * std::size_t(s.n) + j), 2,
-                              cudaMemcpyDeviceToHost));
+    FP8_CUDA_CHECK(cudaMemcpy(&bits, static_cast<const char*>(b.y->data()) + 2 * (i * std::size_t(s.n) + j),
+                              2, cudaMemcpyDeviceToHost));
     const double got = double(float(fp8::bfloat16::from_bits(bits)));
     const double excess = std::max(0.0, std::fabs(got - sum) - std::ldexp(std::fabs(sum), -8));
     worst = std::max(worst, excess / std::max(bound, 1e-30));
@@ -275,8 +284,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_gemm: --only wants M,N,K (positive integers)\n");
         return 2;
       }
-      shapes.push_back({"only", std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), m, n, k,
-                        lt::gemm_purpose::forward});
+      shapes.push_back({"only", std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), m, n,
+                        k, lt::gemm_purpose::forward});
     } else {
       std::fprintf(stderr, "bench_gemm: unknown option %s\n", option.c_str());
       return 2;
@@ -292,8 +301,8 @@ int main(int argc, char** argv) {
     FP8_CUDA_CHECK(cudaDriverGetVersion(&driver));
     FP8_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     std::printf("device: %s (sm_%d%d), L2 %d MiB, driver CUDA %d, runtime %d, cuBLASLt %zu\n",
-                handle.device().name.c_str(), handle.device().major, handle.device().minor, l2 >> 20, driver, runtime,
-                cublasLtGetVersion());
+                handle.device().name.c_str(), handle.device().major, handle.device().minor, l2 >> 20, driver,
+                runtime, cublasLtGetVersion());
 
     if (!only) {
       for (std::int64_t size = 1024; size <= (quick ? 8192 : 16384); size *= 2) {
@@ -308,8 +317,8 @@ int main(int argc, char** argv) {
     const std::string suffix = only ? "_only" : "";
     std::ofstream csv(folder + "/gemm" + suffix + ".csv");
     csv << "kind,label,m,n,k,variant,ms,tflops,max_error\n";
-    std::printf("%-8s %-16s %6s %6s %6s %-18s %9s %9s %9s\n", "kind", "label", "m", "n", "k", "variant", "ms", "TFLOP/s",
-                "error");
+    std::printf("%-8s %-16s %6s %6s %6s %-18s %9s %9s %9s\n", "kind", "label", "m", "n", "k", "variant", "ms",
+                "TFLOP/s", "error");
     bool warmed = false;
     for (const shape& s : shapes) {
       const shape_buffers b = make_buffers(s, xs, ws, std::size_t(l2));
@@ -349,11 +358,11 @@ int main(int argc, char** argv) {
         const bool fast = fp8 && lt::uses_fast_accumulation(lt::to_gemm(p));
         const bool correct = error <= error_bound(fast, fp8);
         if (!correct) ++failures;
-        csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name << ',' << ms << ','
-            << tflops << ',' << error << '\n';
-        std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(), s.label.c_str(),
-                    (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms, tflops, error,
-                    correct ? "" : "  WRONG RESULT (above the bound)");
+        csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name << ','
+            << ms << ',' << tflops << ',' << error << '\n';
+        std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(),
+                    s.label.c_str(), (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms,
+                    tflops, error, correct ? "" : "  WRONG RESULT (above the bound)");
         std::fflush(stdout);
       }
     }
@@ -366,7 +375,9 @@ int main(int argc, char** argv) {
       const std::size_t bytes = std::size_t(quick ? 256 : 1024) << 20;
       device_memory from(bytes), to(bytes);
       FP8_CUDA_CHECK(cudaMemset(from.data(), 1, bytes));
-      const auto copy = [&] { FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice)); };
+      const auto copy = [&] {
+        FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice));
+      };
       timer.warm_up(copy, 0.1);
       const double ms = timer.median_ms(copy, 5, 9);
       const double gbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
@@ -409,7 +420,8 @@ int main(int argc, char** argv) {
       std::sort(per_batch.begin(), per_batch.end());
       const double us = per_batch[per_batch.size() / 2];
       overhead << (cached ? "with_cache" : "without_cache") << ',' << us << '\n';
-      std::printf("per-call host time %s the plan cache: %.2f us (median)\n", cached ? "with" : "without", us);
+      std::printf("per-call host time %s the plan cache: %.2f us (median)\n", cached ? "with" : "without",
+                  us);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gemm: %s\n", e.what());

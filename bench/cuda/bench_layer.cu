@@ -45,13 +45,26 @@ using fp8_bench::warm_up;
 // their inverse scales and amaxes.
 struct linear_buffers {
   std::size_t tokens, in, out;
-  device_memory x, w, dy, y, dx, dw;                 // bf16 (dw in fp32 for the FP8 wgrad as well)
-  device_memory x8, x8t, w8, w8t, dy8, dy8t;         // fp8 codes
-  device_memory scalars;                             // scale_inv and amax of x, w, dy
+  device_memory x, w, dy, y, dx, dw;          // bf16 (dw in fp32 for the FP8 wgrad as well)
+  device_memory x8, x8t, w8, w8t, dy8, dy8t;  // fp8 codes
+  device_memory scalars;                      // scale_inv and amax of x, w, dy
   linear_buffers(std::size_t t, std::size_t i, std::size_t o)
-      : tokens(t), in(i), out(o),
-        x(2 * t * i), w(2 * o * i), dy(2 * t * o), y(2 * t * o), dx(2 * t * i), dw(4 * o * i),
-        x8(t * i), x8t(t * i), w8(o * i), w8t(o * i), dy8(t * o), dy8t(t * o), scalars(64 * sizeof(float)) {
+      : tokens(t),
+        in(i),
+        out(o),
+        x(2 * t * i),
+        w(2 * o * i),
+        dy(2 * t * o),
+        y(2 * t * o),
+        dx(2 * t * i),
+        dw(4 * o * i),
+        x8(t * i),
+        x8t(t * i),
+        w8(o * i),
+        w8t(o * i),
+        dy8(t * o),
+        dy8t(t * o),
+        scalars(64 * sizeof(float)) {
     fill_normal(x.as<__nv_bfloat16>(), t * i, 1.0f, 1);
     fill_normal(w.as<__nv_bfloat16>(), o * i, 0.02f, 2);
     fill_normal(dy.as<__nv_bfloat16>(), t * o, 1e-3f, 3);
@@ -101,10 +114,10 @@ void bf16_step(lt::handle& handle, const linear_buffers& b) {
 void fp8_casts(const linear_buffers& b) {
   const fp8::quantization e4m3{fp8::fp8_format::e4m3, fp8::granularity::per_tensor, 0, false};
   const fp8::quantization e5m2{fp8::fp8_format::e5m2, fp8::granularity::per_tensor, 0, false};
-  fp8::cuda::quantize_transpose(b.x.as<__nv_bfloat16>(), b.tokens, b.in, e4m3, b.x8.as<std::uint8_t>(), b.scale_inv(0),
-                                b.x8t.as<std::uint8_t>(), b.scale_inv(0) + 1, b.amax(0));
-  fp8::cuda::quantize_transpose(b.w.as<__nv_bfloat16>(), b.out, b.in, e4m3, b.w8.as<std::uint8_t>(), b.scale_inv(1),
-                                b.w8t.as<std::uint8_t>(), b.scale_inv(1) + 1, b.amax(1));
+  fp8::cuda::quantize_transpose(b.x.as<__nv_bfloat16>(), b.tokens, b.in, e4m3, b.x8.as<std::uint8_t>(),
+                                b.scale_inv(0), b.x8t.as<std::uint8_t>(), b.scale_inv(0) + 1, b.amax(0));
+  fp8::cuda::quantize_transpose(b.w.as<__nv_bfloat16>(), b.out, b.in, e4m3, b.w8.as<std::uint8_t>(),
+                                b.scale_inv(1), b.w8t.as<std::uint8_t>(), b.scale_inv(1) + 1, b.amax(1));
   fp8::cuda::quantize_transpose(b.dy.as<__nv_bfloat16>(), b.tokens, b.out, e5m2, b.dy8.as<std::uint8_t>(),
                                 b.scale_inv(2), b.dy8t.as<std::uint8_t>(), b.scale_inv(2) + 1, b.amax(2));
 }
@@ -154,13 +167,15 @@ int main(int argc, char** argv) {
   const bool quick = argc > 2 && std::string(argv[2]) == "--quick";
   try {
     lt::handle handle;
-    std::printf("device: %s (sm_%d%d)\n", handle.device().name.c_str(), handle.device().major, handle.device().minor);
+    std::printf("device: %s (sm_%d%d)\n", handle.device().name.c_str(), handle.device().major,
+                handle.device().minor);
     constexpr std::size_t tokens = 15872, hidden = 4096, ffn = 16384;
     struct linear {
       const char* name;
       std::size_t in, out;
     };
-    const linear linears[] = {{"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
+    const linear linears[] = {
+        {"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
     std::ofstream csv(folder + "/layer.csv");
     csv << "linear,variant,ms\n";
     double total_bf16 = 0.0, total_gemms = 0.0, total_casts = 0.0, total_fp8 = 0.0;
@@ -182,20 +197,23 @@ int main(int argc, char** argv) {
       const double ms_casts = median_ms(casts, repetitions);
       const double ms_gemms = median_ms(gemms, repetitions);
       const double ms_fp8 = median_ms(both, repetitions);
-      csv << l.name << ",bf16," << ms_bf16 << '\n' << l.name << ",fp8 gemms," << ms_gemms << '\n'
-          << l.name << ",fp8 casts," << ms_casts << '\n' << l.name << ",fp8 total," << ms_fp8 << '\n';
-      std::printf("%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx\n", l.name, ms_bf16,
-                  ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8);
+      csv << l.name << ",bf16," << ms_bf16 << '\n'
+          << l.name << ",fp8 gemms," << ms_gemms << '\n'
+          << l.name << ",fp8 casts," << ms_casts << '\n'
+          << l.name << ",fp8 total," << ms_fp8 << '\n';
+      std::printf("%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx\n", l.name,
+                  ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8);
       std::fflush(stdout);
       total_bf16 += ms_bf16;
       total_gemms += ms_gemms;
       total_casts += ms_casts;
       total_fp8 += ms_fp8;
     }
-    csv << "layer,bf16," << total_bf16 << "\nlayer,fp8 gemms," << total_gemms << "\nlayer,fp8 casts," << total_casts
-        << "\nlayer,fp8 total," << total_fp8 << '\n';
-    std::printf("layer: bf16 %.3f ms, fp8 with casts %.3f ms: %.2fx (casts %.0f%% of the fp8 time)\n", total_bf16,
-                total_fp8, total_bf16 / total_fp8, 100.0 * total_casts / (total_casts + total_gemms));
+    csv << "layer,bf16," << total_bf16 << "\nlayer,fp8 gemms," << total_gemms << "\nlayer,fp8 casts,"
+        << total_casts << "\nlayer,fp8 total," << total_fp8 << '\n';
+    std::printf("layer: bf16 %.3f ms, fp8 with casts %.3f ms: %.2fx (casts %.0f%% of the fp8 time)\n",
+                total_bf16, total_fp8, total_bf16 / total_fp8,
+                100.0 * total_casts / (total_casts + total_gemms));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_layer: %s\n", e.what());
     return 1;

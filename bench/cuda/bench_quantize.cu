@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     FP8_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
 
-    const std::size_t rows = quick ? 4096 : 8192, cols = quick ? 4096 : 8192;  // 64 Mi elements: past any cache
+    const std::size_t rows = quick ? 4096 : 8192,
+                      cols = quick ? 4096 : 8192;  // 64 Mi elements: past any cache
     const std::size_t n = rows * cols;
     device_memory in(n * sizeof(float)), out(n), out_t(n), scalars(64 * sizeof(float));
     device_memory scale_inv(fp8::scale_count(fp8::granularity::tile_1x128, rows, cols) * sizeof(float));
@@ -77,42 +78,73 @@ int main(int argc, char** argv) {
     const auto current = [&](fp8::granularity g) { return fp8::quantization{e4m3, g, 0, false}; };
 
     const std::vector<measurement> kernels = {
-        {"quantize f32->e4m3 +amax", n, n * 5, [&] { fp8::cuda::quantize(x, n, e4m3, given, out.as<std::uint8_t>()); }},
-        {"quantize bf16->e4m3 +amax", n, n * 3, [&] { fp8::cuda::quantize(xb, n, e4m3, given, out.as<std::uint8_t>()); }},
+        {"quantize f32->e4m3 +amax", n, n * 5,
+         [&] { fp8::cuda::quantize(x, n, e4m3, given, out.as<std::uint8_t>()); }},
+        {"quantize bf16->e4m3 +amax", n, n * 3,
+         [&] { fp8::cuda::quantize(xb, n, e4m3, given, out.as<std::uint8_t>()); }},
         {"quantize_transpose f32 +amax", n, n * 6,
-         [&] { fp8::cuda::quantize_transpose(x, rows, cols, e4m3, given, out.as<std::uint8_t>(), out_t.as<std::uint8_t>()); }},
+         [&] {
+           fp8::cuda::quantize_transpose(x, rows, cols, e4m3, given, out.as<std::uint8_t>(),
+                                         out_t.as<std::uint8_t>());
+         }},
         {"quantize_transpose bf16 +amax", n, n * 4,
-         [&] { fp8::cuda::quantize_transpose(xb, rows, cols, e4m3, given, out.as<std::uint8_t>(), out_t.as<std::uint8_t>()); }},
+         [&] {
+           fp8::cuda::quantize_transpose(xb, rows, cols, e4m3, given, out.as<std::uint8_t>(),
+                                         out_t.as<std::uint8_t>());
+         }},
         {"compute_amax f32", n, n * 4, [&] { fp8::cuda::compute_amax(x, n, amax); }},
         {"current per_tensor f32 (2 reads)", n, n * 5,
-         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::per_tensor), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+         [&] {
+           fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::per_tensor), out.as<std::uint8_t>(),
+                               scale_inv.as<float>(), amax);
+         }},
         {"current per_row f32", n, n * 5,
-         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::per_row), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+         [&] {
+           fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::per_row), out.as<std::uint8_t>(),
+                               scale_inv.as<float>(), amax);
+         }},
         {"current tile_1x128 f32", n, n * 5,
-         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+         [&] {
+           fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(),
+                               scale_inv.as<float>(), amax);
+         }},
         {"current tile_1x128 bf16", n, n * 3,
-         [&] { fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+         [&] {
+           fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(),
+                               scale_inv.as<float>(), amax);
+         }},
         {"current block_128x128 f32", n, n * 5,
-         [&] { fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+         [&] {
+           fp8::cuda::quantize(x, rows, cols, current(fp8::granularity::block_128x128),
+                               out.as<std::uint8_t>(), scale_inv.as<float>(), amax);
+         }},
         {"current block_128x128 bf16", n, n * 3,
-         [&] { fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(), scale_inv.as<float>(), amax); }},
+         [&] {
+           fp8::cuda::quantize(xb, rows, cols, current(fp8::granularity::block_128x128),
+                               out.as<std::uint8_t>(), scale_inv.as<float>(), amax);
+         }},
         {"current block_128x128 bf16 +transpose", n, n * 4,
          [&] {
-           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::block_128x128), out.as<std::uint8_t>(),
-                                         scale_inv.as<float>(), out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::block_128x128),
+                                         out.as<std::uint8_t>(), scale_inv.as<float>(),
+                                         out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
          }},
         {"current tile_1x128 bf16 +transpose (2 reads)", n, n * 4,
          [&] {
-           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::tile_1x128), out.as<std::uint8_t>(),
-                                         scale_inv.as<float>(), out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::tile_1x128),
+                                         out.as<std::uint8_t>(), scale_inv.as<float>(),
+                                         out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
          }},
         {"current per_tensor bf16 +transpose (2 reads)", n, n * 4,
          [&] {
-           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::per_tensor), out.as<std::uint8_t>(),
-                                         scale_inv.as<float>(), out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+           fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::per_tensor),
+                                         out.as<std::uint8_t>(), scale_inv.as<float>(),
+                                         out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
          }},
         {"dequantize e4m3->bf16", n, n * 3,
-         [&] { fp8::cuda::dequantize(out.as<std::uint8_t>(), n, e4m3, given.scale_inv, wide.as<__nv_bfloat16>()); }},
+         [&] {
+           fp8::cuda::dequantize(out.as<std::uint8_t>(), n, e4m3, given.scale_inv, wide.as<__nv_bfloat16>());
+         }},
     };
 
     std::ofstream csv(folder + "/quantize.csv");
@@ -123,14 +155,18 @@ int main(int argc, char** argv) {
     for (const measurement& m : kernels) {
       // The ceiling: a copy that reads and writes the same total number of bytes, same run.
       const std::size_t half = m.bytes / 2;
-      const double copy_ms = time_ms([&] { FP8_CUDA_CHECK(cudaMemcpyAsync(wide.as<char>(), in.as<char>(), half, cudaMemcpyDeviceToDevice)); },
-                                     iterations, repetitions);
+      const double copy_ms = time_ms(
+          [&] {
+            FP8_CUDA_CHECK(cudaMemcpyAsync(wide.as<char>(), in.as<char>(), half, cudaMemcpyDeviceToDevice));
+          },
+          iterations, repetitions);
       const double ms = time_ms(m.call, iterations, repetitions);
       const double gbps = double(m.bytes) / (ms * 1e-3) / 1e9;
       const double copy_gbps = double(2 * half) / (copy_ms * 1e-3) / 1e9;
-      csv << m.kernel << ',' << m.elements << ',' << m.bytes << ',' << ms << ',' << gbps << ',' << copy_gbps << ','
-          << gbps / copy_gbps << '\n';
-      std::printf("%-34s %12zu %9.4f %9.1f %9.1f %7.2f\n", m.kernel.c_str(), m.bytes, ms, gbps, copy_gbps, gbps / copy_gbps);
+      csv << m.kernel << ',' << m.elements << ',' << m.bytes << ',' << ms << ',' << gbps << ',' << copy_gbps
+          << ',' << gbps / copy_gbps << '\n';
+      std::printf("%-34s %12zu %9.4f %9.1f %9.1f %7.2f\n", m.kernel.c_str(), m.bytes, ms, gbps, copy_gbps,
+                  gbps / copy_gbps);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -39,8 +39,8 @@ struct generate_options {
 
 // Parses the command line (CLI11, with range checks). Returns the exit code and sets `run` false
 // when nothing more is to be done (--help, printed to `out`, or an error already printed to `log`).
-int parse_command_line(int argc, const char* const* argv, generate_options& options, bool& run, std::ostream& out,
-                       std::ostream& log);
+int parse_command_line(int argc, const char* const* argv, generate_options& options, bool& run,
+                       std::ostream& out, std::ostream& log);
 
 // Runs everything the options ask for. Generated text goes to `out`, everything else to `log`.
 // Throws (fp8::checkpoint_error, std::invalid_argument, std::runtime_error) with a message for the

@@ -36,10 +36,11 @@ std::uint64_t tensor_checksum(const trainer::safetensors_file& file) {
   return hash;
 }
 
-int shape_field(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key,
-                int low, int high) {
+int shape_field(const std::string& path, const std::map<std::string, std::string>& meta,
+                const std::string& key, int low, int high) {
   const auto it = meta.find("model." + key);
-  if (it == meta.end()) fail(path, "metadata 'model." + key + "' is missing: not a transformer checkpoint of fp8_trainer");
+  if (it == meta.end())
+    fail(path, "metadata 'model." + key + "' is missing: not a transformer checkpoint of fp8_trainer");
   long value = 0;
   try {
     std::size_t used = 0;
@@ -49,8 +50,8 @@ int shape_field(const std::string& path, const std::map<std::string, std::string
     fail(path, "metadata 'model." + key + "' is '" + it->second + "', not an integer");
   }
   if (value < low || value > high) {
-    fail(path, "metadata 'model." + key + "' is " + std::to_string(value) + ", outside [" + std::to_string(low) + ", " +
-               std::to_string(high) + "]");
+    fail(path, "metadata 'model." + key + "' is " + std::to_string(value) + ", outside [" +
+                   std::to_string(low) + ", " + std::to_string(high) + "]");
   }
   return int(value);
 }
@@ -89,17 +90,19 @@ checkpoint_model load_checkpoint_model(const std::string& path) {
     return it == file.metadata.end() ? std::string() : it->second;
   };
   if (meta("format") != trainer::checkpoint_format) {
-    fail(path, "a safetensors file, but not a checkpoint of fp8_trainer (metadata 'format' is '" + meta("format") + "')");
+    fail(path, "a safetensors file, but not a checkpoint of fp8_trainer (metadata 'format' is '" +
+                   meta("format") + "')");
   }
   if (meta("format_version") != std::to_string(trainer::checkpoint_version)) {
     fail(path, "checkpoint format version '" + meta("format_version") + "'; this build reads version " +
-               std::to_string(trainer::checkpoint_version));
+                   std::to_string(trainer::checkpoint_version));
   }
   if (meta("checksum.fnv1a64") != hex(tensor_checksum(file))) {
     fail(path, "the tensor data does not match its checksum: the file is corrupted");
   }
   if (meta("model.model") != "transformer") {
-    fail(path, "the checkpoint holds a '" + meta("model.model") + "' model; fp8_generate serves the transformer only");
+    fail(path, "the checkpoint holds a '" + meta("model.model") +
+                   "' model; fp8_generate serves the transformer only");
   }
   checkpoint_model result;
   result.path = path;
@@ -111,10 +114,11 @@ checkpoint_model load_checkpoint_model(const std::string& path) {
   s.layers = shape_field(path, file.metadata, "layers", 1, 1024);
   s.heads = shape_field(path, file.metadata, "heads", 1, 1024);
   s.hidden = shape_field(path, file.metadata, "hidden", 1, 1 << 18);
-  if (s.vocab != 256) fail(path, "vocabulary " + std::to_string(s.vocab) + ": fp8_generate works on bytes (256)");
+  if (s.vocab != 256)
+    fail(path, "vocabulary " + std::to_string(s.vocab) + ": fp8_generate works on bytes (256)");
   if (s.channels % s.heads != 0 || s.head_dim() % 2 != 0) {
     fail(path, "d_model " + std::to_string(s.channels) + " is not heads (" + std::to_string(s.heads) +
-               ") times an even head dimension");
+                   ") times an even head dimension");
   }
   for (const auto& [name, shape] : parameter_table(s)) {
     const trainer::named_tensor* t = file.find("params/" + name);
@@ -122,8 +126,9 @@ checkpoint_model load_checkpoint_model(const std::string& path) {
     const std::vector<std::int64_t> want(shape.begin(), shape.end());
     if (t->dtype != trainer::tensor_dtype::f32) fail(path, "tensor 'params/" + name + "' is not F32");
     if (t->shape != want) {
-      fail(path, "tensor 'params/" + name + "' does not have the shape its metadata describes: the checkpoint belongs to "
-                 "a model of another shape");
+      fail(path, "tensor 'params/" + name +
+                     "' does not have the shape its metadata describes: the checkpoint belongs to "
+                     "a model of another shape");
     }
     std::vector<float> values(t->bytes.size() / sizeof(float));
     std::memcpy(values.data(), t->bytes.data(), t->bytes.size());

@@ -25,7 +25,8 @@ std::vector<float> bf16_copy(const std::vector<float>& values) {
   return copy;
 }
 
-prepared_linear prepare(const checkpoint_model& model, const std::string& name, int rows, int cols, weight_mode mode) {
+prepared_linear prepare(const checkpoint_model& model, const std::string& name, int rows, int cols,
+                        weight_mode mode) {
   prepared_linear layer;
   layer.name = name;
   layer.rows = rows;
@@ -40,7 +41,8 @@ prepared_linear prepare(const checkpoint_model& model, const std::string& name, 
   const std::vector<float> bf16 = bf16_copy(master);
   const auto granularity = mode == weight_mode::fp8_tensor ? fp8::inference::weight_granularity::per_tensor
                                                            : fp8::inference::weight_granularity::per_channel;
-  layer.quantized = fp8::inference::quantize_weight(bf16.data(), std::size_t(rows), std::size_t(cols), granularity);
+  layer.quantized =
+      fp8::inference::quantize_weight(bf16.data(), std::size_t(rows), std::size_t(cols), granularity);
   layer.weight.resize(bf16.size());
   layer.quantized->decode_unscaled(layer.weight.data());
   return layer;
@@ -77,9 +79,11 @@ engine::engine(const checkpoint_model& model, const quant_config& config, const 
   const model_shape& s = shape_;
   const int C = s.channels, F = s.hidden, H = s.heads, D = s.head_dim(), T = s.context;
   if (config_.needs_calibration()) {
-    if (scales == nullptr) throw std::invalid_argument("static activation scales and an FP8 KV cache need calibration scales");
+    if (scales == nullptr)
+      throw std::invalid_argument("static activation scales and an FP8 KV cache need calibration scales");
     if (scales->linear_input.size() != std::size_t(4 * s.layers) ||
-        scales->keys.size() != std::size_t(s.layers * H) || scales->values.size() != std::size_t(s.layers * H)) {
+        scales->keys.size() != std::size_t(s.layers * H) ||
+        scales->values.size() != std::size_t(s.layers * H)) {
       throw std::invalid_argument("calibration scales do not match the model's layers and heads");
     }
   }
@@ -109,8 +113,10 @@ engine::engine(const checkpoint_model& model, const quant_config& config, const 
       v.assign(std::size_t(s.layers), 0.0f);
       for (int l = 0; l < s.layers; ++l) {
         const auto first = std::size_t(l * H), last = std::size_t((l + 1) * H);
-        k[std::size_t(l)] = *std::min_element(k_scales_.begin() + std::ptrdiff_t(first), k_scales_.begin() + std::ptrdiff_t(last));
-        v[std::size_t(l)] = *std::min_element(v_scales_.begin() + std::ptrdiff_t(first), v_scales_.begin() + std::ptrdiff_t(last));
+        k[std::size_t(l)] = *std::min_element(k_scales_.begin() + std::ptrdiff_t(first),
+                                              k_scales_.begin() + std::ptrdiff_t(last));
+        v[std::size_t(l)] = *std::min_element(v_scales_.begin() + std::ptrdiff_t(first),
+                                              v_scales_.begin() + std::ptrdiff_t(last));
         for (std::size_t h = first; h < last; ++h) {
           k_scales_[h] = k[std::size_t(l)];
           v_scales_[h] = v[std::size_t(l)];
@@ -169,7 +175,8 @@ std::size_t engine::linear_weight_bytes() const {
 
 std::size_t engine::other_weight_bytes() const {
   std::size_t bytes = wte_.size() * 2 + final_norm_.size() * 4;
-  for (int l = 0; l < shape_.layers; ++l) bytes += (attn_norms_[std::size_t(l)].size() + mlp_norms_[std::size_t(l)].size()) * 4;
+  for (int l = 0; l < shape_.layers; ++l)
+    bytes += (attn_norms_[std::size_t(l)].size() + mlp_norms_[std::size_t(l)].size()) * 4;
   return bytes;
 }
 
@@ -180,7 +187,8 @@ std::size_t engine::kv_cache_bytes() const {
 
 void engine::linear(const prepared_linear& layer, int linear_index, const float* x, int n, float* y) {
   const std::size_t count = std::size_t(n) * std::size_t(layer.cols);
-  if (observers_ != nullptr && linear_index >= 0) observers_->linear_inputs[std::size_t(linear_index)].observe(x, count);
+  if (observers_ != nullptr && linear_index >= 0)
+    observers_->linear_inputs[std::size_t(linear_index)].observe(x, count);
   trainer::gemm_matrix a{x, n, layer.cols};
   const trainer::gemm_matrix b{layer.weight.data(), layer.rows, layer.cols};
   float input_scale_inv = 1.0f;
@@ -188,11 +196,13 @@ void engine::linear(const prepared_linear& layer, int linear_index, const float*
   std::size_t a_count = 1;
   if (layer.quantized && config_.activations != activation_mode::bf16) {
     if (config_.activations == activation_mode::dynamic) {
-      fp8::inference::quantize_per_token(x, std::size_t(n), std::size_t(layer.cols), codes_.data(), row_scales_.data());
+      fp8::inference::quantize_per_token(x, std::size_t(n), std::size_t(layer.cols), codes_.data(),
+                                         row_scales_.data());
       a_scales = row_scales_.data();
       a_count = std::size_t(n);
     } else {
-      fp8::inference::quantize_static(x, std::size_t(n), std::size_t(layer.cols), layer.input_scale, codes_.data());
+      fp8::inference::quantize_static(x, std::size_t(n), std::size_t(layer.cols), layer.input_scale,
+                                      codes_.data());
       input_scale_inv = 1.0f / layer.input_scale;
     }
     fp8::dequantize(codes_.data(), count, fp8::fp8_format::e4m3, 1.0f, xq_.data());  // exact FP8 values
@@ -201,7 +211,8 @@ void engine::linear(const prepared_linear& layer, int linear_index, const float*
   trainer::float_gemm(a, b, y, false);
   if (layer.quantized) {
     const auto& w = layer.quantized->scale_inv;
-    fp8::inference::apply_scales(y, std::size_t(n), std::size_t(layer.rows), a_scales, a_count, w.data(), w.size());
+    fp8::inference::apply_scales(y, std::size_t(n), std::size_t(layer.rows), a_scales, a_count, w.data(),
+                                 w.size());
   }
   trainer::round_to_bf16(y, std::size_t(n) * std::size_t(layer.rows));
 }
@@ -210,7 +221,7 @@ void engine::attention(int layer, const float* qkv, int n, float* out) {
   const int C = shape_.channels, H = shape_.heads, D = shape_.head_dim(), T = shape_.context;
   const int start = length_, total = length_ + n;
   const std::size_t head_stride = std::size_t(T) * std::size_t(D);
-  std::vector<float> q(std::size_t(H) * std::size_t(n) * std::size_t(D));  // [H, n, D]
+  std::vector<float> q(std::size_t(H) * std::size_t(n) * std::size_t(D));                         // [H, n, D]
   std::vector<float> k_token(static_cast<std::size_t>(C)), v_token(static_cast<std::size_t>(C));  // [H, D]
   for (int t = 0; t < n; ++t) {
     const float* token = qkv + std::size_t(t) * 3 * std::size_t(C);
@@ -288,7 +299,8 @@ void engine::attention(int layer, const float* qkv, int n, float* out) {
     values_call.out = storage::bf16;
     trainer::gemm(values_call);
     for (int t = 0; t < n; ++t) {
-      std::copy_n(y.data() + std::size_t(t) * std::size_t(D), D, out + std::size_t(t) * std::size_t(C) + std::size_t(h * D));
+      std::copy_n(y.data() + std::size_t(t) * std::size_t(D), D,
+                  out + std::size_t(t) * std::size_t(C) + std::size_t(h * D));
     }
   }
 }
@@ -300,7 +312,9 @@ void engine::forward(const std::int32_t* tokens, int n, float* logits) {
                                 " do not fit the context of " + std::to_string(s.context));
   }
   for (int t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= s.vocab) throw std::invalid_argument("forward: token " + std::to_string(tokens[t]) + " is outside the vocabulary");
+    if (tokens[t] < 0 || tokens[t] >= s.vocab)
+      throw std::invalid_argument("forward: token " + std::to_string(tokens[t]) +
+                                  " is outside the vocabulary");
   }
   const int C = s.channels, F = s.hidden;
   const std::size_t NC = std::size_t(n) * std::size_t(C);
@@ -308,18 +322,21 @@ void engine::forward(const std::int32_t* tokens, int n, float* logits) {
   for (int l = 0; l < s.layers; ++l) {
     const prepared_linear* w = linears_.data() + 4 * l;
     const int index = 4 * l;
-    trainer::rmsnorm_forward(ln_.data(), rstd_.data(), residual_.data(), attn_norms_[std::size_t(l)].data(), n, C, storage::bf16);
+    trainer::rmsnorm_forward(ln_.data(), rstd_.data(), residual_.data(), attn_norms_[std::size_t(l)].data(),
+                             n, C, storage::bf16);
     linear(w[0], index + 0, ln_.data(), n, qkv_.data());
     attention(l, qkv_.data(), n, atty_.data());
     linear(w[1], index + 1, atty_.data(), n, proj_.data());
     residual_add(residual_.data(), residual_.data(), proj_.data(), NC);
-    trainer::rmsnorm_forward(ln_.data(), rstd_.data(), residual_.data(), mlp_norms_[std::size_t(l)].data(), n, C, storage::bf16);
+    trainer::rmsnorm_forward(ln_.data(), rstd_.data(), residual_.data(), mlp_norms_[std::size_t(l)].data(), n,
+                             C, storage::bf16);
     linear(w[2], index + 2, ln_.data(), n, gate_up_.data());
     trainer::swiglu_forward(swiglu_.data(), gate_up_.data(), n, F, storage::bf16);
     linear(w[3], index + 3, swiglu_.data(), n, proj_.data());
     residual_add(residual_.data(), residual_.data(), proj_.data(), NC);
   }
-  trainer::rmsnorm_forward(lnf_.data(), rstd_.data(), residual_.data(), final_norm_.data(), n, C, storage::bf16);
+  trainer::rmsnorm_forward(lnf_.data(), rstd_.data(), residual_.data(), final_norm_.data(), n, C,
+                           storage::bf16);
   linear(head_, -1, lnf_.data(), n, logits);
   length_ += n;
 }

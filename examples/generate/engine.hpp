@@ -45,16 +45,17 @@ calibration_scales scales_from(const calibration_observers& observed, const quan
 // One linear layer as the engine runs it.
 struct prepared_linear {
   std::string name;
-  int rows = 0, cols = 0;                                   // W: [rows (out), cols (in)]
-  std::vector<float> weight;                                // BF16 values, or the unscaled FP8 values
+  int rows = 0, cols = 0;                                     // W: [rows (out), cols (in)]
+  std::vector<float> weight;                                  // BF16 values, or the unscaled FP8 values
   std::optional<fp8::inference::quantized_weight> quantized;  // FP8 weight modes
-  float input_scale = 1.0f;                                 // static activation scale
+  float input_scale = 1.0f;                                   // static activation scale
 };
 
 class engine {
  public:
   // `scales` is required when config.needs_calibration().
-  engine(const checkpoint_model& model, const quant_config& config, const calibration_scales* scales = nullptr);
+  engine(const checkpoint_model& model, const quant_config& config,
+         const calibration_scales* scales = nullptr);
 
   const model_shape& shape() const { return shape_; }
   const quant_config& config() const { return config_; }
@@ -70,10 +71,10 @@ class engine {
 
   const std::vector<prepared_linear>& linears() const { return linears_; }  // 4 per block
   const prepared_linear& head() const { return head_; }
-  const std::vector<float>& embedding() const { return wte_; }   // BF16 values [V, C]
+  const std::vector<float>& embedding() const { return wte_; }  // BF16 values [V, C]
   const std::vector<float>& norm(int layer, bool mlp) const;    // FP32 gains [C]
   const std::vector<float>& final_norm() const { return final_norm_; }
-  const std::vector<float>& kv_scales(bool values) const;       // [layers * heads]; empty in bf16 mode
+  const std::vector<float>& kv_scales(bool values) const;  // [layers * heads]; empty in bf16 mode
 
   // Memory a server holds: the linear weights (with scales) of blocks and head, everything else
   // (embedding, norms), and the KV cache for one full context.

@@ -57,7 +57,8 @@ void write_file(const std::string& path, const std::vector<raw_tensor>& tensors,
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
   for (const raw_tensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   header["__metadata__"] = metadata;
@@ -66,18 +67,22 @@ void write_file(const std::string& path, const std::vector<raw_tensor>& tensors,
   const std::string temporary = path + ".tmp";
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) throw std::runtime_error("cannot write '" + temporary + "': check that the directory exists and is writable");
+    if (!file)
+      throw std::runtime_error("cannot write '" + temporary +
+                               "': check that the directory exists and is writable");
     const std::uint64_t length = text.size();
     std::uint8_t prefix[8];
     for (int i = 0; i < 8; ++i) prefix[i] = std::uint8_t(length >> (8 * i));
     file.write(reinterpret_cast<const char*>(prefix), 8);
     file.write(text.data(), std::streamsize(text.size()));
-    for (const raw_tensor& t : tensors) file.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+    for (const raw_tensor& t : tensors)
+      file.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
     file.flush();
     if (!file) {
       file.close();
       std::remove(temporary.c_str());
-      throw std::runtime_error("writing '" + temporary + "' failed (disk full?); nothing was written at '" + path + "'");
+      throw std::runtime_error("writing '" + temporary + "' failed (disk full?); nothing was written at '" +
+                               path + "'");
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
@@ -102,7 +107,8 @@ void write_quantized_model(const std::string& path, const engine& model, const c
     if (config.kv == kv_mode::fp8) {
       for (const bool values : {false, true}) {
         std::vector<float> inverse;
-        for (int h = 0; h < s.heads; ++h) inverse.push_back(1.0f / model.kv_scales(values)[std::size_t(l * s.heads + h)]);
+        for (int h = 0; h < s.heads; ++h)
+          inverse.push_back(1.0f / model.kv_scales(values)[std::size_t(l * s.heads + h)]);
         tensors.push_back(f32(prefix + (values ? "v" : "k") + "_cache_scale_inv", {s.heads}, inverse));
       }
     }

@@ -16,7 +16,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 calibration_scales calibrate(const checkpoint_model& model, const quant_config& config,
-                             const std::vector<std::uint8_t>& train_text, int batches, int batch, std::uint64_t seed) {
+                             const std::vector<std::uint8_t>& train_text, int batches, int batch,
+                             std::uint64_t seed) {
   quant_config reference;  // BF16 everywhere: the statistics of the model as it was trained
   engine observed(model, reference);
   calibration_observers observers;
@@ -35,12 +36,14 @@ calibration_scales calibrate(const checkpoint_model& model, const quant_config& 
   return scales_from(observers, config);
 }
 
-eval_result evaluate(engine& model, const std::vector<std::uint8_t>& validation_text, int batch, int max_batches) {
+eval_result evaluate(engine& model, const std::vector<std::uint8_t>& validation_text, int batch,
+                     int max_batches) {
   const auto start = std::chrono::steady_clock::now();
   const int T = model.shape().context, V = model.shape().vocab;
   trainer::eval_windows windows(validation_text, batch, T, max_batches);
   std::vector<std::int32_t> inputs(std::size_t(batch) * std::size_t(T)), targets(inputs.size());
-  std::vector<float> logits(std::size_t(T) * std::size_t(V)), probs(logits.size()), losses(static_cast<std::size_t>(T));
+  std::vector<float> logits(std::size_t(T) * std::size_t(V)), probs(logits.size()),
+      losses(static_cast<std::size_t>(T));
   double total = 0.0;
   eval_result result;
   for (int b = 0; b < windows.batches(); ++b) {
@@ -49,7 +52,9 @@ eval_result evaluate(engine& model, const std::vector<std::uint8_t>& validation_
       const std::size_t at = std::size_t(s) * std::size_t(T);
       model.reset();
       model.forward(inputs.data() + at, T, logits.data());
-      total += trainer::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data() + at, T, V) * T;
+      total += trainer::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data() + at,
+                                              T, V) *
+               T;
       result.tokens += T;
     }
   }
@@ -58,8 +63,8 @@ eval_result evaluate(engine& model, const std::vector<std::uint8_t>& validation_
   return result;
 }
 
-generation_result generate_text(engine& model, sampler& pick, const std::vector<std::int32_t>& prompt, int count,
-                                std::ostream* out) {
+generation_result generate_text(engine& model, sampler& pick, const std::vector<std::int32_t>& prompt,
+                                int count, std::ostream* out) {
   const int T = model.shape().context, V = model.shape().vocab;
   generation_result result;
   std::vector<std::int32_t> text = prompt;

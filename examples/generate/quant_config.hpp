@@ -19,7 +19,9 @@ struct quant_config {
   fp8::inference::calibration_method method = fp8::inference::calibration_method::max;
   double percentile = 0.9999;  // read by the percentile method
 
-  bool needs_calibration() const { return activations == activation_mode::static_scale || kv == kv_mode::fp8; }
+  bool needs_calibration() const {
+    return activations == activation_mode::static_scale || kv == kv_mode::fp8;
+  }
   // Throws std::invalid_argument on combinations that make no sense (FP8 activations need FP8 weights).
   void validate() const;
   // e.g. "W fp8-channel / A dynamic / KV fp8".

@@ -8,9 +8,11 @@
 namespace generate {
 
 sampler::sampler(const sampling_options& options) : options_(options), generator_(options.seed) {
-  if (!(options.temperature >= 0.0) || !std::isfinite(options.temperature)) throw std::invalid_argument("--temperature must be >= 0");
+  if (!(options.temperature >= 0.0) || !std::isfinite(options.temperature))
+    throw std::invalid_argument("--temperature must be >= 0");
   if (options.top_k < 0) throw std::invalid_argument("--top-k must be >= 0");
-  if (!(options.top_p > 0.0 && options.top_p <= 1.0)) throw std::invalid_argument("--top-p must be in (0, 1]");
+  if (!(options.top_p > 0.0 && options.top_p <= 1.0))
+    throw std::invalid_argument("--top-p must be in (0, 1]");
 }
 
 int sampler::next(const float* logits, int vocab) {

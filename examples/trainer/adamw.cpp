@@ -33,7 +33,8 @@ void adamw_update(parameter_set& params, const adamw_options& options, float lea
       v = options.beta2 * v + (1.0f - options.beta2) * g * g;
       const float m_hat = m / correction1;
       const float v_hat = v / correction2;
-      params.master[j] -= learning_rate * (m_hat / (std::sqrt(v_hat) + options.epsilon) + decay * params.master[j]);
+      params.master[j] -=
+          learning_rate * (m_hat / (std::sqrt(v_hat) + options.epsilon) + decay * params.master[j]);
     }
   }
 }

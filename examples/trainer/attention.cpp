@@ -16,7 +16,8 @@ namespace trainer {
 namespace {
 std::size_t index4(int a, int b, int c, int d, int nb, int nc, int nd) {
   return ((std::size_t(a) * std::size_t(nb) + std::size_t(b)) * std::size_t(nc) + std::size_t(c)) *
-             std::size_t(nd) + std::size_t(d);
+             std::size_t(nd) +
+         std::size_t(d);
 }
 }  // namespace
 
@@ -25,9 +26,9 @@ void attention_forward(float* out, float* qkvr, float* att, const float* inp, co
   const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads;
   const int D = shape.head_dim();
   const std::size_t head_block = std::size_t(B) * std::size_t(H) * std::size_t(T) * std::size_t(D);
-  float* q = qkvr;                  // [B, H, T, D]
-  float* k = qkvr + head_block;     // [B, H, T, D]
-  float* v = qkvr + 2 * head_block; // [B, H, T, D]
+  float* q = qkvr;                   // [B, H, T, D]
+  float* k = qkvr + head_block;      // [B, H, T, D]
+  float* v = qkvr + 2 * head_block;  // [B, H, T, D]
 
   // 1. Split the heads out of [B, T, 3C] and rotate q and k.
   FP8_TRAINER_PARALLEL_FOR
@@ -84,7 +85,8 @@ void attention_forward(float* out, float* qkvr, float* att, const float* inp, co
     values.out = stored;
     gemm(values);
     for (int t = 0; t < T; ++t) {
-      float* dst = out + (std::size_t(b) * std::size_t(T) + std::size_t(t)) * std::size_t(C) + std::size_t(h * D);
+      float* dst =
+          out + (std::size_t(b) * std::size_t(T) + std::size_t(t)) * std::size_t(C) + std::size_t(h * D);
       for (int d = 0; d < D; ++d) dst[d] = y[std::size_t(t) * std::size_t(D) + std::size_t(d)];
     }
   }
@@ -107,10 +109,11 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
     const std::size_t at = std::size_t(bh) * std::size_t(T) * std::size_t(D);
     const float* p = att + std::size_t(bh) * std::size_t(T) * std::size_t(T);
     const std::size_t td = std::size_t(T) * std::size_t(D);
-    std::vector<float> dy(td), dq(td), dk(td), dv(td);         // [T, D] each
-    std::vector<float> ds(std::size_t(T) * std::size_t(T));    // [T, T]
+    std::vector<float> dy(td), dq(td), dk(td), dv(td);       // [T, D] each
+    std::vector<float> ds(std::size_t(T) * std::size_t(T));  // [T, T]
     for (int t = 0; t < T; ++t) {
-      const float* src = dout + (std::size_t(b) * std::size_t(T) + std::size_t(t)) * std::size_t(C) + std::size_t(h * D);
+      const float* src =
+          dout + (std::size_t(b) * std::size_t(T) + std::size_t(t)) * std::size_t(C) + std::size_t(h * D);
       for (int d = 0; d < D; ++d) dy[std::size_t(t) * std::size_t(D) + std::size_t(d)] = src[d];
     }
     // dV[T, D] = P^T dO

@@ -8,10 +8,10 @@
 namespace trainer {
 
 struct attention_shape {
-  int batch = 0;    // B
-  int context = 0;  // T
-  int channels = 0; // C
-  int heads = 0;    // H
+  int batch = 0;     // B
+  int context = 0;   // T
+  int channels = 0;  // C
+  int heads = 0;     // H
   int head_dim() const { return channels / heads; }
 };
 
@@ -28,7 +28,6 @@ void attention_forward(float* out, float* qkvr, float* att, const float* inp, co
 // With S = q k^T / sqrt(D), P = softmax(S): dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)),
 // dq = dS k / sqrt(D), dk = dS^T q / sqrt(D), then the inverse rotation of RoPE on dq and dk.
 void attention_backward(float* dinp, const float* dout, const float* qkvr, const float* att,
-                        const rope_table& rope, const attention_shape& shape, gemm_mode mode,
-                        storage stored);
+                        const rope_table& rope, const attention_shape& shape, gemm_mode mode, storage stored);
 
 }  // namespace trainer

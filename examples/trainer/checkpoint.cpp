@@ -24,7 +24,8 @@ std::string hex(std::uint64_t value) {
 std::uint64_t tensor_checksum(const safetensors_file& file) {
   std::vector<const named_tensor*> sorted;
   for (const named_tensor& t : file.tensors) sorted.push_back(&t);
-  std::sort(sorted.begin(), sorted.end(), [](const named_tensor* a, const named_tensor* b) { return a->name < b->name; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const named_tensor* a, const named_tensor* b) { return a->name < b->name; });
   std::uint64_t hash = fnv1a_offset;
   for (const named_tensor* t : sorted) {
     hash = fnv1a(t->name.data(), t->name.size(), hash);
@@ -50,13 +51,14 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 const named_tensor& require(const safetensors_file& file, const std::string& path, const std::string& name,
                             tensor_dtype dtype, const std::vector<std::int64_t>& shape) {
   const named_tensor* t = file.find(name);
-  if (t == nullptr) fail(path, "tensor '" + name + "' is missing: the file is incomplete or not a trainer checkpoint");
+  if (t == nullptr)
+    fail(path, "tensor '" + name + "' is missing: the file is incomplete or not a trainer checkpoint");
   if (t->dtype != dtype) {
     fail(path, "tensor '" + name + "' is " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype));
   }
   if (!shape.empty() && t->shape != shape) {
     fail(path, "tensor '" + name + "' has shape " + shape_text(t->shape) + " but this model needs " +
-               shape_text(shape) + ": the checkpoint belongs to a model of another shape");
+                   shape_text(shape) + ": the checkpoint belongs to a model of another shape");
   }
   return *t;
 }
@@ -88,7 +90,8 @@ void save_checkpoint(const std::string& path, const model& m, long step, const d
   file.tensors.push_back(make_tensor("data/epoch", {1}, &epoch));
   file.tensors.push_back(make_tensor("data/index", {1}, &index));
   file.tensors.push_back(make_tensor("rng/data_epoch", {std::int64_t(rng_words)}, data.epoch_rng.data()));
-  file.tensors.push_back(make_tensor("scaling/state", {std::int64_t(scaling_state.size())}, scaling_state.data()));
+  file.tensors.push_back(
+      make_tensor("scaling/state", {std::int64_t(scaling_state.size())}, scaling_state.data()));
 
   file.metadata = info;
   file.metadata["format"] = checkpoint_format;
@@ -116,29 +119,33 @@ checkpoint_contents check_checkpoint(const safetensors_file& file, const std::st
     return it == file.metadata.end() ? std::string() : it->second;
   };
   if (meta("format") != checkpoint_format) {
-    fail(path, "a safetensors file, but not a checkpoint of this trainer (metadata 'format' is '" + meta("format") + "')");
+    fail(path, "a safetensors file, but not a checkpoint of this trainer (metadata 'format' is '" +
+                   meta("format") + "')");
   }
   if (meta("format_version") != std::to_string(checkpoint_version)) {
     fail(path, "checkpoint format version '" + meta("format_version") + "'; this build reads version " +
-               std::to_string(checkpoint_version));
+                   std::to_string(checkpoint_version));
   }
   if (meta("checksum.fnv1a64") != hex(tensor_checksum(file))) {
-    fail(path, "the tensor data does not match its checksum (stored " + meta("checksum.fnv1a64") + ", computed " +
-               hex(tensor_checksum(file)) + "): the file is corrupted");
+    fail(path, "the tensor data does not match its checksum (stored " + meta("checksum.fnv1a64") +
+                   ", computed " + hex(tensor_checksum(file)) + "): the file is corrupted");
   }
   std::string mismatches;
   for (const auto& [key, value] : m.shape_description()) {
     const std::string saved = meta("model." + key);
-    if (saved != value) mismatches += "\n  " + key + ": checkpoint " + (saved.empty() ? "(none)" : saved) + ", this run " + value;
+    if (saved != value)
+      mismatches +=
+          "\n  " + key + ": checkpoint " + (saved.empty() ? "(none)" : saved) + ", this run " + value;
   }
   if (!mismatches.empty()) {
-    fail(path, "the checkpoint's model differs from this run's:" + mismatches +
-               "\npass the model options the checkpoint was trained with (--model, --d-model, --layers, ...)");
+    fail(path,
+         "the checkpoint's model differs from this run's:" + mismatches +
+             "\npass the model options the checkpoint was trained with (--model, --d-model, --layers, ...)");
   }
   if (meta("data.fingerprint") != hex(text.fingerprint)) {
     fail(path, "it was trained on other data ('" + meta("data.description") + "', fingerprint " +
-               meta("data.fingerprint") + ") than this run reads ('" + text.description + "', fingerprint " +
-               hex(text.fingerprint) + "): pass the same --data to resume");
+                   meta("data.fingerprint") + ") than this run reads ('" + text.description +
+                   "', fingerprint " + hex(text.fingerprint) + "): pass the same --data to resume");
   }
 
   checkpoint_contents contents;
@@ -157,14 +164,18 @@ checkpoint_contents check_checkpoint(const safetensors_file& file, const std::st
     }
   }
   const auto step = values_of<std::int64_t>(require(file, path, "train/step", tensor_dtype::i64, {1}));
-  if (step[0] < 0) fail(path, "train/step is negative (" + std::to_string(step[0]) + "): the file is corrupted");
+  if (step[0] < 0)
+    fail(path, "train/step is negative (" + std::to_string(step[0]) + "): the file is corrupted");
   contents.step = long(step[0]);
-  contents.data.epoch = values_of<std::uint64_t>(require(file, path, "data/epoch", tensor_dtype::u64, {1}))[0];
-  contents.data.index = values_of<std::uint64_t>(require(file, path, "data/index", tensor_dtype::u64, {1}))[0];
-  const auto words =
-      values_of<std::uint64_t>(require(file, path, "rng/data_epoch", tensor_dtype::u64, {std::int64_t(rng_words)}));
+  contents.data.epoch =
+      values_of<std::uint64_t>(require(file, path, "data/epoch", tensor_dtype::u64, {1}))[0];
+  contents.data.index =
+      values_of<std::uint64_t>(require(file, path, "data/index", tensor_dtype::u64, {1}))[0];
+  const auto words = values_of<std::uint64_t>(
+      require(file, path, "rng/data_epoch", tensor_dtype::u64, {std::int64_t(rng_words)}));
   std::copy(words.begin(), words.end(), contents.data.epoch_rng.begin());
-  contents.scaling_state = values_of<std::uint8_t>(require(file, path, "scaling/state", tensor_dtype::u8, {}));
+  contents.scaling_state =
+      values_of<std::uint8_t>(require(file, path, "scaling/state", tensor_dtype::u8, {}));
   expected_tensors += 5;
   if (file.tensors.size() != expected_tensors) {
     for (const named_tensor& t : file.tensors) {

@@ -35,7 +35,8 @@ void add_source(text_data& data, const std::vector<std::uint8_t>& bytes) {
 }
 
 void finish(text_data& data) {
-  data.fingerprint = fnv1a(data.validation.data(), data.validation.size(), fnv1a(data.train.data(), data.train.size()));
+  data.fingerprint =
+      fnv1a(data.validation.data(), data.validation.size(), fnv1a(data.train.data(), data.train.size()));
 }
 
 }  // namespace
@@ -47,7 +48,7 @@ text_data load_fortunes(const std::string& directory) {
   for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     const fs::path path = it->path();
     if (!it->is_regular_file() || path.has_extension()) continue;  // skip .dat indexes and .u8 links
-    if (path.filename() == "ascii-art") continue;                   // pictures, not English
+    if (path.filename() == "ascii-art") continue;                  // pictures, not English
     if (fs::exists(fs::path(path).concat(".dat"))) files.push_back(path.string());
   }
   if (files.empty()) {
@@ -132,14 +133,16 @@ void batch_loader::set_position(const data_position& position) {
 
 eval_windows::eval_windows(const std::vector<std::uint8_t>& text, int batch, int context, int max_batches)
     : text_(text), batch_(batch), context_(context) {
-  const std::size_t available = text.size() > std::size_t(context) ? (text.size() - 1) / std::size_t(context) : 0;
+  const std::size_t available =
+      text.size() > std::size_t(context) ? (text.size() - 1) / std::size_t(context) : 0;
   if (available < std::size_t(batch)) {
-    throw std::invalid_argument("the validation text (" + std::to_string(text.size()) + " bytes) holds " +
-                                std::to_string(available) + " windows of --context " + std::to_string(context) +
-                                ", fewer than one batch of " + std::to_string(batch) +
-                                ": use a longer text or a smaller --batch or --context");
+    throw std::invalid_argument(
+        "the validation text (" + std::to_string(text.size()) + " bytes) holds " + std::to_string(available) +
+        " windows of --context " + std::to_string(context) + ", fewer than one batch of " +
+        std::to_string(batch) + ": use a longer text or a smaller --batch or --context");
   }
-  batches_ = int(std::min<std::size_t>(available / std::size_t(batch), std::size_t(std::max(max_batches, 1))));
+  batches_ =
+      int(std::min<std::size_t>(available / std::size_t(batch), std::size_t(std::max(max_batches, 1))));
   const std::size_t count = std::size_t(batches_) * std::size_t(batch);
   // Evenly spaced over the whole validation text, so every source file is represented.
   for (std::size_t i = 0; i < count; ++i) starts_.push_back(i * available / count * std::size_t(context));

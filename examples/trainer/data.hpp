@@ -14,10 +14,10 @@ namespace trainer {
 inline constexpr double validation_fraction = 0.1;
 
 struct text_data {
-  std::string description;              // where the text came from, for logs
-  std::vector<std::uint8_t> train;      // training bytes
-  std::vector<std::uint8_t> validation; // validation bytes
-  std::uint64_t fingerprint = 0;        // FNV-1a of both splits: checkpoints check it on resume
+  std::string description;               // where the text came from, for logs
+  std::vector<std::uint8_t> train;       // training bytes
+  std::vector<std::uint8_t> validation;  // validation bytes
+  std::uint64_t fingerprint = 0;         // FNV-1a of both splits: checkpoints check it on resume
 };
 
 // Reads every cookie file (a file with a `.dat` index beside it) of `directory` except the
@@ -63,8 +63,8 @@ class batch_loader {
   int batch_, context_;
   rng generator_;
   data_position position_;
-  std::size_t offset_ = 0;             // this epoch's shift of the window grid
-  std::vector<std::uint32_t> order_;   // this epoch's window order
+  std::size_t offset_ = 0;            // this epoch's shift of the window grid
+  std::vector<std::uint32_t> order_;  // this epoch's window order
 };
 
 // The validation windows: evenly spaced windows of T + 1 bytes, at most max_batches batches of B.

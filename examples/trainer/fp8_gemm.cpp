@@ -25,7 +25,8 @@ const float* readable(const gemm_matrix& op, std::vector<float>& scratch) {
 // What the cast did to the operand: saturated elements (|x| * scale above the format's maximum,
 // clamped by the saturating cast) and flushed ones (nonzero x, zero code).
 tensor_stats operand_stats(const float* data, const quantized_operand& q) {
-  const fp8::scale_layout layout = fp8::make_scale_layout(q.quant.granularity, std::size_t(q.rows), std::size_t(q.cols));
+  const fp8::scale_layout layout =
+      fp8::make_scale_layout(q.quant.granularity, std::size_t(q.rows), std::size_t(q.cols));
   const float fp8_max = fp8::max_finite(q.quant.format);
   const std::uint8_t magnitude_mask = fp8::format_traits<fp8::e4m3_format>::magnitude_mask;  // same for E5M2
   tensor_stats stats;
@@ -163,8 +164,8 @@ void fp8_gemm(const gemm_call& call) {
     const auto width = Eigen::Index(std::min(k_block, std::size_t(k) - k0));
     // FP32 accumulation of exact FP8 products, one K block at a time (as block-scaled tensor-core
     // kernels promote each block's partial sums to FP32 and scale them).
-    product_matrix.noalias() =
-        a_matrix.middleCols(Eigen::Index(k0), width) * b_matrix.middleCols(Eigen::Index(k0), width).transpose();
+    product_matrix.noalias() = a_matrix.middleCols(Eigen::Index(k0), width) *
+                               b_matrix.middleCols(Eigen::Index(k0), width).transpose();
     const std::vector<float> sa = row_scales(qa, layout_a, k0), sb = row_scales(qb, layout_b, k0);
     const bool add = call.accumulate || k0 > 0;
     FP8_TRAINER_PARALLEL_FOR

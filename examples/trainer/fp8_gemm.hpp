@@ -18,8 +18,8 @@ namespace trainer {
 struct quantized_operand {
   int rows = 0;
   int cols = 0;
-  fp8::quantization quant;           // format, granularity, margin, power-of-two scales
-  std::vector<std::uint8_t> codes;   // [rows, cols] FP8 codes
+  fp8::quantization quant;          // format, granularity, margin, power-of-two scales
+  std::vector<std::uint8_t> codes;  // [rows, cols] FP8 codes
   // 1 / scale per block, in fp8::make_scale_layout(quant.granularity, rows, cols) order (for MX the
   // E8M0 codes decoded to floats; they are powers of two, so exact).
   std::vector<float> scale_inv;

@@ -18,7 +18,8 @@ void gelu_forward(float* out, const float* inp, std::size_t count, storage out_s
   store(out_storage, out, count);
 }
 
-void gelu_backward(float* dinp, const float* dout, const float* inp, std::size_t count, storage dinp_storage) {
+void gelu_backward(float* dinp, const float* dout, const float* inp, std::size_t count,
+                   storage dinp_storage) {
   for (std::size_t i = 0; i < count; ++i) {
     const float x = inp[i];
     const float u = sqrt_2_over_pi * (x + cubic_coefficient * x * x * x);

@@ -38,13 +38,9 @@ void gemm(const gemm_call& call) {
   }
   switch (call.mode) {
     case gemm_mode::fp32:
-    case gemm_mode::bf16:
-      float_gemm(call.a, call.b, call.c, call.accumulate);
-      break;
+    case gemm_mode::bf16: float_gemm(call.a, call.b, call.c, call.accumulate); break;
     case gemm_mode::fp8:
-    case gemm_mode::fake_fp8:
-      fp8_gemm(call);
-      break;
+    case gemm_mode::fake_fp8: fp8_gemm(call); break;
   }
   if (call.out == storage::bf16) {
     round_to_bf16(call.c, std::size_t(call.a.read_rows()) * std::size_t(call.b.read_rows()));

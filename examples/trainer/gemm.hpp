@@ -24,8 +24,8 @@ struct gemm_matrix {
 // C[M, N] = A[M, K] . B[N, K]^T  (or C += ... with `accumulate`), "TN" as on FP8 tensor cores.
 struct gemm_call {
   gemm_mode mode = gemm_mode::fp32;
-  gemm_matrix a;  // reads [M, K]
-  gemm_matrix b;  // reads [N, K]
+  gemm_matrix a;       // reads [M, K]
+  gemm_matrix b;       // reads [N, K]
   float* c = nullptr;  // [M, N]
   bool accumulate = false;
   storage out = storage::fp32;  // the result is rounded to BF16 when out == storage::bf16

@@ -16,8 +16,10 @@ namespace {
 void linear_gemm(const pass_context& pass, const linear_site& site, fp8::gemm_kind which, gemm_call call,
                  fp8::gemm_operand a_role, fp8::gemm_operand b_role) {
   call.mode = pass.policy->linear_mode(site.unit, which);
-  operand_scaling a_scaling{pass.scaling, site.scaling_index, a_role, pass.record_amax, pass.stats, call.mode};
-  operand_scaling b_scaling{pass.scaling, site.scaling_index, b_role, pass.record_amax, pass.stats, call.mode};
+  operand_scaling a_scaling{pass.scaling,     site.scaling_index, a_role,
+                            pass.record_amax, pass.stats,         call.mode};
+  operand_scaling b_scaling{pass.scaling,     site.scaling_index, b_role,
+                            pass.record_amax, pass.stats,         call.mode};
   const bool quantized = call.mode == gemm_mode::fp8 || call.mode == gemm_mode::fake_fp8;
   if (quantized) {
     call.a_scaling = &a_scaling;
@@ -42,19 +44,19 @@ void linear_forward(const pass_context& pass, const linear_site& site, float* y,
               fp8::gemm_operand::fprop_weight);
 }
 
-void linear_backward(const pass_context& pass, const linear_site& site, float* dx, float* dw,
-                     const float* dy, const float* x, const float* w, int m, int k, int n) {
+void linear_backward(const pass_context& pass, const linear_site& site, float* dx, float* dw, const float* dy,
+                     const float* x, const float* w, int m, int k, int n) {
   gemm_call dgrad;
-  dgrad.a = {dy, m, n};                        // reads dY [M, N]
-  dgrad.b = {w, n, k, /*transposed=*/true};    // reads W^T [K, N]
+  dgrad.a = {dy, m, n};                      // reads dY [M, N]
+  dgrad.b = {w, n, k, /*transposed=*/true};  // reads W^T [K, N]
   dgrad.c = dx;
   dgrad.out = pass.policy->activation_storage();
   linear_gemm(pass, site, fp8::gemm_kind::dgrad, dgrad, fp8::gemm_operand::dgrad_grad_output,
               fp8::gemm_operand::dgrad_weight);
 
   gemm_call wgrad;
-  wgrad.a = {dy, m, n, /*transposed=*/true};   // reads dY^T [N, M]
-  wgrad.b = {x, m, k, /*transposed=*/true};    // reads X^T [K, M]
+  wgrad.a = {dy, m, n, /*transposed=*/true};  // reads dY^T [N, M]
+  wgrad.b = {x, m, k, /*transposed=*/true};   // reads X^T [K, M]
   wgrad.c = dw;
   wgrad.accumulate = true;
   wgrad.out = storage::fp32;

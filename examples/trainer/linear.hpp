@@ -22,7 +22,7 @@ void linear_forward(const pass_context& pass, const linear_site& site, float* y,
 // dx[M, K] = dy[M, N] . w[N, K]  (dgrad, overwritten, activation precision);
 // dw[N, K] += dy^T[N, M] . x[M, K]  (wgrad, accumulated in FP32 into the master gradient, as
 // Transformer Engine's fused wgrad accumulation does).
-void linear_backward(const pass_context& pass, const linear_site& site, float* dx, float* dw,
-                     const float* dy, const float* x, const float* w, int m, int k, int n);
+void linear_backward(const pass_context& pass, const linear_site& site, float* dx, float* dw, const float* dy,
+                     const float* x, const float* w, int m, int k, int n);
 
 }  // namespace trainer

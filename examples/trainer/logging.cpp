@@ -3,8 +3,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -65,7 +65,8 @@ void csv_log::write(const step_record& r) {
   const double shadow_diff = r.train_loss - r.shadow_loss;
   out_ << r.step << ',' << r.tokens << ',' << number(r.learning_rate) << ',' << number(r.train_loss) << ','
        << number(r.val_loss) << ',' << number(r.grad_norm) << ',' << number(r.shadow_loss) << ','
-       << number(shadow_diff) << ',' << number(r.tokens_per_second) << ',' << number(r.elapsed_seconds) << '\n';
+       << number(shadow_diff) << ',' << number(r.tokens_per_second) << ',' << number(r.elapsed_seconds)
+       << '\n';
   check_written(out_, path_, "log");
 }
 

@@ -13,13 +13,13 @@ namespace trainer {
 inline constexpr double not_measured = std::numeric_limits<double>::quiet_NaN();
 
 struct step_record {
-  long step = 0;                       // optimizer steps completed (0: before training)
-  long tokens = 0;                     // training tokens seen so far
+  long step = 0;    // optimizer steps completed (0: before training)
+  long tokens = 0;  // training tokens seen so far
   double learning_rate = not_measured;
-  double train_loss = not_measured;    // loss of this step's batch, before its update
-  double val_loss = not_measured;      // validation loss after this step's update
-  double grad_norm = not_measured;     // before clipping
-  double shadow_loss = not_measured;   // BF16 loss of the same batch (--shadow-every)
+  double train_loss = not_measured;   // loss of this step's batch, before its update
+  double val_loss = not_measured;     // validation loss after this step's update
+  double grad_norm = not_measured;    // before clipping
+  double shadow_loss = not_measured;  // BF16 loss of the same batch (--shadow-every)
   double tokens_per_second = not_measured;
   double elapsed_seconds = 0.0;
 };

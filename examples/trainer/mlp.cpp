@@ -18,7 +18,8 @@ namespace {
 constexpr float embedding_std = 1.0f;  // embeddings feed a linear layer directly: unit scale
 
 void check_positive(int value, const char* name) {
-  if (value <= 0) throw std::invalid_argument(std::string(name) + " must be positive; got " + std::to_string(value));
+  if (value <= 0)
+    throw std::invalid_argument(std::string(name) + " must be positive; got " + std::to_string(value));
 }
 
 std::vector<tensor_spec> mlp_specs(const model_options& options, int batch_size) {
@@ -109,7 +110,8 @@ double mlp::forward(const pass_context& pass, const std::int32_t* inputs, const 
   for (int n = 0; n < N; ++n) {
     for (int w = 0; w < window_; ++w) {
       std::memcpy(concat_.data() + std::size_t(n) * std::size_t(WE) + std::size_t(w * embed_),
-                  table + std::size_t(window_byte(n, w)) * std::size_t(embed_), sizeof(float) * std::size_t(embed_));
+                  table + std::size_t(window_byte(n, w)) * std::size_t(embed_),
+                  sizeof(float) * std::size_t(embed_));
     }
   }
   const float* x = concat_.data();
@@ -117,7 +119,8 @@ double mlp::forward(const pass_context& pass, const std::int32_t* inputs, const 
   for (int l = 0; l < layers_; ++l) {
     const float* w = params_.compute.data() + params_.offset(weights_[std::size_t(l)]);
     linear_forward(pass, {l, std::size_t(l)}, pre_[std::size_t(l)].data(), x, w, N, fan_in, hidden_);
-    gelu_forward(post_[std::size_t(l)].data(), pre_[std::size_t(l)].data(), pre_[std::size_t(l)].size(), stored);
+    gelu_forward(post_[std::size_t(l)].data(), pre_[std::size_t(l)].data(), pre_[std::size_t(l)].size(),
+                 stored);
     x = post_[std::size_t(l)].data();
     fan_in = hidden_;
   }

@@ -34,7 +34,7 @@ class mlp final : public model {
   int batch_, context_, window_, embed_, hidden_, layers_, vocab_;
   parameter_set params_;
   std::size_t wte_;
-  std::vector<std::size_t> weights_;        // fc1 .. fcL, head
+  std::vector<std::size_t> weights_;  // fc1 .. fcL, head
   std::vector<linear_layer_info> linears_;
 
   std::vector<std::int32_t> inputs_, targets_;  // [N]

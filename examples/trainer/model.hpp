@@ -47,7 +47,8 @@ class model {
   // Draws initial master weights.
   virtual void init_weights(rng& generator) = 0;
   // inputs, targets: [B, T] bytes. Returns the mean cross-entropy in nats; keeps activations.
-  virtual double forward(const pass_context& pass, const std::int32_t* inputs, const std::int32_t* targets) = 0;
+  virtual double forward(const pass_context& pass, const std::int32_t* inputs,
+                         const std::int32_t* targets) = 0;
   // Accumulates parameter gradients of the last forward pass into parameters().grad.
   virtual void backward(const pass_context& pass) = 0;
 

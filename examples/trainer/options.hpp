@@ -45,7 +45,7 @@ struct run_options {
   // Evaluation, output, checkpoints.
   long eval_every = 50;
   int eval_batches = 16;
-  std::string out_dir;  // empty: runs/<derived name>
+  std::string out_dir;     // empty: runs/<derived name>
   bool overwrite = false;  // replace a run already in out_dir
   long save_every = 0;
   bool save_final = true;

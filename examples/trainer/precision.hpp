@@ -38,7 +38,7 @@ enum class storage { fp32, bf16 };
 // --- The FP8 recipe switches (made into the library's scaling recipes in scaling_state.cpp). ---
 struct fp8_recipe {
   fp8::scaling_mode recipe = fp8::scaling_mode::delayed;  // delayed: from the amax history; current: own amax
-  int amax_history_length = 1024;  // Transformer Engine's DelayedScaling default
+  int amax_history_length = 1024;                         // Transformer Engine's DelayedScaling default
   fp8::amax_algorithm algorithm = fp8::amax_algorithm::max;
   int margin = 0;
   fp8::format_mix formats = fp8::format_mix::hybrid;  // hybrid: E4M3 forward tensors, E5M2 gradients

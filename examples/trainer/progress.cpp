@@ -50,8 +50,8 @@ void progress_display::update(long step, double train_loss, double val_loss, dou
     return;
   }
   if (step % line_every_ == 0 || step == total_ || val_text[0] != '\0') {
-    std::fprintf(stderr, "step %ld/%ld loss %.4f%s | %.0f tok/s | %s left\n", step, total_, train_loss, val_text,
-                 tokens_per_second, format_duration(seconds_left).c_str());
+    std::fprintf(stderr, "step %ld/%ld loss %.4f%s | %.0f tok/s | %s left\n", step, total_, train_loss,
+                 val_text, tokens_per_second, format_duration(seconds_left).c_str());
   }
 }
 

@@ -23,8 +23,8 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
   store(out_storage, out, std::size_t(n) * std::size_t(c));
 }
 
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int n, int c, storage dinp_storage) {
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int n, int c, storage dinp_storage) {
   FP8_TRAINER_PARALLEL_FOR
   for (int row = 0; row < n; ++row) {
     const float* x = inp + std::size_t(row) * std::size_t(c);

@@ -16,7 +16,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 // dinp[N, C] += d(out)/d(inp) . dout; dweight[C] += sum over rows of dout * inp * rstd.
 // With normalised n = inp * rstd and g = dout * weight: dinp = rstd * (g - n * mean_c(g * n)).
 // `dinp` is accumulated (it is the residual stream's gradient) and then stored in `dinp_storage`.
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int n, int c, storage dinp_storage);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int n, int c, storage dinp_storage);
 
 }  // namespace trainer

@@ -43,8 +43,6 @@ void rotate(float* x, const rope_table& table, int position, float sin_sign) {
 
 void rope_forward(float* x, const rope_table& table, int position) { rotate(x, table, position, 1.0f); }
 
-void rope_backward(float* dx, const rope_table& table, int position) {
-  rotate(dx, table, position, -1.0f);
-}
+void rope_backward(float* dx, const rope_table& table, int position) { rotate(dx, table, position, -1.0f); }
 
 }  // namespace trainer

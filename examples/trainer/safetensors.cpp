@@ -23,7 +23,8 @@ constexpr std::uint64_t max_header_bytes = 100'000'000;
 constexpr std::uint64_t max_file_bytes = std::uint64_t(64) << 30;
 
 bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
@@ -41,7 +42,8 @@ bool dtype_from_name(const std::string& name, tensor_dtype& dtype) {
 }
 
 template <class T>
-named_tensor make_any(const std::string& name, std::vector<std::int64_t> shape, const T* values, tensor_dtype dtype) {
+named_tensor make_any(const std::string& name, std::vector<std::int64_t> shape, const T* values,
+                      tensor_dtype dtype) {
   std::size_t count = 1;
   for (std::int64_t extent : shape) count *= std::size_t(extent);
   named_tensor tensor{name, dtype, std::move(shape), std::vector<std::uint8_t>(count * sizeof(T))};
@@ -81,13 +83,16 @@ const char* dtype_name(tensor_dtype dtype) {
 named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const float* values) {
   return make_any(name, std::move(shape), values, tensor_dtype::f32);
 }
-named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::uint64_t* values) {
+named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape,
+                         const std::uint64_t* values) {
   return make_any(name, std::move(shape), values, tensor_dtype::u64);
 }
-named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::int64_t* values) {
+named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape,
+                         const std::int64_t* values) {
   return make_any(name, std::move(shape), values, tensor_dtype::i64);
 }
-named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::uint8_t* values) {
+named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape,
+                         const std::uint8_t* values) {
   return make_any(name, std::move(shape), values, tensor_dtype::u8);
 }
 
@@ -105,7 +110,8 @@ void write_safetensors(const std::string& path, const safetensors_file& file) {
   text.resize((text.size() + header_alignment - 1) / header_alignment * header_alignment, ' ');
 
   std::uint8_t length[length_field_bytes];
-  for (std::size_t i = 0; i < length_field_bytes; ++i) length[i] = std::uint8_t(std::uint64_t(text.size()) >> (8 * i));
+  for (std::size_t i = 0; i < length_field_bytes; ++i)
+    length[i] = std::uint8_t(std::uint64_t(text.size()) >> (8 * i));
   std::vector<byte_range> parts{{length, sizeof(length)}, {text.data(), text.size()}};
   for (const named_tensor& t : file.tensors) parts.push_back({t.bytes.data(), t.bytes.size()});
   try {
@@ -117,15 +123,15 @@ void write_safetensors(const std::string& path, const safetensors_file& file) {
 
 safetensors_file read_safetensors(const std::string& path) {
   if (ends_with(path, temporary_suffix)) {
-    fail(path, "this is the temporary file of an unfinished save (it is renamed only once complete): resume "
-               "from a checkpoint without the '" + std::string(temporary_suffix) + "' suffix");
+    fail(path,
+         "this is the temporary file of an unfinished save (it is renamed only once complete): resume "
+         "from a checkpoint without the '" +
+             std::string(temporary_suffix) + "' suffix");
   }
   std::vector<std::uint8_t> bytes;
   try {
     bytes = read_regular_file(path, max_file_bytes);
-  } catch (const file_error& e) {
-    fail(path, std::string(e.what()) + " (check the path given to --resume)");
-  }
+  } catch (const file_error& e) { fail(path, std::string(e.what()) + " (check the path given to --resume)"); }
   return parse_safetensors(bytes.data(), bytes.size(), path);
 }
 
@@ -133,17 +139,19 @@ namespace {
 
 safetensors_file parse_header_and_data(const std::uint8_t* bytes, std::size_t size, const std::string& path) {
   if (size < length_field_bytes) {
-    fail(path, "the file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length: "
-               "it is truncated or not a safetensors file");
+    fail(path, "the file has " + std::to_string(size) +
+                   " bytes, fewer than the 8-byte header length: "
+                   "it is truncated or not a safetensors file");
   }
   std::uint64_t header_bytes = 0;
   for (std::size_t i = 0; i < length_field_bytes; ++i) header_bytes |= std::uint64_t(bytes[i]) << (8 * i);
   const std::uint64_t available = size - length_field_bytes;
   if (header_bytes > available || header_bytes > max_header_bytes || header_bytes < 2) {
     fail(path, "the header length field says " + std::to_string(header_bytes) + " bytes but the file holds " +
-               std::to_string(available) + " after it: the file is truncated or not a safetensors file");
+                   std::to_string(available) + " after it: the file is truncated or not a safetensors file");
   }
-  const std::string text(reinterpret_cast<const char*>(bytes) + length_field_bytes, std::size_t(header_bytes));
+  const std::string text(reinterpret_cast<const char*>(bytes) + length_field_bytes,
+                         std::size_t(header_bytes));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
@@ -172,13 +180,16 @@ safetensors_file parse_header_and_data(const std::uint8_t* bytes, std::size_t si
       continue;
     }
     const std::string where = "tensor '" + name + "': ";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets")) {
       fail(path, where + "needs dtype, shape and data_offsets");
     }
     named_tensor tensor;
     tensor.name = name;
-    if (!entry.at("dtype").is_string() || !dtype_from_name(entry.at("dtype").get<std::string>(), tensor.dtype)) {
-      fail(path, where + "unsupported dtype " + entry.at("dtype").dump() + " (this trainer writes F32, I64, U64, U8)");
+    if (!entry.at("dtype").is_string() ||
+        !dtype_from_name(entry.at("dtype").get<std::string>(), tensor.dtype)) {
+      fail(path, where + "unsupported dtype " + entry.at("dtype").dump() +
+                     " (this trainer writes F32, I64, U64, U8)");
     }
     const nlohmann::json& shape = entry.at("shape");
     const nlohmann::json& offsets = entry.at("data_offsets");
@@ -187,21 +198,25 @@ safetensors_file parse_header_and_data(const std::uint8_t* bytes, std::size_t si
     for (const nlohmann::json& extent : shape) {
       if (!extent.is_number_unsigned()) fail(path, where + "shape entries must be non-negative integers");
       const std::uint64_t e = extent.get<std::uint64_t>();
-      if (e != 0 && elements > data_bytes / e) fail(path, where + "shape " + shape.dump() + " exceeds the data section");
+      if (e != 0 && elements > data_bytes / e)
+        fail(path, where + "shape " + shape.dump() + " exceeds the data section");
       elements *= e;
       tensor.shape.push_back(std::int64_t(e));
     }
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
       fail(path, where + "data_offsets must be two non-negative integers");
     }
     const std::uint64_t begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
     if (begin > end || end > data_bytes) {
       fail(path, where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                 "] lie outside the " + std::to_string(data_bytes) + "-byte data section: the file is truncated");
+                     "] lie outside the " + std::to_string(data_bytes) +
+                     "-byte data section: the file is truncated");
     }
     if (end - begin != elements * element_size(tensor.dtype)) {
-      fail(path, where + "holds " + std::to_string(end - begin) + " bytes but shape " + shape.dump() + " of " +
-                 dtype_name(tensor.dtype) + " needs " + std::to_string(elements * element_size(tensor.dtype)));
+      fail(path, where + "holds " + std::to_string(end - begin) + " bytes but shape " + shape.dump() +
+                     " of " + dtype_name(tensor.dtype) + " needs " +
+                     std::to_string(elements * element_size(tensor.dtype)));
     }
     const std::uint8_t* first = bytes + data_begin + begin;
     tensor.bytes.assign(first, first + (end - begin));
@@ -214,13 +229,14 @@ safetensors_file parse_header_and_data(const std::uint8_t* bytes, std::size_t si
   for (const range& r : ranges) {
     if (r.begin != expected) {
       fail(path, "tensor '" + r.name + "' starts at byte " + std::to_string(r.begin) + " where " +
-                 std::to_string(expected) + " was expected (tensors overlap or leave a gap): the file is corrupted");
+                     std::to_string(expected) +
+                     " was expected (tensors overlap or leave a gap): the file is corrupted");
     }
     expected = r.end;
   }
   if (expected != data_bytes) {
     fail(path, "the data section has " + std::to_string(data_bytes) + " bytes but the tensors cover " +
-               std::to_string(expected) + ": the file is corrupted or has trailing bytes");
+                   std::to_string(expected) + ": the file is corrupted or has trailing bytes");
   }
   return file;
 }
@@ -232,7 +248,8 @@ safetensors_file parse_safetensors(const std::uint8_t* bytes, std::size_t size, 
     return parse_header_and_data(bytes, size, name);
   } catch (const nlohmann::json::exception& e) {
     // The checks above test every value's type before reading it; this is the net under them.
-    fail(name, std::string("the header has an unexpected structure (") + e.what() + "): the file is corrupted");
+    fail(name,
+         std::string("the header has an unexpected structure (") + e.what() + "): the file is corrupted");
   }
 }
 

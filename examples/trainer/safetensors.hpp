@@ -34,9 +34,12 @@ const char* dtype_name(tensor_dtype dtype);  // "F32", "I64", "U64", "U8"
 
 // Builds tensors from host values (this machine is little-endian, as safetensors requires).
 named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const float* values);
-named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::uint64_t* values);
-named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::int64_t* values);
-named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape, const std::uint8_t* values);
+named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape,
+                         const std::uint64_t* values);
+named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape,
+                         const std::int64_t* values);
+named_tensor make_tensor(const std::string& name, std::vector<std::int64_t> shape,
+                         const std::uint8_t* values);
 
 // Writes the file atomically (to `path`.tmp, synced, then renamed), header padded to 8 bytes with
 // spaces as the reference implementation does. Throws fp8::checkpoint_error if the file cannot be

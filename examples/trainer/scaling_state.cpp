@@ -25,7 +25,8 @@ fp8::current_scaling current_config(const recipe_switches& s) {
 std::pair<fp8::gemm_operand, fp8::gemm_operand> operands_of(fp8::gemm_kind which) {
   switch (which) {
     case fp8::gemm_kind::fprop: return {fp8::gemm_operand::fprop_input, fp8::gemm_operand::fprop_weight};
-    case fp8::gemm_kind::dgrad: return {fp8::gemm_operand::dgrad_grad_output, fp8::gemm_operand::dgrad_weight};
+    case fp8::gemm_kind::dgrad:
+      return {fp8::gemm_operand::dgrad_grad_output, fp8::gemm_operand::dgrad_weight};
     case fp8::gemm_kind::wgrad: break;
   }
   return {fp8::gemm_operand::wgrad_grad_output, fp8::gemm_operand::wgrad_input};
@@ -42,7 +43,8 @@ fp8::gemm_recipe make_recipe(const recipe_switches& s) {
     }
     return recipe;
   } catch (const fp8::invalid_argument& e) {
-    throw std::invalid_argument(std::string("the FP8 recipe switches are not valid: ") + e.what() + " (see --help)");
+    throw std::invalid_argument(std::string("the FP8 recipe switches are not valid: ") + e.what() +
+                                " (see --help)");
   }
 }
 
@@ -59,7 +61,9 @@ fp8::delayed_scaling delayed_config(const recipe_switches& s) {
 }
 
 scaling_state::scaling_state(const recipe_switches& switches, std::vector<std::string> layer_names)
-    : layer_names_(std::move(layer_names)), recipe_(make_recipe(switches)), delayed_(delayed_config(switches)) {
+    : layer_names_(std::move(layer_names)),
+      recipe_(make_recipe(switches)),
+      delayed_(delayed_config(switches)) {
   for (std::size_t layer = 0; layer < layer_names_.size(); ++layer) {
     for (std::size_t operand = 0; operand < fp8::gemm_operand_count; ++operand) {
       delayed_.add_tensor(fp8::gemm_operand(operand));

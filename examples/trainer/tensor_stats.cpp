@@ -6,7 +6,8 @@
 namespace trainer {
 
 namespace {
-constexpr const char* stats_header = "step,layer,operand,format,mode,granularity,amax,scale_min,scale_max,saturated,flushed";
+constexpr const char* stats_header =
+    "step,layer,operand,format,mode,granularity,amax,scale_min,scale_max,saturated,flushed";
 }
 
 tensor_stats_log::tensor_stats_log(const std::string& path, long resume_step)
@@ -14,8 +15,8 @@ tensor_stats_log::tensor_stats_log(const std::string& path, long resume_step)
 
 void tensor_stats_log::flush() { check_written(out_, path_, "statistics log"); }
 
-void tensor_stats_log::add(const std::string& layer, const char* operand, const char* format, const char* mode,
-                           const char* granularity, const tensor_stats& stats) {
+void tensor_stats_log::add(const std::string& layer, const char* operand, const char* format,
+                           const char* mode, const char* granularity, const tensor_stats& stats) {
   out_ << step_ << ',' << layer << ',' << operand << ',' << format << ',' << mode << ',' << granularity << ','
        << stats.amax << ',' << stats.scale_min << ',' << stats.scale_max << ',' << stats.saturated << ','
        << stats.flushed << '\n';

@@ -11,10 +11,10 @@ namespace trainer {
 
 struct tensor_stats {
   float amax = 0.0f;
-  float scale_min = 0.0f;          // smallest and largest scale of the operand's blocks
-  float scale_max = 0.0f;          // (equal for per-tensor scaling)
-  double saturated = 0.0;          // fraction of elements with |x| * scale above the FP8 maximum (clamped)
-  double flushed = 0.0;            // fraction of nonzero x whose FP8 code is zero (underflow)
+  float scale_min = 0.0f;  // smallest and largest scale of the operand's blocks
+  float scale_max = 0.0f;  // (equal for per-tensor scaling)
+  double saturated = 0.0;  // fraction of elements with |x| * scale above the FP8 maximum (clamped)
+  double flushed = 0.0;    // fraction of nonzero x whose FP8 code is zero (underflow)
 };
 
 // stats.csv: one row per (step, layer, operand).

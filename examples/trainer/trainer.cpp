@@ -43,11 +43,12 @@ std::string policy_text(const precision_policy& p, const run_options& o, const m
     case precision::bf16: return "bf16 (BF16 weights and activations, FP32 master weights and AdamW)";
     case precision::fp8: break;
   }
-  out << "fp8 (bf16 + FP8 linear GEMMs): " << (o.recipe.formats == fp8::format_mix::hybrid ? "HYBRID" : "E4M3") << ", "
+  out << "fp8 (bf16 + FP8 linear GEMMs): "
+      << (o.recipe.formats == fp8::format_mix::hybrid ? "HYBRID" : "E4M3") << ", "
       << to_string(o.recipe.recipe) << " scaling";
   if (o.recipe.recipe == fp8::scaling_mode::delayed) {
-    out << " (history " << o.recipe.amax_history_length << ", " << to_string(o.recipe.algorithm) << ", margin "
-        << o.recipe.margin << ")";
+    out << " (history " << o.recipe.amax_history_length << ", " << to_string(o.recipe.algorithm)
+        << ", margin " << o.recipe.margin << ")";
   }
   out << ", granularity " << to_string(o.recipe.scale_granularity);
   for (fp8::gemm_kind c : o.current_scaling_for) out << ", " << to_string(c) << " current";
@@ -79,14 +80,16 @@ void check_output_directory(const run_options& o) {
   const std::string dir = output_directory(o);
   std::error_code error;
   if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
-    throw std::invalid_argument("the output directory '" + dir + "' exists and is not a directory (--out DIR)");
+    throw std::invalid_argument("the output directory '" + dir +
+                                "' exists and is not a directory (--out DIR)");
   }
   // Resuming continues the run (its logs are trimmed to the checkpoint's step); --overwrite replaces it.
   if (o.overwrite || !o.resume_from.empty()) return;
   if (fs::exists(fs::path(dir) / "log.csv", error)) {
-    throw std::invalid_argument("'" + dir + "' already holds a run (" + dir +
-                                "/log.csv): pass --overwrite to replace it, --out DIR for a new directory, or "
-                                "--resume DIR/final.safetensors to continue it (see --help)");
+    throw std::invalid_argument(
+        "'" + dir + "' already holds a run (" + dir +
+        "/log.csv): pass --overwrite to replace it, --out DIR for a new directory, or "
+        "--resume DIR/final.safetensors to continue it (see --help)");
   }
 }
 
@@ -106,12 +109,14 @@ void prepare_output_directory(const run_options& o) {
 
 training_run::training_run(run_options options) : options_(std::move(options)) {
   set_thread_count(options_.threads);
-  data_ = options_.data_file.empty() ? load_fortunes(FP8_TRAINER_DEFAULT_DATA_DIR) : load_text_file(options_.data_file);
+  data_ = options_.data_file.empty() ? load_fortunes(FP8_TRAINER_DEFAULT_DATA_DIR)
+                                     : load_text_file(options_.data_file);
   // The checks of --batch and --context against the text come before the model is allocated: a
   // batch too large for the text must be a usage error, not an out-of-memory kill.
   loader_ = std::make_unique<batch_loader>(data_.train, options_.batch, options_.model.context,
                                            options_.seed ^ data_seed_offset);
-  eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context, options_.eval_batches);
+  eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context,
+                                         options_.eval_batches);
   model_ = make_model(options_.model, options_.batch);
   policy_ = make_policy(options_, *model_);
   scaling_ = std::make_unique<scaling_state>(switches_of(options_), linear_names(*model_));
@@ -121,7 +126,8 @@ training_run::training_run(run_options options) : options_(std::move(options)) {
   unigram_ = unigram_baseline(data_);
   schedule_.peak = options_.learning_rate;
   schedule_.total_steps = options_.steps;
-  schedule_.warmup_steps = options_.warmup_steps >= 0 ? options_.warmup_steps : options_.steps / default_warmup_divisor;
+  schedule_.warmup_steps =
+      options_.warmup_steps >= 0 ? options_.warmup_steps : options_.steps / default_warmup_divisor;
   schedule_.final_fraction = options_.final_lr_fraction;
   const std::size_t tokens = std::size_t(options_.batch) * std::size_t(options_.model.context);
   inputs_.resize(tokens);
@@ -198,17 +204,19 @@ void training_run::load(const std::string& path) {
     try {
       scaling.deserialize(contents.scaling_state);
     } catch (const fp8::error& e) {
-      throw fp8::checkpoint_error("checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
-                             "\npass the recipe switches it was trained with (--format, --amax-history, "
-                             "--amax-algo, --margin, --pow2-scales), or --reset-scaling to start the scaling "
-                             "state afresh");
+      throw fp8::checkpoint_error(
+          "checkpoint '" + path + "': its FP8 scaling state does not fit this run: " + e.what() +
+          "\npass the recipe switches it was trained with (--format, --amax-history, "
+          "--amax-algo, --margin, --pow2-scales), or --reset-scaling to start the scaling "
+          "state afresh");
     }
   }
   batch_loader probe = *loader_;
   try {
     probe.set_position(contents.data);
   } catch (const std::invalid_argument& e) {
-    throw fp8::checkpoint_error("checkpoint '" + path + "': its data position does not fit this text: " + e.what());
+    throw fp8::checkpoint_error("checkpoint '" + path +
+                                "': its data position does not fit this text: " + e.what());
   }
   // Commit.
   parameter_set& params = model_->parameters();
@@ -247,7 +255,8 @@ double training_run::run() {
   const std::string dir = output_directory(options_);
   prepare_output_directory(options_);
   std::printf("%s", describe().c_str());
-  std::printf("output:    %s/log.csv%s\n", dir.c_str(), options_.out_dir.empty() ? " (the default for these options)" : "");
+  std::printf("output:    %s/log.csv%s\n", dir.c_str(),
+              options_.out_dir.empty() ? " (the default for these options)" : "");
   for (const std::string& name : remove_stale_temporaries(dir, ".safetensors")) {
     std::printf("removed:   %s/%s, left by a save that was interrupted\n", dir.c_str(), name.c_str());
   }
@@ -259,7 +268,9 @@ double training_run::run() {
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  const auto seconds_since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
   double val_loss = not_measured;
   if (step_ == 0) {
     step_record initial;
@@ -285,9 +296,10 @@ double training_run::run() {
                     step_seconds_average * double(options_.steps - step_));
     if (!std::isfinite(record.train_loss)) {
       progress.finish();
-      throw std::runtime_error("the training loss is " + std::to_string(record.train_loss) + " at step " +
-                               std::to_string(step_) + ": training diverged (see docs/debugging.md: try "
-                               "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)");
+      throw std::runtime_error(
+          "the training loss is " + std::to_string(record.train_loss) + " at step " + std::to_string(step_) +
+          ": training diverged (see docs/debugging.md: try "
+          "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)");
     }
     if (options_.save_every > 0 && step_ % options_.save_every == 0) {
       char name[32];
@@ -297,8 +309,8 @@ double training_run::run() {
   }
   progress.finish();
   if (options_.save_final) save(dir + "/final.safetensors");
-  std::printf("final:     validation loss %.4f nats/byte (unigram baseline %.4f) after %ld steps, %s\n", val_loss,
-              unigram_, step_, format_duration(seconds_since(start)).c_str());
+  std::printf("final:     validation loss %.4f nats/byte (unigram baseline %.4f) after %ld steps, %s\n",
+              val_loss, unigram_, step_, format_duration(seconds_since(start)).c_str());
   return val_loss;
 }
 

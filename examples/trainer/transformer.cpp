@@ -25,7 +25,8 @@ void residual_forward(float* out, const float* a, const float* b, std::size_t co
 }
 
 void check_positive(int value, const char* name) {
-  if (value <= 0) throw std::invalid_argument(std::string(name) + " must be positive; got " + std::to_string(value));
+  if (value <= 0)
+    throw std::invalid_argument(std::string(name) + " must be positive; got " + std::to_string(value));
 }
 
 // The parameter table, after checking that the shape options make sense.
@@ -122,9 +123,12 @@ std::string transformer::unit_name(int unit) const {
 }
 
 std::vector<std::pair<std::string, std::string>> transformer::shape_description() const {
-  return {{"model", "transformer"},           {"vocab", std::to_string(vocab_)},
-          {"context", std::to_string(context_)}, {"d_model", std::to_string(channels_)},
-          {"layers", std::to_string(layers_)},   {"heads", std::to_string(heads_)},
+  return {{"model", "transformer"},
+          {"vocab", std::to_string(vocab_)},
+          {"context", std::to_string(context_)},
+          {"d_model", std::to_string(channels_)},
+          {"layers", std::to_string(layers_)},
+          {"heads", std::to_string(heads_)},
           {"hidden", std::to_string(hidden_)}};
 }
 
@@ -136,14 +140,15 @@ void transformer::init_weights(rng& generator) {
     const tensor_spec& spec = params_.specs()[i];
     float* w = params_.master.data() + params_.offset(i);
     const bool is_norm = spec.shape.size() == 1;
-    const bool into_residual = spec.name.find(".wo") != std::string::npos ||
-                               spec.name.find(".w_down") != std::string::npos;
+    const bool into_residual =
+        spec.name.find(".wo") != std::string::npos || spec.name.find(".w_down") != std::string::npos;
     const float std_dev = into_residual ? residual_std : init_std;
     for (std::size_t j = 0; j < spec.size(); ++j) w[j] = is_norm ? 1.0f : float(generator.normal()) * std_dev;
   }
 }
 
-double transformer::forward(const pass_context& pass, const std::int32_t* inputs, const std::int32_t* targets) {
+double transformer::forward(const pass_context& pass, const std::int32_t* inputs,
+                            const std::int32_t* targets) {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
   const std::size_t NC = std::size_t(N) * std::size_t(C);
   const storage stored = pass.policy->activation_storage();
@@ -160,7 +165,8 @@ double transformer::forward(const pass_context& pass, const std::int32_t* inputs
     const std::size_t linear = std::size_t(4 * l);
     rmsnorm_forward(a.ln1.data(), a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stored);
     linear_forward(pass, site(linear + 0), a.qkv.data(), a.ln1.data(), compute(p.wqkv), N, C, 3 * C);
-    attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape, attention_mode, stored);
+    attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape, attention_mode,
+                      stored);
     linear_forward(pass, site(linear + 1), a.attproj.data(), a.atty.data(), compute(p.wo), N, C, C);
     residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored);
     rmsnorm_forward(a.ln2.data(), a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stored);
@@ -208,8 +214,8 @@ void transformer::backward(const pass_context& pass) {
                     compute(p.wo), N, C, C);
     attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape,
                        attention_mode, stored);
-    linear_backward(pass, site(linear + 0), dbuffer_c_.data(), grad(p.wqkv), dbuffer_3c_.data(),
-                    a.ln1.data(), compute(p.wqkv), N, C, 3 * C);
+    linear_backward(pass, site(linear + 0), dbuffer_c_.data(), grad(p.wqkv), dbuffer_3c_.data(), a.ln1.data(),
+                    compute(p.wqkv), N, C, 3 * C);
     rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dbuffer_c_.data(), block_input,
                      compute(p.attn_norm), a.ln1_rstd.data(), N, C, stored);
   }

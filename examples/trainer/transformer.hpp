@@ -32,20 +32,20 @@ class transformer final : public model {
   // Notation: B batch, T context, C channels, H heads, D = C / H, F SwiGLU width, V vocabulary,
   // N = B * T tokens.
   struct block_activations {
-    std::vector<float> ln1;       // [N, C]   RMSNorm before attention
-    std::vector<float> ln1_rstd;  // [N]
-    std::vector<float> qkv;       // [N, 3C]  QKV projection
-    std::vector<float> qkvr;      // [3, B, H, T, D] rotated q, k and v per head
-    std::vector<float> att;       // [B, H, T, T] attention probabilities
-    std::vector<float> atty;      // [N, C]   attention output, heads merged
-    std::vector<float> attproj;   // [N, C]   output projection
-    std::vector<float> residual2; // [N, C]   input + attention
-    std::vector<float> ln2;       // [N, C]   RMSNorm before the MLP
-    std::vector<float> ln2_rstd;  // [N]
-    std::vector<float> gate_up;   // [N, 2F]  gate and up projections
-    std::vector<float> swiglu;    // [N, F]
-    std::vector<float> mlp_out;   // [N, C]   down projection
-    std::vector<float> residual3; // [N, C]   block output
+    std::vector<float> ln1;        // [N, C]   RMSNorm before attention
+    std::vector<float> ln1_rstd;   // [N]
+    std::vector<float> qkv;        // [N, 3C]  QKV projection
+    std::vector<float> qkvr;       // [3, B, H, T, D] rotated q, k and v per head
+    std::vector<float> att;        // [B, H, T, T] attention probabilities
+    std::vector<float> atty;       // [N, C]   attention output, heads merged
+    std::vector<float> attproj;    // [N, C]   output projection
+    std::vector<float> residual2;  // [N, C]   input + attention
+    std::vector<float> ln2;        // [N, C]   RMSNorm before the MLP
+    std::vector<float> ln2_rstd;   // [N]
+    std::vector<float> gate_up;    // [N, 2F]  gate and up projections
+    std::vector<float> swiglu;     // [N, F]
+    std::vector<float> mlp_out;    // [N, C]   down projection
+    std::vector<float> residual3;  // [N, C]   block output
   };
   // Offsets of one block's parameters in the parameter set.
   struct block_parameters {
@@ -69,7 +69,7 @@ class transformer final : public model {
   std::vector<float> lnf_, lnf_rstd_;           // [N, C], [N]
   std::vector<float> logits_, probs_, losses_;  // [N, V], [N, V], [N]
   // Backward scratch.
-  std::vector<float> dresidual_;                // [N, C]  gradient of the residual stream
+  std::vector<float> dresidual_;  // [N, C]  gradient of the residual stream
   std::vector<float> dbuffer_c_, dbuffer_3c_, dbuffer_f_, dbuffer_2f_, dlogits_;
 };
 

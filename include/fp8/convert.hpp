@@ -37,11 +37,26 @@ FP8_HOST_DEVICE constexpr int highest_bit(std::uint64_t x) noexcept {
   return 63 - __builtin_clzll(x);
 #else
   int index = 0;
-  if (x >> 32) { x >>= 32; index += 32; }
-  if (x >> 16) { x >>= 16; index += 16; }
-  if (x >> 8) { x >>= 8; index += 8; }
-  if (x >> 4) { x >>= 4; index += 4; }
-  if (x >> 2) { x >>= 2; index += 2; }
+  if (x >> 32) {
+    x >>= 32;
+    index += 32;
+  }
+  if (x >> 16) {
+    x >>= 16;
+    index += 16;
+  }
+  if (x >> 8) {
+    x >>= 8;
+    index += 8;
+  }
+  if (x >> 4) {
+    x >>= 4;
+    index += 4;
+  }
+  if (x >> 2) {
+    x >>= 2;
+    index += 2;
+  }
   if (x >> 1) { index += 1; }
   return index;
 #endif
@@ -84,9 +99,9 @@ FP8_HOST_DEVICE constexpr unpacked unpack_integer(Integer value) noexcept {
 
 // The discarded low bits of a significand, as the decision of each rounding mode sees them.
 struct discarded_bits {
-  bool any;           // something nonzero was dropped (inexact)
-  bool above_half;    // dropped part > half an ulp
-  bool exactly_half;  // dropped part == half an ulp
+  bool any;             // something nonzero was dropped (inexact)
+  bool above_half;      // dropped part > half an ulp
+  bool exactly_half;    // dropped part == half an ulp
   std::uint32_t top32;  // dropped part as a 32-bit binary fraction of one ulp, truncated
 };
 
@@ -206,14 +221,16 @@ struct source_traits<double> {
   }
 };
 template <class Integer>
-struct source_traits<Integer, std::enable_if_t<std::is_integral_v<Integer> && !std::is_same_v<Integer, bool>>> {
+struct source_traits<Integer,
+                     std::enable_if_t<std::is_integral_v<Integer> && !std::is_same_v<Integer, bool>>> {
   FP8_HOST_DEVICE static constexpr unpacked unpack(Integer x) noexcept { return unpack_integer(x); }
 };
 
 template <class T, class = void>
 struct is_source : std::false_type {};
 template <class T>
-struct is_source<T, std::void_t<decltype(source_traits<T>::unpack(std::declval<const T&>()))>> : std::true_type {};
+struct is_source<T, std::void_t<decltype(source_traits<T>::unpack(std::declval<const T&>()))>>
+    : std::true_type {};
 template <class T>
 inline constexpr bool is_source_v = is_source<T>::value;
 
@@ -221,7 +238,7 @@ inline constexpr bool is_source_v = is_source<T>::value;
 // 0x7F) in one instruction, `cvt.rn.satfinite`, bit-identical to round_and_pack for every float.
 template <class To, rounding Rounding, overflow Overflow, class From>
 inline constexpr bool has_hardware_conversion_v =
-    std::is_same_v<From, float> && Rounding == rounding::nearest_even && Overflow == overflow::saturate &&
+    std::is_same_v<From, float>&& Rounding == rounding::nearest_even&& Overflow == overflow::saturate &&
     (std::is_same_v<To, e4m3_format> || std::is_same_v<To, e5m2_format>);
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
@@ -254,7 +271,8 @@ FP8_HOST_DEVICE constexpr typename To::storage convert_bits(const From& value,
     if (!__builtin_is_constant_evaluated()) return detail::hardware_convert<To>(value);
   }
 #endif
-  return detail::round_and_pack<To, Rounding, Overflow>(detail::source_traits<From>::unpack(value), random_bits);
+  return detail::round_and_pack<To, Rounding, Overflow>(detail::source_traits<From>::unpack(value),
+                                                        random_bits);
 }
 
 // Produces a float or double from a code: exact for every format here (all are narrower than float,
@@ -269,7 +287,8 @@ FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR Real decode(typename Format::storage code
   if (unpacked_code.what == detail::unpacked::kind::nan) {
     // Keep the sign of a NaN; quiet it.
     const auto nan = wide_format::canonical_nan;
-    return detail::bit_cast<Real>(unpacked_code.negative ? decltype(nan)(nan | format_traits<wide_format>::sign_mask) : nan);
+    return detail::bit_cast<Real>(
+        unpacked_code.negative ? decltype(nan)(nan | format_traits<wide_format>::sign_mask) : nan);
   }
   return detail::bit_cast<Real>(
       detail::round_and_pack<wide_format, rounding::nearest_even, overflow::nonsaturating>(unpacked_code, 0));

@@ -2,8 +2,6 @@
 // kernels and the device delayed-scaling state, with the host-compilable parts of fp8 they build on.
 #pragma once
 
-#include "fp8.hpp"
-#include "scaling.hpp"
 #include "cuda/amax.cuh"
 #include "cuda/block_quantize.cuh"
 #include "cuda/cast_transpose.cuh"
@@ -16,3 +14,5 @@
 #include "cuda/launch.cuh"
 #include "cuda/quantize.cuh"
 #include "cuda/scale.cuh"
+#include "fp8.hpp"
+#include "scaling.hpp"

@@ -22,18 +22,34 @@ struct cuda_twin {
   using type = void;
 };
 #if defined(__CUDA_FP8_TYPES_EXIST__)
-template <> struct cuda_twin<e4m3_format> { using type = __nv_fp8_e4m3; };
-template <> struct cuda_twin<e5m2_format> { using type = __nv_fp8_e5m2; };
+template <>
+struct cuda_twin<e4m3_format> {
+  using type = __nv_fp8_e4m3;
+};
+template <>
+struct cuda_twin<e5m2_format> {
+  using type = __nv_fp8_e5m2;
+};
 #endif
 #if defined(__CUDA_FP6_TYPES_EXIST__)
-template <> struct cuda_twin<e2m3_format> { using type = __nv_fp6_e2m3; };
-template <> struct cuda_twin<e3m2_format> { using type = __nv_fp6_e3m2; };
+template <>
+struct cuda_twin<e2m3_format> {
+  using type = __nv_fp6_e2m3;
+};
+template <>
+struct cuda_twin<e3m2_format> {
+  using type = __nv_fp6_e3m2;
+};
 #endif
 #if defined(__CUDA_FP4_TYPES_EXIST__)
-template <> struct cuda_twin<e2m1_format> { using type = __nv_fp4_e2m1; };
+template <>
+struct cuda_twin<e2m1_format> {
+  using type = __nv_fp4_e2m1;
+};
 #endif
 template <class Format, class T>
-inline constexpr bool is_cuda_twin_v = !std::is_void_v<T> && std::is_same_v<T, typename cuda_twin<Format>::type>;
+inline constexpr bool is_cuda_twin_v =
+    !std::is_void_v<T> && std::is_same_v<T, typename cuda_twin<Format>::type>;
 }  // namespace detail
 
 template <class Format>
@@ -100,7 +116,8 @@ class minifloat {
   // Negation flips the sign bit (also of zero and NaN), as IEEE negate does; unsigned formats have
   // nothing to flip. In fnuz formats 0 and NaN (0x00, 0x80) negate to themselves: -0 does not exist.
   FP8_HOST_DEVICE constexpr minifloat operator-() const noexcept {
-    if (Format::specials == special_values::nan_negative_zero && (bits_ & traits::magnitude_mask) == 0) return *this;
+    if (Format::specials == special_values::nan_negative_zero && (bits_ & traits::magnitude_mask) == 0)
+      return *this;
     return from_bits(storage_type(bits_ ^ traits::sign_mask));
   }
 
@@ -201,7 +218,8 @@ FP8_HOST_DEVICE constexpr bool signbit(minifloat<Format> x) noexcept {
 }
 template <class Format>
 FP8_HOST_DEVICE constexpr bool iszero(minifloat<Format> x) noexcept {
-  return format_traits<Format>::has_zero && !isnan(x) && (x.bits() & format_traits<Format>::magnitude_mask) == 0;
+  return format_traits<Format>::has_zero && !isnan(x) &&
+         (x.bits() & format_traits<Format>::magnitude_mask) == 0;
 }
 // Clears the sign; the fnuz NaN (the sign bit alone) stays NaN.
 template <class Format>
@@ -213,10 +231,11 @@ FP8_HOST_DEVICE constexpr minifloat<Format> abs(minifloat<Format> x) noexcept {
 
 // --- Comparisons: by value, as float compares (NaN unordered, +0 == -0) ---
 
-#define FP8_DEFINE_COMPARISON(op)                                                                  \
-  template <class Format>                                                                          \
-  FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR bool operator op(minifloat<Format> a, minifloat<Format> b) noexcept { \
-    return static_cast<float>(a) op static_cast<float>(b);                                         \
+#define FP8_DEFINE_COMPARISON(op)                                                         \
+  template <class Format>                                                                 \
+  FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR bool operator op(minifloat<Format> a,            \
+                                                          minifloat<Format> b) noexcept { \
+    return static_cast<float>(a) op static_cast<float>(b);                                \
   }
 FP8_DEFINE_COMPARISON(==)
 FP8_DEFINE_COMPARISON(!=)
@@ -228,11 +247,11 @@ FP8_DEFINE_COMPARISON(>=)
 
 // --- Arithmetic (see the class comment: computed in double, rounded once) ---
 
-#define FP8_DEFINE_ARITHMETIC(op)                                                                  \
-  template <class Format>                                                                          \
-  FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR minifloat<Format> operator op(minifloat<Format> a,       \
+#define FP8_DEFINE_ARITHMETIC(op)                                                                      \
+  template <class Format>                                                                              \
+  FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR minifloat<Format> operator op(minifloat<Format> a,            \
                                                                        minifloat<Format> b) noexcept { \
-    return minifloat<Format>(static_cast<double>(a) op static_cast<double>(b));                    \
+    return minifloat<Format>(static_cast<double>(a) op static_cast<double>(b));                        \
   }
 FP8_DEFINE_ARITHMETIC(+)
 FP8_DEFINE_ARITHMETIC(-)

@@ -35,7 +35,7 @@ struct e4m3_format {
   static constexpr bool has_sign = true;
   static constexpr bool has_subnormals = true;
   static constexpr special_values specials = special_values::nan_all_ones;
-  static constexpr storage canonical_nan = 0b0'1111'111;  // what NaN inputs become (CUDA: 0x7F)
+  static constexpr storage canonical_nan = 0b0'1111'111;            // what NaN inputs become (CUDA: 0x7F)
   static constexpr overflow default_overflow = overflow::saturate;  // as __nv_fp8_e4m3(float)
   static constexpr const char* name = "e4m3";
 };
@@ -49,7 +49,7 @@ struct e5m2_format {
   static constexpr bool has_sign = true;
   static constexpr bool has_subnormals = true;
   static constexpr special_values specials = special_values::ieee;
-  static constexpr storage canonical_nan = 0b0'11111'11;  // CUDA's float path gives 0x7F
+  static constexpr storage canonical_nan = 0b0'11111'11;            // CUDA's float path gives 0x7F
   static constexpr overflow default_overflow = overflow::saturate;  // as __nv_fp8_e5m2(float)
   static constexpr const char* name = "e5m2";
 };
@@ -197,7 +197,7 @@ struct bf16_format {
   static constexpr bool has_sign = true;
   static constexpr bool has_subnormals = true;
   static constexpr special_values specials = special_values::ieee;
-  static constexpr storage canonical_nan = 0b0'11111111'1000000;  // quiet NaN 0x7FC0
+  static constexpr storage canonical_nan = 0b0'11111111'1000000;         // quiet NaN 0x7FC0
   static constexpr overflow default_overflow = overflow::nonsaturating;  // IEEE: overflow is Inf
   static constexpr const char* name = "bf16";
 };
@@ -268,8 +268,9 @@ struct format_traits {
   // Largest finite magnitude: just below Inf (ieee), just below the all-ones NaN (fn formats), or the
   // all-ones magnitude itself where no magnitude is special (fnuz, FP4/FP6).
   static constexpr storage max_finite_code =
-      has_infinity ? storage(exponent_mask - 1)
-                   : (Format::specials == special_values::nan_all_ones ? storage(magnitude_mask - 1) : magnitude_mask);
+      has_infinity
+          ? storage(exponent_mask - 1)
+          : (Format::specials == special_values::nan_all_ones ? storage(magnitude_mask - 1) : magnitude_mask);
   // Smallest positive normal: biased exponent 1, or 0 where the format has no subnormals (E8M0).
   static constexpr int min_normal_biased_exponent = Format::has_subnormals ? 1 : 0;
   static constexpr storage min_normal_code = storage(storage(min_normal_biased_exponent) << mantissa_bits);

@@ -5,12 +5,12 @@
 // fraction of this header's compile time (bench/compile_time.sh measures both).
 #pragma once
 
-#include "version.hpp"
-#include "types.hpp"
-#include "io.hpp"
 #include "error.hpp"
-#include "scaling.hpp"
+#include "io.hpp"
 #include "quantize.hpp"
 #include "quantize/mx.hpp"
 #include "quantize/nvfp4.hpp"
 #include "quantize/scale_swizzle.hpp"
+#include "scaling.hpp"
+#include "types.hpp"
+#include "version.hpp"

@@ -2,7 +2,7 @@
 // for W8A8 linear layers, and an FP8 KV cache.
 #pragma once
 
-#include "inference/observers.hpp"
-#include "inference/weights.hpp"
 #include "inference/activations.hpp"
 #include "inference/kv_cache.hpp"
+#include "inference/observers.hpp"
+#include "inference/weights.hpp"

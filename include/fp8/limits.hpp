@@ -20,7 +20,8 @@ class std::numeric_limits<fp8::minifloat<Format>> {
   static constexpr bool has_infinity = traits::has_infinity;
   static constexpr bool has_quiet_NaN = traits::has_nan;
   static constexpr bool has_signaling_NaN = false;
-  static constexpr std::float_denorm_style has_denorm = Format::has_subnormals ? std::denorm_present : std::denorm_absent;
+  static constexpr std::float_denorm_style has_denorm =
+      Format::has_subnormals ? std::denorm_present : std::denorm_absent;
   static constexpr bool has_denorm_loss = false;
   static constexpr std::float_round_style round_style = std::round_to_nearest;
   static constexpr bool is_iec559 = false;
@@ -56,12 +57,15 @@ class std::numeric_limits<fp8::minifloat<Format>> {
     return type::from_bits(traits::has_nan ? Format::canonical_nan : storage(0));
   }
   FP8_HOST_DEVICE static constexpr type signaling_NaN() noexcept { return quiet_NaN(); }
-  FP8_HOST_DEVICE static constexpr type denorm_min() noexcept { return type::from_bits(traits::min_positive_code); }
+  FP8_HOST_DEVICE static constexpr type denorm_min() noexcept {
+    return type::from_bits(traits::min_positive_code);
+  }
 
  private:
   // The code of 2^exponent, through the conversion routine (exact for the powers asked for here).
   FP8_HOST_DEVICE static constexpr type power_of_two(int exponent) noexcept {
-    return type::from_bits(fp8::detail::round_and_pack<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(
-        {fp8::detail::unpacked::kind::finite, false, exponent, 1}, 0));
+    return type::from_bits(
+        fp8::detail::round_and_pack<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(
+            {fp8::detail::unpacked::kind::finite, false, exponent, 1}, 0));
   }
 };

@@ -26,7 +26,9 @@ template <class Format>
 FP8_HOST_DEVICE constexpr std::size_t packed_bytes(std::size_t count) noexcept {
   static_assert(packed_bits<Format> == 4 || packed_bits<Format> == 6 || packed_bits<Format> == 8,
                 "packed storage holds 4-, 6- and 8-bit formats");
-  return packed_bits<Format> == 8 ? count : (count / 8) * packed_bits<Format> + (count % 8 * packed_bits<Format> + 7) / 8;
+  return packed_bits<Format> == 8
+             ? count
+             : (count / 8) * packed_bits<Format> + (count % 8 * packed_bits<Format> + 7) / 8;
 }
 
 // Reads value i of a packed buffer (its code, in the low bits).
@@ -78,12 +80,13 @@ FP8_HOST_DEVICE void pack(const std::uint8_t* codes, std::size_t count, std::uin
   if constexpr (bits == 8) {
     for (; i < count; ++i) packed[i] = codes[i];
   } else if constexpr (bits == 4) {
-    for (; i + 2 <= count; i += 2) packed[i / 2] = std::uint8_t((codes[i] & mask) | (codes[i + 1] & mask) << 4);
+    for (; i + 2 <= count; i += 2)
+      packed[i / 2] = std::uint8_t((codes[i] & mask) | (codes[i + 1] & mask) << 4);
     if (i < count) packed[i / 2] = std::uint8_t(codes[i] & mask);
   } else {
     for (; i + 4 <= count; i += 4) {
-      const std::uint32_t group = (codes[i] & mask) | (codes[i + 1] & mask) << 6 | (codes[i + 2] & mask) << 12 |
-                                  std::uint32_t(codes[i + 3] & mask) << 18;
+      const std::uint32_t group = (codes[i] & mask) | (codes[i + 1] & mask) << 6 |
+                                  (codes[i + 2] & mask) << 12 | std::uint32_t(codes[i + 3] & mask) << 18;
       std::uint8_t* out = packed + i / 4 * 3;
       out[0] = std::uint8_t(group);
       out[1] = std::uint8_t(group >> 8);
@@ -123,7 +126,8 @@ FP8_HOST_DEVICE void unpack(const std::uint8_t* packed, std::size_t count, std::
 // Bulk conversion float -> packed codes, rounding once per value with the given policies.
 // `random_bits` (one 32-bit word per value) is read only by rounding::stochastic and must then be
 // non-null.
-template <class Format, rounding Rounding = rounding::nearest_even, overflow Overflow = Format::default_overflow>
+template <class Format, rounding Rounding = rounding::nearest_even,
+          overflow Overflow = Format::default_overflow>
 FP8_HOST_DEVICE void convert_to_packed(const float* in, std::size_t count, std::uint8_t* packed,
                                        const std::uint32_t* random_bits = nullptr) noexcept {
   constexpr std::size_t chunk = 64;  // a multiple of 8: every chunk but the last ends on a byte boundary

@@ -5,8 +5,8 @@
 #pragma once
 
 #include "config.hpp"
-#include "format.hpp"
 #include "convert.hpp"
 #include "float8.hpp"
+#include "format.hpp"
 #include "limits.hpp"
 #include "packed.hpp"

@@ -20,19 +20,23 @@ struct result {
 };
 
 inline bool finite_block(const float* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) if (!std::isfinite(p[i])) return false;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return false;
   return true;
 }
 
 template <class Element>
 std::uint8_t element_code(double value, const std::uint32_t* random_bits, std::size_t index) {
-  if (random_bits == nullptr) return fp8::convert_bits<Element, fp8::rounding::nearest_even, fp8::overflow::saturate>(value);
-  return fp8::convert_bits<Element, fp8::rounding::stochastic, fp8::overflow::saturate>(value, random_bits[index]);
+  if (random_bits == nullptr)
+    return fp8::convert_bits<Element, fp8::rounding::nearest_even, fp8::overflow::saturate>(value);
+  return fp8::convert_bits<Element, fp8::rounding::stochastic, fp8::overflow::saturate>(value,
+                                                                                        random_bits[index]);
 }
 
 // MX: X = 2^(floor(log2 amax) - emax), clamped to [2^-127, ...]; X = 1 for an all-zero block.
 template <class Element>
-result mx(const std::vector<float>& in, std::size_t rows, std::size_t cols, const std::uint32_t* random_bits) {
+result mx(const std::vector<float>& in, std::size_t rows, std::size_t cols,
+          const std::uint32_t* random_bits) {
   const int emax = std::ilogb(static_cast<double>(std::numeric_limits<fp8::minifloat<Element>>::max()));
   result r;
   r.codes.resize(rows * cols);
@@ -49,7 +53,8 @@ result mx(const std::vector<float>& in, std::size_t rows, std::size_t cols, cons
     if (e < -127) e = -127;
     r.scales.push_back(std::uint8_t(e + 127));
     for (std::size_t i = 0; i < 32; ++i) {
-      r.codes[first + i] = element_code<Element>(double(block[i]) / std::ldexp(1.0, e), random_bits, first + i);
+      r.codes[first + i] =
+          element_code<Element>(double(block[i]) / std::ldexp(1.0, e), random_bits, first + i);
     }
   }
   return r;
@@ -60,7 +65,8 @@ result mx(const std::vector<float>& in, std::size_t rows, std::size_t cols, cons
 inline result nvfp4(const std::vector<float>& in, std::size_t rows, std::size_t cols, std::size_t tile_rows,
                     const std::uint32_t* random_bits) {
   float amax_tensor = 0;
-  for (const float x : in) if (std::isfinite(x)) amax_tensor = std::fmax(amax_tensor, std::fabs(x));
+  for (const float x : in)
+    if (std::isfinite(x)) amax_tensor = std::fmax(amax_tensor, std::fabs(x));
   float s_enc = std::fmin(448.0f * 6.0f / amax_tensor, FLT_MAX);
   if (amax_tensor == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
   const float s_dec = 1.0f / s_enc;
@@ -86,7 +92,8 @@ inline result nvfp4(const std::vector<float>& in, std::size_t rows, std::size_t 
       for (std::size_t row = r0; row < r1; ++row) {
         for (std::size_t c = c0; c < c0 + 16; ++c) {
           const std::size_t index = row * cols + c;
-          r.codes[index] = finite ? element_code<fp8::e2m1_format>(in[index] * multiplier, random_bits, index) : 0;
+          r.codes[index] =
+              finite ? element_code<fp8::e2m1_format>(in[index] * multiplier, random_bits, index) : 0;
         }
       }
     }

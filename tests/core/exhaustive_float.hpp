@@ -95,7 +95,8 @@ sweep_result sweep_all_floats(const reference::fp8_spec& spec, __nv_fp8_interpre
   for (unsigned t = 0; t < threads; ++t) {
     const auto begin = std::uint32_t(total * t / threads);
     const auto end = std::uint32_t(total * (t + 1) / threads);
-    workers.emplace_back([&, t, begin, end] { results[t] = sweep_range<Format>(spec, cuda_kind, begin, end); });
+    workers.emplace_back(
+        [&, t, begin, end] { results[t] = sweep_range<Format>(spec, cuda_kind, begin, end); });
   }
   for (auto& worker : workers) worker.join();
   sweep_result merged;

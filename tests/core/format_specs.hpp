@@ -9,14 +9,38 @@ namespace reference {
 
 template <class T>
 const format_spec& spec_of();
-template <> inline const format_spec& spec_of<fp8::fp4_e2m1>() { return e2m1; }
-template <> inline const format_spec& spec_of<fp8::fp6_e2m3>() { return e2m3; }
-template <> inline const format_spec& spec_of<fp8::fp6_e3m2>() { return e3m2; }
-template <> inline const format_spec& spec_of<fp8::fp8_e4m3fnuz>() { return e4m3fnuz; }
-template <> inline const format_spec& spec_of<fp8::fp8_e5m2fnuz>() { return e5m2fnuz; }
-template <> inline const format_spec& spec_of<fp8::fp8_e3m4>() { return e3m4; }
-template <> inline const format_spec& spec_of<fp8::fp8_e4m3_ieee>() { return e4m3_ieee; }
-template <> inline const format_spec& spec_of<fp8::fp8_ue4m3>() { return ue4m3; }
+template <>
+inline const format_spec& spec_of<fp8::fp4_e2m1>() {
+  return e2m1;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp6_e2m3>() {
+  return e2m3;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp6_e3m2>() {
+  return e3m2;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp8_e4m3fnuz>() {
+  return e4m3fnuz;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp8_e5m2fnuz>() {
+  return e5m2fnuz;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp8_e3m4>() {
+  return e3m4;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp8_e4m3_ieee>() {
+  return e4m3_ieee;
+}
+template <>
+inline const format_spec& spec_of<fp8::fp8_ue4m3>() {
+  return ue4m3;
+}
 
 }  // namespace reference
 

@@ -26,8 +26,9 @@ inline constexpr fp8_spec e5m2{"e5m2", 5, 2, 15, true, 0x7B, 0x7F, 0x7C};
 
 inline bool is_nan(const fp8_spec& spec, std::uint8_t code) {
   const int magnitude = code & 0x7F;
-  if (spec.ieee_specials) return (magnitude >> spec.mantissa_bits) == (1 << spec.exponent_bits) - 1 &&
-                                 (magnitude & ((1 << spec.mantissa_bits) - 1)) != 0;
+  if (spec.ieee_specials)
+    return (magnitude >> spec.mantissa_bits) == (1 << spec.exponent_bits) - 1 &&
+           (magnitude & ((1 << spec.mantissa_bits) - 1)) != 0;
   return magnitude == 0x7F;
 }
 

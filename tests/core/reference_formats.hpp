@@ -37,8 +37,9 @@ struct format_spec {
   bool is_nan(int code) const {
     const int magnitude = code & ((1 << magnitude_bits()) - 1);
     switch (kind) {
-      case specials::ieee: return (magnitude >> mantissa_bits) == (1 << exponent_bits) - 1 &&
-                                  (magnitude & ((1 << mantissa_bits) - 1)) != 0;
+      case specials::ieee:
+        return (magnitude >> mantissa_bits) == (1 << exponent_bits) - 1 &&
+               (magnitude & ((1 << mantissa_bits) - 1)) != 0;
       case specials::nan_all_ones: return magnitude == (1 << magnitude_bits()) - 1;
       case specials::fnuz: return code == sign_bit();
       case specials::none: return false;
@@ -46,7 +47,8 @@ struct format_spec {
     return false;
   }
   bool is_inf(int code) const {
-    return kind == specials::ieee && (code & ((1 << magnitude_bits()) - 1)) == ((1 << exponent_bits) - 1) << mantissa_bits;
+    return kind == specials::ieee && (code & ((1 << magnitude_bits()) - 1)) == ((1 << exponent_bits) - 1)
+                                                                                   << mantissa_bits;
   }
   // Non-saturating overflow result before the sign: Inf, else NaN, else (no specials) max.
   int overflow_code() const {
@@ -61,14 +63,15 @@ struct format_spec {
 };
 
 // ml_dtypes names in comments.
-inline constexpr format_spec e2m1{"e2m1", 2, 1, 1, true, specials::none, 0b0'11'1};            // float4_e2m1fn
-inline constexpr format_spec e2m3{"e2m3", 2, 3, 1, true, specials::none, 0b0'11'111};          // float6_e2m3fn
-inline constexpr format_spec e3m2{"e3m2", 3, 2, 3, true, specials::none, 0b0'111'11};          // float6_e3m2fn
-inline constexpr format_spec e4m3fnuz{"e4m3fnuz", 4, 3, 8, true, specials::fnuz, 0x80};        // float8_e4m3fnuz
-inline constexpr format_spec e5m2fnuz{"e5m2fnuz", 5, 2, 16, true, specials::fnuz, 0x80};       // float8_e5m2fnuz
-inline constexpr format_spec e3m4{"e3m4", 3, 4, 3, true, specials::ieee, 0b0'111'1000};        // float8_e3m4
-inline constexpr format_spec e4m3_ieee{"e4m3_ieee", 4, 3, 7, true, specials::ieee, 0b0'1111'100};  // float8_e4m3
-inline constexpr format_spec ue4m3{"ue4m3", 4, 3, 7, false, specials::nan_all_ones, 0x7F};      // NVFP4 scale
+inline constexpr format_spec e2m1{"e2m1", 2, 1, 1, true, specials::none, 0b0'11'1};       // float4_e2m1fn
+inline constexpr format_spec e2m3{"e2m3", 2, 3, 1, true, specials::none, 0b0'11'111};     // float6_e2m3fn
+inline constexpr format_spec e3m2{"e3m2", 3, 2, 3, true, specials::none, 0b0'111'11};     // float6_e3m2fn
+inline constexpr format_spec e4m3fnuz{"e4m3fnuz", 4, 3, 8, true, specials::fnuz, 0x80};   // float8_e4m3fnuz
+inline constexpr format_spec e5m2fnuz{"e5m2fnuz", 5, 2, 16, true, specials::fnuz, 0x80};  // float8_e5m2fnuz
+inline constexpr format_spec e3m4{"e3m4", 3, 4, 3, true, specials::ieee, 0b0'111'1000};   // float8_e3m4
+inline constexpr format_spec e4m3_ieee{"e4m3_ieee",    4,           3, 7, true,
+                                       specials::ieee, 0b0'1111'100};                       // float8_e4m3
+inline constexpr format_spec ue4m3{"ue4m3", 4, 3, 7, false, specials::nan_all_ones, 0x7F};  // NVFP4 scale
 
 // The value of a finite code (or +-Inf) by the textbook formula.
 inline double value(const format_spec& spec, int code) {
@@ -76,7 +79,8 @@ inline double value(const format_spec& spec, int code) {
   if (spec.is_inf(code)) return sign * INFINITY;
   const int magnitude = code & ((1 << spec.magnitude_bits()) - 1);
   const int exponent_field = magnitude >> spec.mantissa_bits;
-  const double fraction = double(magnitude & ((1 << spec.mantissa_bits) - 1)) / double(1 << spec.mantissa_bits);
+  const double fraction =
+      double(magnitude & ((1 << spec.mantissa_bits) - 1)) / double(1 << spec.mantissa_bits);
   if (exponent_field == 0) return sign * std::ldexp(fraction, 1 - spec.bias);
   return sign * std::ldexp(1.0 + fraction, exponent_field - spec.bias);
 }

@@ -27,8 +27,14 @@ std::vector<float> test_tensor(std::size_t rows, std::size_t cols, unsigned seed
   std::vector<float> x(rows * cols);
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::size_t block = i / 32;
-    if (block % 11 == 3) { x[i] = 0.0f; continue; }                       // an all-zero block
-    if (block % 13 == 5) { x[i] = std::ldexp(normal(rng), -140); continue; }  // float subnormals
+    if (block % 11 == 3) {
+      x[i] = 0.0f;
+      continue;
+    }  // an all-zero block
+    if (block % 13 == 5) {
+      x[i] = std::ldexp(normal(rng), -140);
+      continue;
+    }  // float subnormals
     const float v = normal(rng) * std::ldexp(1.0f, exponent(rng) / 4);
     x[i] = (i % 7 == 0) ? std::ldexp(std::round(std::ldexp(v, 3)), -3) : v;  // some short values: ties
   }
@@ -61,8 +67,8 @@ TEST_CASE("the block kernels are the ones this binary was built for") {
 #endif
 }
 
-TEST_CASE_TEMPLATE("MX quantization equals the scalar model bit for bit (nearest even and stochastic)", Element,
-                   fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format) {
+TEST_CASE_TEMPLATE("MX quantization equals the scalar model bit for bit (nearest even and stochastic)",
+                   Element, fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format) {
   const std::size_t rows = 37, cols = 32 * 9;
   const auto x = test_tensor(rows, cols, 1);
   check_mx_against_reference<Element>(x, rows, cols, nullptr);
@@ -84,7 +90,8 @@ TEST_CASE_TEMPLATE("MX round trip: dequantized values requantize to the same cod
     // Error bound: half an element ulp at the top binade of the block, times X (covers saturation too:
     // amax / X < 2^(emax+1), max = 2^emax * (2 - 2^-m), so the clamp loses at most 2^(emax-m) * X).
     const double X = std::ldexp(1.0, scales[i / 32] - 127);
-    const double bound = std::ldexp(1.0, fp8::mx_element_emax<Element> - fp8::format_traits<Element>::mantissa_bits) * X;
+    const double bound =
+        std::ldexp(1.0, fp8::mx_element_emax<Element> - fp8::format_traits<Element>::mantissa_bits) * X;
     CHECK(std::fabs(double(back[i]) - double(x[i])) <= bound);
   }
   std::vector<std::uint8_t> packed2(packed.size()), scales2(scales.size());
@@ -110,7 +117,7 @@ TEST_CASE("MXFP4 worked example of mx.hpp") {
   x[2] = -3.0f * 16;
   std::vector<std::uint8_t> packed(16), scales(1);
   fp8::quantize_mx<fp8::e2m1_format>(x.data(), 1, 32, packed.data(), scales.data());
-  CHECK(scales[0] == 131);  // X = 16
+  CHECK(scales[0] == 131);                                            // X = 16
   CHECK(fp8::packed_get<fp8::e2m1_format>(packed.data(), 0) == 0x7);  // 6.25 saturates to 6
   CHECK(fp8::packed_get<fp8::e2m1_format>(packed.data(), 1) == 0x2);  // 1.25: tie to even 1.0
   CHECK(fp8::packed_get<fp8::e2m1_format>(packed.data(), 2) == 0xD);  // -3
@@ -124,8 +131,8 @@ TEST_CASE("NaN or Inf inside an MX block makes that block NaN and leaves the oth
   const std::size_t rows = 2, cols = 96;
   auto x = test_tensor(rows, cols, 4);
   const auto clean = x;
-  x[40] = std::numeric_limits<float>::quiet_NaN();    // block 1
-  x[150] = -std::numeric_limits<float>::infinity();   // block 4
+  x[40] = std::numeric_limits<float>::quiet_NaN();   // block 1
+  x[150] = -std::numeric_limits<float>::infinity();  // block 4
   for (const bool mxfp6 : {false, true}) {
     CAPTURE(mxfp6);
     std::vector<std::uint8_t> packed(rows * cols), scales(6), clean_packed(rows * cols), clean_scales(6);
@@ -154,7 +161,8 @@ TEST_CASE("NVFP4 1x16 and 16x16 quantization equal the scalar model bit for bit"
   std::vector<std::uint32_t> random_bits(rows * cols);
   std::mt19937 rng(9);
   for (auto& r : random_bits) r = std::uint32_t(rng());
-  for (const std::uint32_t* bits : {static_cast<const std::uint32_t*>(nullptr), static_cast<const std::uint32_t*>(random_bits.data())}) {
+  for (const std::uint32_t* bits :
+       {static_cast<const std::uint32_t*>(nullptr), static_cast<const std::uint32_t*>(random_bits.data())}) {
     CAPTURE(bits != nullptr);
     std::vector<std::uint8_t> packed(rows * cols / 2), scales(rows * cols / 16);
     const auto tensor_scale = fp8::quantize_nvfp4(x.data(), rows, cols, packed.data(), scales.data(), bits);
@@ -164,7 +172,8 @@ TEST_CASE("NVFP4 1x16 and 16x16 quantization equal the scalar model bit for bit"
     CHECK(unpacked_codes<fp8::e2m1_format>(packed, rows * cols) == expected.codes);
 
     std::vector<std::uint8_t> tile_scales((rows + 15) / 16 * (cols / 16));
-    const auto tile_tensor_scale = fp8::quantize_nvfp4_2d(x.data(), rows, cols, packed.data(), tile_scales.data(), bits);
+    const auto tile_tensor_scale =
+        fp8::quantize_nvfp4_2d(x.data(), rows, cols, packed.data(), tile_scales.data(), bits);
     const auto expected_2d = block_reference::nvfp4(x, rows, cols, 16, bits);
     CHECK(tile_tensor_scale.decode == expected_2d.tensor_decode);
     CHECK(tile_scales == expected_2d.scales);
@@ -195,11 +204,13 @@ TEST_CASE("NaN or Inf inside an NVFP4 block: that block is NaN, the tensor scale
   const std::size_t rows = 4, cols = 64;
   auto x = test_tensor(rows, cols, 6);
   const auto clean = x;
-  x[20] = std::numeric_limits<float>::infinity();  // block 1 of row 0
+  x[20] = std::numeric_limits<float>::infinity();    // block 1 of row 0
   x[200] = std::numeric_limits<float>::quiet_NaN();  // block 12
-  std::vector<std::uint8_t> packed(rows * cols / 2), scales(rows * cols / 16), clean_packed(packed), clean_scales(scales);
+  std::vector<std::uint8_t> packed(rows * cols / 2), scales(rows * cols / 16), clean_packed(packed),
+      clean_scales(scales);
   const auto s = fp8::quantize_nvfp4(x.data(), rows, cols, packed.data(), scales.data());
-  const auto s_clean = fp8::quantize_nvfp4(clean.data(), rows, cols, clean_packed.data(), clean_scales.data());
+  const auto s_clean =
+      fp8::quantize_nvfp4(clean.data(), rows, cols, clean_packed.data(), clean_scales.data());
   std::vector<float> back(rows * cols);
   fp8::dequantize_nvfp4(packed.data(), scales.data(), rows, cols, s, back.data());
   for (std::size_t b = 0; b < scales.size(); ++b) {
@@ -237,13 +248,15 @@ TEST_CASE("16x16 NVFP4 tiles commute with transposition, and expand to 1x16 scal
   const std::size_t rows = 48, cols = 64;
   const auto x = test_tensor(rows, cols, 8);
   std::vector<float> xt(rows * cols);
-  for (std::size_t r = 0; r < rows; ++r) for (std::size_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
   std::vector<std::uint8_t> packed(rows * cols / 2), packed_t(rows * cols / 2);
   std::vector<std::uint8_t> tiles(rows / 16 * cols / 16), tiles_t(tiles.size());
   fp8::quantize_nvfp4_2d(x.data(), rows, cols, packed.data(), tiles.data());
   fp8::quantize_nvfp4_2d(xt.data(), cols, rows, packed_t.data(), tiles_t.data());
   for (std::size_t i = 0; i < rows / 16; ++i) {
-    for (std::size_t j = 0; j < cols / 16; ++j) CHECK(tiles[i * (cols / 16) + j] == tiles_t[j * (rows / 16) + i]);
+    for (std::size_t j = 0; j < cols / 16; ++j)
+      CHECK(tiles[i * (cols / 16) + j] == tiles_t[j * (rows / 16) + i]);
   }
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; ++c) {
@@ -254,7 +267,8 @@ TEST_CASE("16x16 NVFP4 tiles commute with transposition, and expand to 1x16 scal
   std::vector<std::uint8_t> expanded(rows * cols / 16);
   fp8::nvfp4_expand_tile_scales(tiles.data(), rows, cols, expanded.data());
   for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t t = 0; t < cols / 16; ++t) CHECK(expanded[r * (cols / 16) + t] == tiles[(r / 16) * (cols / 16) + t]);
+    for (std::size_t t = 0; t < cols / 16; ++t)
+      CHECK(expanded[r * (cols / 16) + t] == tiles[(r / 16) * (cols / 16) + t]);
   }
 }
 
@@ -278,7 +292,8 @@ TEST_CASE("the cuBLASLt scale swizzle: 128x4 tiles with interleaved 32-row slice
           for (std::size_t outer = 0; outer < 4; ++outer) {
             for (std::size_t c = 0; c < 4; ++c, ++offset) {
               const std::size_t row = tr * 128 + outer * 32 + inner, col = tc * 4 + c;
-              const std::uint8_t expected = (row < rows && col < scale_cols) ? scales[row * scale_cols + col] : 0;
+              const std::uint8_t expected =
+                  (row < rows && col < scale_cols) ? scales[row * scale_cols + col] : 0;
               CHECK(swizzled[offset] == expected);
             }
           }
@@ -296,9 +311,11 @@ TEST_CASE("bad shapes and null pointers are errors that name the problem") {
   std::vector<float> x(48);
   std::vector<std::uint8_t> packed(48), scales(3);
   CHECK_THROWS_WITH_AS(fp8::quantize_mx<fp8::e2m1_format>(x.data(), 1, 48, packed.data(), scales.data()),
-                       doctest::Contains("cols = 48 is not a multiple of the block size 32"), fp8::invalid_argument);
+                       doctest::Contains("cols = 48 is not a multiple of the block size 32"),
+                       fp8::invalid_argument);
   CHECK_THROWS_WITH_AS(fp8::quantize_nvfp4(x.data(), 1, 40, packed.data(), scales.data()),
-                       doctest::Contains("cols = 40 is not a multiple of the block size 16"), fp8::invalid_argument);
+                       doctest::Contains("cols = 40 is not a multiple of the block size 16"),
+                       fp8::invalid_argument);
   CHECK_THROWS_WITH_AS(fp8::quantize_nvfp4(x.data(), 3, 16, nullptr, scales.data()),
                        doctest::Contains("null pointer"), fp8::invalid_argument);
   CHECK_NOTHROW(fp8::quantize_mx<fp8::e2m1_format>(nullptr, 0, 32, nullptr, nullptr));

@@ -55,26 +55,30 @@ TEST_CASE_TEMPLATE("all 65536 half and bfloat16 inputs convert as CUDA and the r
     for (const bool saturate : {true, false}) {
       CAPTURE(saturate);
       const auto cuda_mode = saturate ? __NV_SATFINITE : __NV_NOSAT;
-      const int from_half_rn = saturate
-          ? fp8::convert_bits<Format, rounding::nearest_even, overflow::saturate>(ours_half)
-          : fp8::convert_bits<Format, rounding::nearest_even, overflow::nonsaturating>(ours_half);
-      const int from_bf16_rn = saturate
-          ? fp8::convert_bits<Format, rounding::nearest_even, overflow::saturate>(ours_bf16)
-          : fp8::convert_bits<Format, rounding::nearest_even, overflow::nonsaturating>(ours_bf16);
-      const int from_half_rz = saturate
-          ? fp8::convert_bits<Format, rounding::toward_zero, overflow::saturate>(ours_half)
-          : fp8::convert_bits<Format, rounding::toward_zero, overflow::nonsaturating>(ours_half);
-      const int from_bf16_rz = saturate
-          ? fp8::convert_bits<Format, rounding::toward_zero, overflow::saturate>(ours_bf16)
-          : fp8::convert_bits<Format, rounding::toward_zero, overflow::nonsaturating>(ours_bf16);
+      const int from_half_rn =
+          saturate ? fp8::convert_bits<Format, rounding::nearest_even, overflow::saturate>(ours_half)
+                   : fp8::convert_bits<Format, rounding::nearest_even, overflow::nonsaturating>(ours_half);
+      const int from_bf16_rn =
+          saturate ? fp8::convert_bits<Format, rounding::nearest_even, overflow::saturate>(ours_bf16)
+                   : fp8::convert_bits<Format, rounding::nearest_even, overflow::nonsaturating>(ours_bf16);
+      const int from_half_rz =
+          saturate ? fp8::convert_bits<Format, rounding::toward_zero, overflow::saturate>(ours_half)
+                   : fp8::convert_bits<Format, rounding::toward_zero, overflow::nonsaturating>(ours_half);
+      const int from_bf16_rz =
+          saturate ? fp8::convert_bits<Format, rounding::toward_zero, overflow::saturate>(ours_bf16)
+                   : fp8::convert_bits<Format, rounding::toward_zero, overflow::nonsaturating>(ours_bf16);
       CHECK(from_half_rn == __nv_cvt_halfraw_to_fp8(half_raw, cuda_mode, info::cuda));
       CHECK(from_bf16_rn == __nv_cvt_bfloat16raw_to_fp8(bf16_raw, cuda_mode, info::cuda));
       const double half_value = static_cast<double>(ours_half);
       const double bf16_value = static_cast<double>(ours_bf16);
-      CHECK(from_half_rn == reference::convert(info::spec, half_value, reference::mode::nearest_even, saturate));
-      CHECK(from_bf16_rn == reference::convert(info::spec, bf16_value, reference::mode::nearest_even, saturate));
-      CHECK(from_half_rz == reference::convert(info::spec, half_value, reference::mode::toward_zero, saturate));
-      CHECK(from_bf16_rz == reference::convert(info::spec, bf16_value, reference::mode::toward_zero, saturate));
+      CHECK(from_half_rn ==
+            reference::convert(info::spec, half_value, reference::mode::nearest_even, saturate));
+      CHECK(from_bf16_rn ==
+            reference::convert(info::spec, bf16_value, reference::mode::nearest_even, saturate));
+      CHECK(from_half_rz ==
+            reference::convert(info::spec, half_value, reference::mode::toward_zero, saturate));
+      CHECK(from_bf16_rz ==
+            reference::convert(info::spec, bf16_value, reference::mode::toward_zero, saturate));
     }
     // CUDA's own 16-bit types are accepted directly and give the same codes.
     CHECK(fp8::convert_bits<Format>(cuda_half) == fp8::convert_bits<Format>(ours_half));
@@ -97,7 +101,7 @@ TEST_CASE("double converts in one rounding: the double-rounding traps") {
   const double under = 1.0625 - std::ldexp(1.0, -35);
   CHECK(float(under) == 1.0625f);
   CHECK(fp8::fp8_e4m3(under).bits() == 0x38);
-  CHECK(fp8::fp8_e4m3(float(under)).bits() == 0x38);  // tie to even lands on the same code here
+  CHECK(fp8::fp8_e4m3(float(under)).bits() == 0x38);       // tie to even lands on the same code here
   const double under_odd = 1.1875 - std::ldexp(1.0, -35);  // midpoint of 0x39 and 0x3A
   CHECK(fp8::fp8_e4m3(under_odd).bits() == 0x39);
   CHECK(fp8::fp8_e4m3(float(under_odd)).bits() == 0x3A);
@@ -117,10 +121,12 @@ TEST_CASE_TEMPLATE("every midpoint, and its neighbours, rounds as the reference 
         for (const bool saturate : {true, false}) {
           CAPTURE(saturate);
           const auto cuda_mode = saturate ? __NV_SATFINITE : __NV_NOSAT;
-          const int rn = saturate ? fp8::convert_bits<Format, rounding::nearest_even, overflow::saturate>(signed_x)
-                                  : fp8::convert_bits<Format, rounding::nearest_even, overflow::nonsaturating>(signed_x);
-          const int rz = saturate ? fp8::convert_bits<Format, rounding::toward_zero, overflow::saturate>(signed_x)
-                                  : fp8::convert_bits<Format, rounding::toward_zero, overflow::nonsaturating>(signed_x);
+          const int rn =
+              saturate ? fp8::convert_bits<Format, rounding::nearest_even, overflow::saturate>(signed_x)
+                       : fp8::convert_bits<Format, rounding::nearest_even, overflow::nonsaturating>(signed_x);
+          const int rz =
+              saturate ? fp8::convert_bits<Format, rounding::toward_zero, overflow::saturate>(signed_x)
+                       : fp8::convert_bits<Format, rounding::toward_zero, overflow::nonsaturating>(signed_x);
           CHECK(rn == reference::convert(info::spec, signed_x, reference::mode::nearest_even, saturate));
           CHECK(rz == reference::convert(info::spec, signed_x, reference::mode::toward_zero, saturate));
           CHECK(rn == __nv_cvt_double_to_fp8(signed_x, cuda_mode, info::cuda));
@@ -134,10 +140,14 @@ TEST_CASE("the overflow thresholds of docs/design.md hold") {
   using e4m3_nosat = fp8::fp8_e4m3;
   CHECK(fp8::fp8_e4m3(464.0).bits() == 0x7E);  // the tie rounds to even 448
   CHECK(fp8::convert<e4m3_nosat, rounding::nearest_even, overflow::nonsaturating>(464.0).bits() == 0x7E);
-  CHECK(fp8::convert<e4m3_nosat, rounding::nearest_even, overflow::nonsaturating>(std::nextafter(464.0, 1e9)).bits() == 0x7F);
+  CHECK(fp8::convert<e4m3_nosat, rounding::nearest_even, overflow::nonsaturating>(std::nextafter(464.0, 1e9))
+            .bits() == 0x7F);
   CHECK(fp8::convert<fp8::fp8_e5m2, rounding::nearest_even, overflow::nonsaturating>(61440.0).bits() == 0x7C);
-  CHECK(fp8::convert<fp8::fp8_e5m2, rounding::nearest_even, overflow::nonsaturating>(std::nextafter(61440.0, 0.0)).bits() == 0x7B);
-  CHECK(fp8::convert<fp8::fp8_e5m2, rounding::nearest_even, overflow::nonsaturating>(-61440.0).bits() == 0xFC);
+  CHECK(fp8::convert<fp8::fp8_e5m2, rounding::nearest_even, overflow::nonsaturating>(
+            std::nextafter(61440.0, 0.0))
+            .bits() == 0x7B);
+  CHECK(fp8::convert<fp8::fp8_e5m2, rounding::nearest_even, overflow::nonsaturating>(-61440.0).bits() ==
+        0xFC);
 }
 
 TEST_CASE("special inputs have a documented result in every policy") {
@@ -172,8 +182,10 @@ TEST_CASE("special inputs have a documented result in every policy") {
   CHECK(fp8::fp8_e5m2(-0.0).bits() == 0x80);
   CHECK(fp8::fp8_e5m2(std::ldexp(1.0f, -16)).bits() == 0x01);
   CHECK(fp8::fp8_e4m3(std::numeric_limits<float>::denorm_min()).bits() == 0x00);
-  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::upward>(std::numeric_limits<float>::denorm_min()).bits() == 0x01);
-  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::upward>(-std::numeric_limits<float>::denorm_min()).bits() == 0x80);
+  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::upward>(std::numeric_limits<float>::denorm_min()).bits() ==
+        0x01);
+  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::upward>(-std::numeric_limits<float>::denorm_min()).bits() ==
+        0x80);
 }
 
 TEST_CASE("upward rounding moves toward +Inf") {
@@ -195,7 +207,8 @@ TEST_CASE("integers convert exactly like the same value in double") {
   CHECK(fp8::fp8_e4m3(std::numeric_limits<std::int64_t>::min()).bits() == 0xFE);
   CHECK(fp8::fp8_e5m2(std::numeric_limits<std::uint64_t>::max()).bits() == 0x7B);
   CHECK(fp8::convert<fp8::fp8_e5m2, rounding::nearest_even, overflow::nonsaturating>(
-            std::numeric_limits<std::int64_t>::min()).bits() == 0xFC);
+            std::numeric_limits<std::int64_t>::min())
+            .bits() == 0xFC);
   CHECK(fp8::bfloat16(std::numeric_limits<std::uint64_t>::max()).bits() == 0x5F80);  // 2^64 after rounding
   CHECK(fp8::fp8_e4m3(std::uint8_t(255)).bits() == fp8::fp8_e4m3(256.0).bits());
 }
@@ -226,8 +239,10 @@ TEST_CASE("stochastic rounding goes up with probability equal to the discarded f
   CHECK(fp8::convert<fp8::fp8_e4m3, rounding::stochastic>(1.125f, 0xFFFFFFFFu).bits() == 0x39);
   CHECK(fp8::convert<fp8::fp8_e4m3, rounding::stochastic>(-x, 0xFFFFFFFFu).bits() == 0xB9);  // magnitude
   // Near max, rounding up overflows and the policy applies.
-  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::stochastic, overflow::saturate>(460.0f, 0xFFFFFFFFu).bits() == 0x7E);
-  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::stochastic, overflow::nonsaturating>(460.0f, 0xFFFFFFFFu).bits() == 0x7F);
+  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::stochastic, overflow::saturate>(460.0f, 0xFFFFFFFFu).bits() ==
+        0x7E);
+  CHECK(fp8::convert<fp8::fp8_e4m3, rounding::stochastic, overflow::nonsaturating>(460.0f, 0xFFFFFFFFu)
+            .bits() == 0x7F);
   // Unbiased on average: over an even grid of random bits the mean equals the input.
   for (const float value : {0.3f, -1.7f, 0.0123f, 300.0f, std::ldexp(1.3f, -8)}) {
     CAPTURE(value);
@@ -259,9 +274,11 @@ TEST_CASE("E8M0 conversions agree with CUDA's round-toward-zero and round-up, bo
     const float p = std::ldexp(1.0f, e);
     for (const float x : {p, std::nextafter(p, 0.0f), std::nextafter(p, INFINITY), -p, 1.5f * p}) check(x);
   }
-  for (const float x : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()}) {
+  for (const float x :
+       {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()}) {
     check(x);
   }
-  for (std::uint64_t bits = 0; bits < (std::uint64_t(1) << 32); bits += 65521) check(float_from_bits(std::uint32_t(bits)));
+  for (std::uint64_t bits = 0; bits < (std::uint64_t(1) << 32); bits += 65521)
+    check(float_from_bits(std::uint32_t(bits)));
 }

@@ -7,7 +7,8 @@
 
 #include <sstream>
 
-TEST_CASE_TEMPLATE("Eigen matrices of FP8 scalars multiply, reduce and cast", T, fp8::fp8_e4m3, fp8::fp8_e5m2) {
+TEST_CASE_TEMPLATE("Eigen matrices of FP8 scalars multiply, reduce and cast", T, fp8::fp8_e4m3,
+                   fp8::fp8_e5m2) {
   using matrix = Eigen::Matrix<T, 4, 4>;
   using matrix_f = Eigen::Matrix4f;
   // Zeros and ones: every intermediate sum is an integer <= 8, exact in both formats (E5M2 has 3
@@ -39,16 +40,18 @@ TEST_CASE_TEMPLATE("Eigen matrices of FP8 scalars multiply, reduce and cast", T,
 
 TEST_CASE("FP8 accumulation rounds at every step: a dynamic product shows it") {
   // 17 ones summed in E4M3: 16 + 1 = 17 is not representable (ulp 2 above 16) and ties to even 16.
-  Eigen::Matrix<fp8::fp8_e4m3, 1, Eigen::Dynamic> row = Eigen::Matrix<fp8::fp8_e4m3, 1, Eigen::Dynamic>::Constant(17, fp8::fp8_e4m3(1.0f));
-  Eigen::Matrix<fp8::fp8_e4m3, Eigen::Dynamic, 1> column = Eigen::Matrix<fp8::fp8_e4m3, Eigen::Dynamic, 1>::Constant(17, fp8::fp8_e4m3(1.0f));
+  Eigen::Matrix<fp8::fp8_e4m3, 1, Eigen::Dynamic> row =
+      Eigen::Matrix<fp8::fp8_e4m3, 1, Eigen::Dynamic>::Constant(17, fp8::fp8_e4m3(1.0f));
+  Eigen::Matrix<fp8::fp8_e4m3, Eigen::Dynamic, 1> column =
+      Eigen::Matrix<fp8::fp8_e4m3, Eigen::Dynamic, 1>::Constant(17, fp8::fp8_e4m3(1.0f));
   const float fp8_dot = static_cast<float>((row * column)(0, 0));
   const float float_dot = (row.cast<float>() * column.cast<float>())(0, 0);
   CHECK(float_dot == 17.0f);
   CHECK(fp8_dot == 16.0f);
 }
 
-TEST_CASE_TEMPLATE("the formats beyond OCP FP8 are Eigen scalars too", T, fp8::fp4_e2m1, fp8::fp6_e2m3, fp8::fp6_e3m2,
-                   fp8::fp8_e4m3fnuz, fp8::fp8_e5m2fnuz, fp8::fp8_e3m4, fp8::fp8_e4m3_ieee) {
+TEST_CASE_TEMPLATE("the formats beyond OCP FP8 are Eigen scalars too", T, fp8::fp4_e2m1, fp8::fp6_e2m3,
+                   fp8::fp6_e3m2, fp8::fp8_e4m3fnuz, fp8::fp8_e5m2fnuz, fp8::fp8_e3m4, fp8::fp8_e4m3_ieee) {
   // Small integers: every product and partial sum below is at most 4, exact in all of them (FP4 holds
   // 0, 1, 2, 3, 4 exactly; 7 would already round, to 8, and saturate to 6).
   Eigen::Matrix<float, 2, 2> af, bf;
@@ -58,7 +61,8 @@ TEST_CASE_TEMPLATE("the formats beyond OCP FP8 are Eigen scalars too", T, fp8::f
   const Eigen::Matrix<T, 2, 2> b = bf.cast<T>();
   CHECK((a * b).template cast<float>() == af * bf);
   CHECK(static_cast<float>(a.sum()) == af.sum());
-  CHECK(static_cast<float>(Eigen::NumTraits<T>::highest()) == static_cast<float>(std::numeric_limits<T>::max()));
+  CHECK(static_cast<float>(Eigen::NumTraits<T>::highest()) ==
+        static_cast<float>(std::numeric_limits<T>::max()));
   CHECK(Eigen::NumTraits<T>::IsSigned == 1);
   // Overflow in FP4 arithmetic saturates: 6 + 6 = 6.
   if constexpr (std::is_same_v<T, fp8::fp4_e2m1>) CHECK(static_cast<float>(T(6.0f) + T(6.0f)) == 6.0f);

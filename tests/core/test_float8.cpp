@@ -33,7 +33,8 @@ static_assert(fp8::fp8_e4m3(1.0f) + fp8::fp8_e4m3(0.125f) == fp8::fp8_e4m3(1.125
 TEST_CASE("conversions are constexpr on this compiler") { CHECK(FP8_CONSTEXPR_CONVERSIONS == 1); }
 #endif
 
-TEST_CASE_TEMPLATE("comparisons follow the values: NaN unordered, +0 == -0", T, fp8::fp8_e4m3, fp8::fp8_e5m2) {
+TEST_CASE_TEMPLATE("comparisons follow the values: NaN unordered, +0 == -0", T, fp8::fp8_e4m3,
+                   fp8::fp8_e5m2) {
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) {
       const T x = T::from_bits(std::uint8_t(a));

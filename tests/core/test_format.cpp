@@ -16,9 +16,13 @@ namespace {
 template <class T>
 const reference::fp8_spec& spec_of();
 template <>
-const reference::fp8_spec& spec_of<fp8::fp8_e4m3>() { return reference::e4m3; }
+const reference::fp8_spec& spec_of<fp8::fp8_e4m3>() {
+  return reference::e4m3;
+}
 template <>
-const reference::fp8_spec& spec_of<fp8::fp8_e5m2>() { return reference::e5m2; }
+const reference::fp8_spec& spec_of<fp8::fp8_e5m2>() {
+  return reference::e5m2;
+}
 
 template <class T>
 constexpr __nv_fp8_interpretation_t cuda_kind_of() {
@@ -42,12 +46,14 @@ TEST_CASE_TEMPLATE("every code decodes to the textbook value and classifies corr
     CHECK(x.bits() == code);
     CHECK(fp8::isnan(x) == reference::is_nan(spec, std::uint8_t(code)));
     CHECK(fp8::isinf(x) == reference::is_inf(spec, std::uint8_t(code)));
-    CHECK(fp8::isfinite(x) == (!reference::is_nan(spec, std::uint8_t(code)) && !reference::is_inf(spec, std::uint8_t(code))));
+    CHECK(fp8::isfinite(x) ==
+          (!reference::is_nan(spec, std::uint8_t(code)) && !reference::is_inf(spec, std::uint8_t(code))));
     CHECK(fp8::signbit(x) == ((code & 0x80) != 0));
     const float as_float = static_cast<float>(x);
     const double as_double = static_cast<double>(x);
     // CUDA decodes FP8 to half, which holds every FP8 value exactly.
-    const float cuda_value = half_bits_to_float(__nv_cvt_fp8_to_halfraw(std::uint8_t(code), cuda_kind_of<T>()).x);
+    const float cuda_value =
+        half_bits_to_float(__nv_cvt_fp8_to_halfraw(std::uint8_t(code), cuda_kind_of<T>()).x);
     if (reference::is_nan(spec, std::uint8_t(code))) {
       CHECK(std::isnan(as_float));
       CHECK(std::isnan(as_double));
@@ -61,8 +67,10 @@ TEST_CASE_TEMPLATE("every code decodes to the textbook value and classifies corr
     CHECK(cuda_value == as_float);
     CHECK(std::signbit(as_float) == ((code & 0x80) != 0));  // including -0
     // Every value converts back to its own code, from float and from double.
-    CHECK(fp8::convert_bits<typename T::format, fp8::rounding::nearest_even, fp8::overflow::nonsaturating>(as_float) == code);
-    CHECK(fp8::convert_bits<typename T::format, fp8::rounding::toward_zero, fp8::overflow::nonsaturating>(as_double) == code);
+    CHECK(fp8::convert_bits<typename T::format, fp8::rounding::nearest_even, fp8::overflow::nonsaturating>(
+              as_float) == code);
+    CHECK(fp8::convert_bits<typename T::format, fp8::rounding::toward_zero, fp8::overflow::nonsaturating>(
+              as_double) == code);
     // Negation flips exactly the sign bit.
     CHECK((-x).bits() == (code ^ 0x80));
   }

@@ -152,16 +152,19 @@ TEST_CASE("NaN, Inf, overflow, -0 and underflow have the documented result in ev
   CHECK(fp8::fp6_e2m3(-inf).bits() == 0b1'11'111);
   CHECK(fp8::fp6_e3m2(nan).bits() == 0b0'111'11);
   CHECK(fp8::convert<fp8::fp6_e3m2, rounding::upward, overflow::nonsaturating>(29.0f).bits() == 0b0'111'11);
-  CHECK(fp8::fp4_e2m1(-0.0f).bits() == 0x8);  // FP4/FP6 have -0
+  CHECK(fp8::fp4_e2m1(-0.0f).bits() == 0x8);   // FP4/FP6 have -0
   CHECK(fp8::fp4_e2m1(-0.25f).bits() == 0x8);  // the tie at half the min subnormal goes to even -0
   CHECK(fp8::fp4_e2m1(0.26f).bits() == 0x1);
   // fnuz: NaN, Inf and non-saturating overflow -> the single NaN 0x80; saturation -> +-max; no -0.
   CHECK(fp8::fp8_e4m3fnuz(nan).bits() == 0x80);
   CHECK(fp8::fp8_e4m3fnuz(inf).bits() == 0x7F);
   CHECK(fp8::fp8_e4m3fnuz(-inf).bits() == 0xFF);
-  CHECK(fp8::convert<fp8::fp8_e4m3fnuz, rounding::nearest_even, overflow::nonsaturating>(-inf).bits() == 0x80);
-  CHECK(fp8::convert<fp8::fp8_e4m3fnuz, rounding::nearest_even, overflow::nonsaturating>(248.0f).bits() == 0x80);
-  CHECK(fp8::convert<fp8::fp8_e4m3fnuz, rounding::nearest_even, overflow::nonsaturating>(247.9f).bits() == 0x7F);
+  CHECK(fp8::convert<fp8::fp8_e4m3fnuz, rounding::nearest_even, overflow::nonsaturating>(-inf).bits() ==
+        0x80);
+  CHECK(fp8::convert<fp8::fp8_e4m3fnuz, rounding::nearest_even, overflow::nonsaturating>(248.0f).bits() ==
+        0x80);
+  CHECK(fp8::convert<fp8::fp8_e4m3fnuz, rounding::nearest_even, overflow::nonsaturating>(247.9f).bits() ==
+        0x7F);
   CHECK(fp8::fp8_e4m3fnuz(-0.0f).bits() == 0x00);
   CHECK(fp8::fp8_e5m2fnuz(-std::ldexp(1.0f, -20)).bits() == 0x00);  // underflow: +0, not NaN
   CHECK(fp8::convert<fp8::fp8_e5m2fnuz, rounding::upward>(-std::ldexp(1.0f, -20)).bits() == 0x00);
@@ -169,9 +172,12 @@ TEST_CASE("NaN, Inf, overflow, -0 and underflow have the documented result in ev
   CHECK(fp8::fp8_e5m2fnuz(1e9f).bits() == 0x7F);
   // IEEE-style: Inf exists; saturate -> +-max, non-saturating -> +-Inf.
   CHECK(fp8::fp8_e4m3_ieee(inf).bits() == 0x77);
-  CHECK(fp8::convert<fp8::fp8_e4m3_ieee, rounding::nearest_even, overflow::nonsaturating>(-inf).bits() == 0xF8);
-  CHECK(fp8::convert<fp8::fp8_e4m3_ieee, rounding::nearest_even, overflow::nonsaturating>(248.0f).bits() == 0x78);
-  CHECK(fp8::convert<fp8::fp8_e4m3_ieee, rounding::nearest_even, overflow::nonsaturating>(247.9f).bits() == 0x77);
+  CHECK(fp8::convert<fp8::fp8_e4m3_ieee, rounding::nearest_even, overflow::nonsaturating>(-inf).bits() ==
+        0xF8);
+  CHECK(fp8::convert<fp8::fp8_e4m3_ieee, rounding::nearest_even, overflow::nonsaturating>(248.0f).bits() ==
+        0x78);
+  CHECK(fp8::convert<fp8::fp8_e4m3_ieee, rounding::nearest_even, overflow::nonsaturating>(247.9f).bits() ==
+        0x77);
   CHECK(fp8::fp8_e3m4(16.0f).bits() == 0x6F);
   CHECK(fp8::convert<fp8::fp8_e3m4, rounding::nearest_even, overflow::nonsaturating>(15.75f).bits() == 0x70);
   CHECK(fp8::fp8_e3m4(-nan).bits() == 0x78);

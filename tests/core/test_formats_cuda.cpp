@@ -34,15 +34,18 @@ int cuda_convert(float x, cudaRoundMode mode) {
 
 template <class Format>
 float cuda_decode(std::uint8_t code) {
-  if constexpr (std::is_same_v<Format, fp8::e2m1_format>) return half_bits_to_float(__nv_cvt_fp4_to_halfraw(code, __NV_E2M1).x);
-  if constexpr (std::is_same_v<Format, fp8::e2m3_format>) return half_bits_to_float(__nv_cvt_fp6_to_halfraw(code, __NV_E2M3).x);
-  if constexpr (std::is_same_v<Format, fp8::e3m2_format>) return half_bits_to_float(__nv_cvt_fp6_to_halfraw(code, __NV_E3M2).x);
+  if constexpr (std::is_same_v<Format, fp8::e2m1_format>)
+    return half_bits_to_float(__nv_cvt_fp4_to_halfraw(code, __NV_E2M1).x);
+  if constexpr (std::is_same_v<Format, fp8::e2m3_format>)
+    return half_bits_to_float(__nv_cvt_fp6_to_halfraw(code, __NV_E2M3).x);
+  if constexpr (std::is_same_v<Format, fp8::e3m2_format>)
+    return half_bits_to_float(__nv_cvt_fp6_to_halfraw(code, __NV_E3M2).x);
 }
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("FP4 and FP6 agree with CUDA's host conversions", Format, fp8::e2m1_format, fp8::e2m3_format,
-                   fp8::e3m2_format) {
+TEST_CASE_TEMPLATE("FP4 and FP6 agree with CUDA's host conversions", Format, fp8::e2m1_format,
+                   fp8::e2m3_format, fp8::e3m2_format) {
   using traits = fp8::format_traits<Format>;
   const int codes = 1 << traits::total_bits;
   for (int code = 0; code < codes; ++code) {
@@ -62,7 +65,8 @@ TEST_CASE_TEMPLATE("FP4 and FP6 agree with CUDA's host conversions", Format, fp8
       CHECK(rz == cuda_convert<Format>(x, cudaRoundZero));
     }
   };
-  for (std::uint64_t bits = 0; bits < (std::uint64_t(1) << 32); bits += 4093) check(float_from_bits(std::uint32_t(bits)));
+  for (std::uint64_t bits = 0; bits < (std::uint64_t(1) << 32); bits += 4093)
+    check(float_from_bits(std::uint32_t(bits)));
   for (int code = 0; code < codes; ++code) {
     const float v = fp8::decode<float, Format>(std::uint8_t(code));
     const float next = fp8::decode<float, Format>(std::uint8_t(code + 1 < codes ? code + 1 : code));

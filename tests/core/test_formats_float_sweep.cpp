@@ -84,7 +84,8 @@ void check_input(const reference::format_spec& spec, const std::vector<double>& 
 
 // Magnitudes [begin, end) with a stride, both signs, split over the cores.
 template <class Format>
-sweep_result sweep(const reference::format_spec& spec, std::uint64_t begin, std::uint64_t end, std::uint64_t stride) {
+sweep_result sweep(const reference::format_spec& spec, std::uint64_t begin, std::uint64_t end,
+                   std::uint64_t stride) {
   const auto values = reference::positive_values(spec);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<sweep_result> results(threads);
@@ -149,7 +150,8 @@ bool full_sweep_requested() {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("float32 inputs convert as the independent reference says, every policy", T, FP8_NEW_FORMAT_TYPES) {
+TEST_CASE_TEMPLATE("float32 inputs convert as the independent reference says, every policy", T,
+                   FP8_NEW_FORMAT_TYPES) {
   using format = typename T::format;
   const auto& spec = reference::spec_of<T>();
   const std::uint64_t magnitudes = std::uint64_t(1) << 31;
@@ -159,15 +161,17 @@ TEST_CASE_TEMPLATE("float32 inputs convert as the independent reference says, ev
     return;
   }
   const std::uint64_t stride = sample_stride();
-  MESSAGE(spec.name, ": every ", stride, "th float magnitude, both signs, plus the floats near decision points");
+  MESSAGE(spec.name, ": every ", stride,
+          "th float magnitude, both signs, plus the floats near decision points");
   const std::uint64_t sampled = (magnitudes + stride - 1) / stride;
   report(spec, sweep<format>(spec, 0, magnitudes, stride), sampled * 2 * 8);
   report(spec, sweep_near_decisions<format>(spec, 512), 0);
   // The specials explicitly, whatever the stride hits: +-Inf, quiet and signalling NaNs, +-0.
   const auto values = reference::positive_values(spec);
   sweep_result specials;
-  for (const std::uint32_t bits : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x00000000u,
-                                   0x80000000u, 0x00000001u, 0x80000001u, 0x7F7FFFFFu, 0xFF7FFFFFu}) {
+  for (const std::uint32_t bits :
+       {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x00000000u, 0x80000000u,
+        0x00000001u, 0x80000001u, 0x7F7FFFFFu, 0xFF7FFFFFu}) {
     check_input<format>(spec, values, bits, specials);
   }
   report(spec, specials, 11 * 8);

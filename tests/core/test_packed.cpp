@@ -10,7 +10,8 @@
 #include <fp8/types.hpp>
 
 TEST_CASE("FP4 packs two values per byte, low nibble first") {
-  const std::uint8_t codes[3] = {fp8::fp4_e2m1(1.0f).bits(), fp8::fp4_e2m1(-6.0f).bits(), fp8::fp4_e2m1(0.5f).bits()};
+  const std::uint8_t codes[3] = {fp8::fp4_e2m1(1.0f).bits(), fp8::fp4_e2m1(-6.0f).bits(),
+                                 fp8::fp4_e2m1(0.5f).bits()};
   CHECK(codes[0] == 0x2);
   CHECK(codes[1] == 0xF);
   std::uint8_t packed[2] = {0xAA, 0xAA};
@@ -34,10 +35,10 @@ TEST_CASE("FP6 packs four values into three bytes as one little-endian bit strea
   CHECK(packed[0] == std::uint8_t(0b11'101010));  // v0 | low two bits of v1 << 6
 }
 
-TEST_CASE_TEMPLATE("pack and unpack round trip at every length; packed_get/packed_set agree", Format, fp8::e2m1_format,
-                   fp8::e2m3_format, fp8::e3m2_format, fp8::e4m3_format) {
+TEST_CASE_TEMPLATE("pack and unpack round trip at every length; packed_get/packed_set agree", Format,
+                   fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format, fp8::e4m3_format) {
   std::mt19937 rng(7);
-  const unsigned mask = (1u << fp8::packed_bits<Format>) - 1u;
+  const unsigned mask = (1u << fp8::packed_bits<Format>)-1u;
   for (std::size_t count = 0; count <= 70; ++count) {
     CAPTURE(count);
     std::vector<std::uint8_t> codes(count), back(count), packed(fp8::packed_bytes<Format>(count) + 1, 0xCD);
@@ -73,8 +74,10 @@ TEST_CASE_TEMPLATE("bulk conversions equal the scalar conversion value by value"
   in[6] = -std::numeric_limits<float>::infinity();
   std::vector<std::uint8_t> packed(fp8::packed_bytes<Format>(count));
   fp8::convert_to_packed<Format>(in.data(), count, packed.data());
-  for (std::size_t i = 0; i < count; ++i) CHECK(fp8::packed_get<Format>(packed.data(), i) == fp8::convert_bits<Format>(in[i]));
-  fp8::convert_to_packed<Format, fp8::rounding::stochastic>(in.data(), count, packed.data(), random_bits.data());
+  for (std::size_t i = 0; i < count; ++i)
+    CHECK(fp8::packed_get<Format>(packed.data(), i) == fp8::convert_bits<Format>(in[i]));
+  fp8::convert_to_packed<Format, fp8::rounding::stochastic>(in.data(), count, packed.data(),
+                                                            random_bits.data());
   for (std::size_t i = 0; i < count; ++i) {
     CHECK(fp8::packed_get<Format>(packed.data(), i) ==
           fp8::convert_bits<Format, fp8::rounding::stochastic>(in[i], random_bits[i]));

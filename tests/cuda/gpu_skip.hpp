@@ -26,7 +26,8 @@ inline bool skip_without_device() {
   switch (fp8::detail::classify_device(status, count, driver)) {
     case fp8::detail::device_presence::present: return true;
     case fp8::detail::device_presence::absent:
-      std::printf("no CUDA device: skipped (%s)\n", status == cudaSuccess ? "0 devices" : cudaGetErrorName(status));
+      std::printf("no CUDA device: skipped (%s)\n",
+                  status == cudaSuccess ? "0 devices" : cudaGetErrorName(status));
       std::fflush(stdout);
       std::exit(FP8_GPU_SKIP_CODE);
     case fp8::detail::device_presence::driver_too_old:

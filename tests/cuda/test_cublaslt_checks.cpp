@@ -53,7 +53,9 @@ lt::rejection rejected(const lt::gemm_problem& p, const lt::device_info& device)
   return *why;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -68,9 +70,9 @@ TEST_CASE("valid FP8, BF16 and block-scaled problems pass the checks") {
   CHECK_FALSE(lt::find_rejection(mixed, hopper()).has_value());
 
   for (const auto& pair : {std::pair{lt::scale_mode::row_wise, lt::scale_mode::row_wise},
-                          std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128},
-                          std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
-                          std::pair{lt::scale_mode::block_128x128, lt::scale_mode::block_1x128}}) {
+                           std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128},
+                           std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
+                           std::pair{lt::scale_mode::block_128x128, lt::scale_mode::block_1x128}}) {
     CAPTURE(lt::name(pair.first));
     CAPTURE(lt::name(pair.second));
     CHECK_FALSE(lt::find_rejection(with_scales(pair.first, pair.second), hopper()).has_value());
@@ -113,8 +115,9 @@ TEST_CASE("no CUDA device") {
 
 TEST_CASE("shape rules are cuBLASLt's: K a multiple of 16, 16-byte leading dimensions; M and N free") {
   // M and N need not be multiples of 16 (cuBLASLt has no such rule; a decode step has 1 token).
-  for (const auto& dims : {std::array<std::int64_t, 3>{250, 128, 512}, std::array<std::int64_t, 3>{256, 1, 512},
-                          std::array<std::int64_t, 3>{256, 15, 512}, std::array<std::int64_t, 3>{1, 3, 16}}) {
+  for (const auto& dims :
+       {std::array<std::int64_t, 3>{250, 128, 512}, std::array<std::int64_t, 3>{256, 1, 512},
+        std::array<std::int64_t, 3>{256, 15, 512}, std::array<std::int64_t, 3>{1, 3, 16}}) {
     lt::gemm_problem p = valid_fp8();
     p.m = dims[0];
     p.n = dims[1];
@@ -150,8 +153,8 @@ TEST_CASE("shape rules are cuBLASLt's: K a multiple of 16, 16-byte leading dimen
 TEST_CASE("a decode step of 1 to 15 tokens through linear() passes the checks") {
   for (std::int64_t tokens = 1; tokens <= 15; ++tokens) {
     for (const auto& modes : {std::pair{lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
-                             std::pair{lt::scale_mode::row_wise, lt::scale_mode::row_wise},
-                             std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128}}) {
+                              std::pair{lt::scale_mode::row_wise, lt::scale_mode::row_wise},
+                              std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128}}) {
       lt::linear_problem p{};
       p.m = tokens;
       p.n = 4096;
@@ -252,8 +255,10 @@ TEST_CASE("FP8 needs the TN layout on Ada and Hopper, not on Blackwell") {
 TEST_CASE("unsupported scale-mode pairs") {
   using lt::scale_mode;
   const std::pair<scale_mode, scale_mode> bad_pairs[] = {
-      {scale_mode::block_128x128, scale_mode::block_128x128}, {scale_mode::row_wise, scale_mode::tensorwise},
-      {scale_mode::tensorwise, scale_mode::block_1x128},      {scale_mode::row_wise, scale_mode::block_1x128},
+      {scale_mode::block_128x128, scale_mode::block_128x128},
+      {scale_mode::row_wise, scale_mode::tensorwise},
+      {scale_mode::tensorwise, scale_mode::block_1x128},
+      {scale_mode::row_wise, scale_mode::block_1x128},
       {scale_mode::block_128x128, scale_mode::row_wise}};
   for (const auto& pair : bad_pairs) {
     CAPTURE(lt::name(pair.first));
@@ -285,8 +290,8 @@ TEST_CASE("unsupported scale-mode pairs") {
   p.d.type = lt::data_type::e4m3;
   CHECK(contains(rejected(p, hopper()).cause, "bf16, fp16 or fp32 outputs"));
 
-  for (const auto kind : {lt::epilogue::gelu, lt::epilogue::gelu_aux, lt::epilogue::dgelu,
-                          lt::epilogue::bias_gradient_b}) {
+  for (const auto kind :
+       {lt::epilogue::gelu, lt::epilogue::gelu_aux, lt::epilogue::dgelu, lt::epilogue::bias_gradient_b}) {
     p = with_scales(scale_mode::row_wise, scale_mode::row_wise);
     p.options.epilogue_kind = kind;
     CAPTURE(lt::name(kind));
@@ -423,9 +428,7 @@ TEST_CASE("a handle needs a device: it reports a missing one, or binds to the cu
     try {
       lt::handle handle;
       FAIL("a handle was made without a device");
-    } catch (const fp8::cuda_error& e) {
-      CHECK(contains(e.what(), "no CUDA device"));
-    }
+    } catch (const fp8::cuda_error& e) { CHECK(contains(e.what(), "no CUDA device")); }
   } else {
     lt::handle handle(1 << 20);
     CHECK(handle.device().major >= 1);

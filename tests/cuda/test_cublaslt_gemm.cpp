@@ -42,7 +42,8 @@ class device_buffer {
     FP8_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), (count == 0 ? 1 : count) * sizeof(T)));
   }
   explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
-    if (!host.empty()) FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    if (!host.empty())
+      FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
@@ -60,7 +61,9 @@ class device_buffer {
   std::size_t count_;
 };
 
-lt::data_type lt_type(fp8_format format) { return format == fp8_format::e5m2 ? lt::data_type::e5m2 : lt::data_type::e4m3; }
+lt::data_type lt_type(fp8_format format) {
+  return format == fp8_format::e5m2 ? lt::data_type::e5m2 : lt::data_type::e4m3;
+}
 
 lt::scale_mode lt_mode(granularity g) {
   switch (g) {
@@ -124,8 +127,12 @@ double decode_element(lt::data_type type, const std::uint8_t* p) {
   switch (type) {
     case lt::data_type::e4m3: return fp8::decode<double, fp8::e4m3_format>(*p);
     case lt::data_type::e5m2: return fp8::decode<double, fp8::e5m2_format>(*p);
-    case lt::data_type::bf16: std::memcpy(&half_bits, p, 2); return double(float(fp8::bfloat16::from_bits(half_bits)));
-    case lt::data_type::fp16: std::memcpy(&half_bits, p, 2); return double(float(fp8::float16::from_bits(half_bits)));
+    case lt::data_type::bf16:
+      std::memcpy(&half_bits, p, 2);
+      return double(float(fp8::bfloat16::from_bits(half_bits)));
+    case lt::data_type::fp16:
+      std::memcpy(&half_bits, p, 2);
+      return double(float(fp8::float16::from_bits(half_bits)));
     case lt::data_type::fp32: {
       float f;
       std::memcpy(&f, p, 4);
@@ -190,12 +197,13 @@ struct product_case {
 };
 
 std::string describe(const product_case& c) {
-  return std::string("X ") + fp8::format_name(c.x_format) + "/" + fp8::granularity_name(c.x_granularity) + ", W " +
-         fp8::format_name(c.w_format) + "/" + fp8::granularity_name(c.w_granularity) + ", Y " + lt::name(c.output) +
-         ", epilogue " + lt::name(c.epilogue) + (c.purpose == lt::gemm_purpose::forward ? ", forward" : ", gradient");
+  return std::string("X ") + fp8::format_name(c.x_format) + "/" + fp8::granularity_name(c.x_granularity) +
+         ", W " + fp8::format_name(c.w_format) + "/" + fp8::granularity_name(c.w_granularity) + ", Y " +
+         lt::name(c.output) + ", epilogue " + lt::name(c.epilogue) +
+         (c.purpose == lt::gemm_purpose::forward ? ", forward" : ", gradient");
 }
 
-constexpr std::size_t tokens = 272;  // m: two whole 128-row blocks and a partial one (block order of X)
+constexpr std::size_t tokens = 272;        // m: two whole 128-row blocks and a partial one (block order of X)
 constexpr std::size_t features_in = 384;   // k: three 128-wide blocks
 constexpr std::size_t features_out = 256;  // n
 
@@ -246,8 +254,10 @@ void run_fp8_case(lt::handle& handle, const product_case& c, run_counts& counts)
   }
   // For FP8 outputs, a power-of-two D scale that maps the amax to about half the format's range.
   const bool fp8_output = lt::is_fp8(c.output);
-  const double fp8_max = fp8::max_finite(c.output == lt::data_type::e5m2 ? fp8_format::e5m2 : fp8_format::e4m3);
-  const float d_scale = fp8_output ? float(std::ldexp(1.0, int(std::floor(std::log2(fp8_max / amax))) - 1)) : 1.0f;
+  const double fp8_max =
+      fp8::max_finite(c.output == lt::data_type::e5m2 ? fp8_format::e5m2 : fp8_format::e4m3);
+  const float d_scale =
+      fp8_output ? float(std::ldexp(1.0, int(std::floor(std::log2(fp8_max / amax))) - 1)) : 1.0f;
 
   const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
   const device_buffer<float> dx_scale(x.scale_inv), dw_scale(w.scale_inv);
@@ -256,7 +266,8 @@ void run_fp8_case(lt::handle& handle, const product_case& c, run_counts& counts)
   const device_buffer<float> dscalars(std::vector<float>{d_scale, 0.0f});  // D scale, amax
   p.x = {dx.data(), lt_type(c.x_format), 0, lt_mode(c.x_granularity), dx_scale.data()};
   p.w = {dw.data(), lt_type(c.w_format), 0, lt_mode(c.w_granularity), dw_scale.data()};
-  p.y = {dy.data(), c.output, 0, fp8_output ? dscalars.data() : nullptr, fp8_output ? dscalars.data() + 1 : nullptr};
+  p.y = {dy.data(), c.output, 0, fp8_output ? dscalars.data() : nullptr,
+         fp8_output ? dscalars.data() + 1 : nullptr};
   if (with_bias) p.options.bias = dbias.data();
 
   CAPTURE(describe(c));
@@ -304,23 +315,30 @@ void run_fp8_case(lt::handle& handle, const product_case& c, run_counts& counts)
 
 TEST_CASE("FP8 products: every type pair, output type, scale mode and epilogue against float64") {
   lt::handle handle;
-  MESSAGE("device: " << handle.device().name << " (sm_" << handle.device().major << handle.device().minor << ")");
-  const std::pair<fp8_format, fp8_format> type_pairs[] = {
-      {fp8_format::e4m3, fp8_format::e4m3}, {fp8_format::e5m2, fp8_format::e4m3}, {fp8_format::e4m3, fp8_format::e5m2}};
+  MESSAGE("device: " << handle.device().name << " (sm_" << handle.device().major << handle.device().minor
+                     << ")");
+  const std::pair<fp8_format, fp8_format> type_pairs[] = {{fp8_format::e4m3, fp8_format::e4m3},
+                                                          {fp8_format::e5m2, fp8_format::e4m3},
+                                                          {fp8_format::e4m3, fp8_format::e5m2}};
   const std::pair<granularity, granularity> scale_pairs[] = {
-      {granularity::per_tensor, granularity::per_tensor},   {granularity::per_row, granularity::per_row},
-      {granularity::tile_1x128, granularity::tile_1x128},   {granularity::tile_1x128, granularity::block_128x128},
+      {granularity::per_tensor, granularity::per_tensor},
+      {granularity::per_row, granularity::per_row},
+      {granularity::tile_1x128, granularity::tile_1x128},
+      {granularity::tile_1x128, granularity::block_128x128},
       {granularity::block_128x128, granularity::tile_1x128}};
-  const lt::data_type outputs[] = {lt::data_type::e4m3, lt::data_type::e5m2, lt::data_type::bf16, lt::data_type::fp16,
-                                   lt::data_type::fp32};
-  const lt::epilogue epilogues[] = {lt::epilogue::none, lt::epilogue::bias, lt::epilogue::gelu, lt::epilogue::gelu_bias};
+  const lt::data_type outputs[] = {lt::data_type::e4m3, lt::data_type::e5m2, lt::data_type::bf16,
+                                   lt::data_type::fp16, lt::data_type::fp32};
+  const lt::epilogue epilogues[] = {lt::epilogue::none, lt::epilogue::bias, lt::epilogue::gelu,
+                                    lt::epilogue::gelu_bias};
   run_counts counts;
   for (const auto& [x_format, w_format] : type_pairs) {
     for (const auto& [x_granularity, w_granularity] : scale_pairs) {
       for (const lt::data_type output : outputs) {
         for (const lt::epilogue epilogue : epilogues) {
-          run_fp8_case(handle, {x_format, w_format, x_granularity, w_granularity, output, epilogue, lt::gemm_purpose::forward},
-                       counts);
+          run_fp8_case(
+              handle,
+              {x_format, w_format, x_granularity, w_granularity, output, epilogue, lt::gemm_purpose::forward},
+              counts);
         }
       }
     }
@@ -328,8 +346,9 @@ TEST_CASE("FP8 products: every type pair, output type, scale mode and epilogue a
   // Split accumulation (the gradient default) for every type pair and output of tensorwise products.
   for (const auto& [x_format, w_format] : type_pairs) {
     for (const lt::data_type output : outputs) {
-      run_fp8_case(handle, {x_format, w_format, granularity::per_tensor, granularity::per_tensor, output,
-                            lt::epilogue::none, lt::gemm_purpose::gradient},
+      run_fp8_case(handle,
+                   {x_format, w_format, granularity::per_tensor, granularity::per_tensor, output,
+                    lt::epilogue::none, lt::gemm_purpose::gradient},
                    counts);
     }
   }
@@ -349,7 +368,8 @@ TEST_CASE("BF16 and FP16 products (the baselines) through the same wrapper") {
         std::vector<float> bias(n);
         for (std::size_t j = 0; j < n; ++j) bias[j] = 0.5f * float(j % 5);
         const std::vector<std::uint8_t> bias_bytes = encode_vector(output, bias);
-        const device_buffer<std::uint8_t> dx(xb), dw(wb), dbias(bias_bytes), dy(m * n * lt::element_bytes(output));
+        const device_buffer<std::uint8_t> dx(xb), dw(wb), dbias(bias_bytes),
+            dy(m * n * lt::element_bytes(output));
         lt::linear_problem p{};
         p.m = std::int64_t(m);
         p.n = std::int64_t(n);
@@ -369,16 +389,19 @@ TEST_CASE("BF16 and FP16 products (the baselines) through the same wrapper") {
           for (std::size_t j = 0; j < n; ++j) {
             double sum = 0.0, bound = 0.0;
             for (std::size_t t = 0; t < k; ++t) {
-              const double product = decode_element(input, &xb[(i * k + t) * 2]) * decode_element(input, &wb[(j * k + t) * 2]);
+              const double product =
+                  decode_element(input, &xb[(i * k + t) * 2]) * decode_element(input, &wb[(j * k + t) * 2]);
               sum += product;
               bound += std::fabs(product);
             }
-            if (lt::uses_bias(epilogue)) sum += decode_element(output, &bias_bytes[j * lt::element_bytes(output)]);
+            if (lt::uses_bias(epilogue))
+              sum += decode_element(output, &bias_bytes[j * lt::element_bytes(output)]);
             const bool gelu_on = epilogue == lt::epilogue::gelu_bias;
             if (gelu_on) sum = gelu(sum);
             const double got = decode_element(output, &y[(i * n + j) * lt::element_bytes(output)]);
-            const double tolerance = (gelu_on ? 1.13 : 1.0) * std::ldexp(1.0, -18) * bound + (gelu_on ? 1e-3 : 0.0) +
-                                     output_ulp(output) * std::fabs(sum) + output_floor(output);
+            const double tolerance = (gelu_on ? 1.13 : 1.0) * std::ldexp(1.0, -18) * bound +
+                                     (gelu_on ? 1e-3 : 0.0) + output_ulp(output) * std::fabs(sum) +
+                                     output_floor(output);
             if (!(std::fabs(got - sum) <= tolerance) && wrong++ == 0) {
               CAPTURE(got);
               CAPTURE(sum);
@@ -442,7 +465,8 @@ TEST_CASE("column-major gemm with padded leading dimensions, and the algorithm c
   CHECK(handle.cached_plans() == 0);
   const std::vector<float> without_cache = dd.download();
   for (std::size_t col = 0; col < n; ++col) {
-    for (std::size_t row = 0; row < m; ++row) CHECK(without_cache[col * ldd + row] == with_cache[col * ldd + row]);
+    for (std::size_t row = 0; row < m; ++row)
+      CHECK(without_cache[col * ldd + row] == with_cache[col * ldd + row]);
   }
 }
 

@@ -34,7 +34,8 @@ class device_buffer {
     FP8_CUDA_CHECK(cudaMemset(data_, 0, (count == 0 ? 1 : count) * sizeof(T)));
   }
   explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
-    if (!host.empty()) FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    if (!host.empty())
+      FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
@@ -75,7 +76,8 @@ std::vector<double> reference_linear(const int_matrix& x, const int_matrix& w) {
   for (std::size_t i = 0; i < x.rows; ++i) {
     for (std::size_t j = 0; j < w.rows; ++j) {
       double sum = 0.0;
-      for (std::size_t t = 0; t < x.cols; ++t) sum += double(x.values[i * x.cols + t]) * w.values[j * w.cols + t];
+      for (std::size_t t = 0; t < x.cols; ++t)
+        sum += double(x.values[i * x.cols + t]) * w.values[j * w.cols + t];
       y[i * w.rows + j] = sum;
     }
   }
@@ -96,7 +98,8 @@ lt::linear_problem fp8_linear(const device_buffer<std::uint8_t>& x, const device
   return p;
 }
 
-std::size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& expected, double tolerance = 0.0) {
+std::size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& expected,
+                             double tolerance = 0.0) {
   REQUIRE(got.size() == expected.size());
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -172,12 +175,14 @@ TEST_CASE("beta = 1: FP32 accumulation in place, and a separate bf16 C beside an
     const double expected_value = (product[i] + double(int(i % 5) - 2)) / 64.0;
     const double value = fp8::decode<double, fp8::e4m3_format>(got[i]);
     // One E4M3 rounding of the output (2^-3 relative) plus its smallest subnormal.
-    if (!(std::fabs(value - expected_value) <= 0.125 * std::fabs(expected_value) + std::ldexp(1.0, -9))) ++wrong;
+    if (!(std::fabs(value - expected_value) <= 0.125 * std::fabs(expected_value) + std::ldexp(1.0, -9)))
+      ++wrong;
   }
   CHECK(wrong == 0);
 }
 
-TEST_CASE("bias_gradient_b writes the column sums of op(B); gelu_aux saves the GELU input; dgelu applies GELU'") {
+TEST_CASE(
+    "bias_gradient_b writes the column sums of op(B); gelu_aux saves the GELU input; dgelu applies GELU'") {
   lt::handle handle;
   const std::size_t m = 64, n = 96, k = 128;  // cuBLAS D is m x n, A stored k x m, B stored k x n
   // Through gemm(): A = W-like (m rows of k), B = X-like (n columns of k), all integers.
@@ -232,7 +237,8 @@ TEST_CASE("bias_gradient_b writes the column sums of op(B); gelu_aux saves the G
       // The aux holds the pre-activation in bf16 (one rounding, 2^-8 relative); D its GELU in FP32
       // (1e-3 absolute covers the tanh approximation).
       if (!(std::fabs(saved_value - product[e]) <= std::ldexp(1.0, -8) * std::fabs(product[e]))) ++wrong;
-      if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e])))) ++wrong;
+      if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e]))))
+        ++wrong;
     }
     CHECK(wrong == 0);
 
@@ -262,8 +268,16 @@ TEST_CASE("strided batches and grouped products") {
   handle.linear(p);
   std::vector<double> expected;
   for (std::size_t b = 0; b < batch; ++b) {
-    const int_matrix xb{tokens, k, {x.values.begin() + std::ptrdiff_t(b * tokens * k), x.values.begin() + std::ptrdiff_t((b + 1) * tokens * k)}, {}};
-    const int_matrix wb{n, k, {w.values.begin() + std::ptrdiff_t(b * n * k), w.values.begin() + std::ptrdiff_t((b + 1) * n * k)}, {}};
+    const int_matrix xb{tokens,
+                        k,
+                        {x.values.begin() + std::ptrdiff_t(b * tokens * k),
+                         x.values.begin() + std::ptrdiff_t((b + 1) * tokens * k)},
+                        {}};
+    const int_matrix wb{
+        n,
+        k,
+        {w.values.begin() + std::ptrdiff_t(b * n * k), w.values.begin() + std::ptrdiff_t((b + 1) * n * k)},
+        {}};
     const std::vector<double> yb = reference_linear(xb, wb);
     expected.insert(expected.end(), yb.begin(), yb.end());
   }

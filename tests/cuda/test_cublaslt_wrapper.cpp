@@ -43,7 +43,9 @@ bool passes(const lt::gemm_problem& p) {
   if (why) MESSAGE("rejected: " << why->cause);
   return !why.has_value();
 }
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -148,7 +150,7 @@ TEST_CASE("backward epilogues: bias gradients and the GELU aux matrix") {
   p.options.bias = address(0x40000);
   CHECK(contains(cause_of(p), "needs the aux matrix"));
   p.options.aux = mutable_address(0x60000);
-  CHECK(passes(p));  // aux_ld 0 = m
+  CHECK(passes(p));        // aux_ld 0 = m
   p.options.aux_ld = 260;  // >= m but not a multiple of 8
   CHECK(contains(cause_of(p), "aux_ld = 260"));
   p.options.aux_ld = 128;  // < m
@@ -383,7 +385,8 @@ TEST_CASE("a driver older than the toolkit is a failure, no driver at all is no 
   CHECK(classify_device(cudaSuccess, 1, 13000) == device_presence::present);
   CHECK(classify_device(cudaSuccess, 0, 13000) == device_presence::absent);
   CHECK(classify_device(cudaErrorNoDevice, 0, 13000) == device_presence::absent);
-  CHECK(classify_device(cudaErrorInsufficientDriver, 0, 0) == device_presence::absent);  // no driver installed
+  CHECK(classify_device(cudaErrorInsufficientDriver, 0, 0) ==
+        device_presence::absent);  // no driver installed
   CHECK(classify_device(cudaErrorInsufficientDriver, 0, 12040) == device_presence::driver_too_old);
   CHECK(classify_device(cudaErrorUnknown, 0, 13000) == device_presence::error);
   const std::string message = fp8::detail::driver_too_old_message(12040, 13000);

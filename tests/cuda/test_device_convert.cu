@@ -46,13 +46,16 @@ constexpr int block_size = 256;
 constexpr std::uint64_t chunk = std::uint64_t(1) << 28;  // inputs per round trip
 constexpr std::uint64_t all_floats = std::uint64_t(1) << 32;
 
-int grid_for(std::uint64_t count) { return int(std::min<std::uint64_t>((count + block_size - 1) / block_size, 65535u * 8)); }
+int grid_for(std::uint64_t count) {
+  return int(std::min<std::uint64_t>((count + block_size - 1) / block_size, 65535u * 8));
+}
 
 // --- Kernels: one per device path; each converts inputs first .. first + count - 1 (float bits). ---
 
 template <class Format, rounding R, overflow O>
 __global__ void software_path(std::uint64_t first, std::uint64_t count, typename Format::storage* out) {
-  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count; i += std::uint64_t(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::uint64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t bits = std::uint32_t(first + i);
     out[i] = fp8::convert_bits<Format, R, O>(float_from_bits(bits), random_bits_for(bits));
   }
@@ -60,7 +63,8 @@ __global__ void software_path(std::uint64_t first, std::uint64_t count, typename
 
 template <class Format, rounding R, overflow O>
 __global__ void dispatching_path(std::uint64_t first, std::uint64_t count, typename Format::storage* out) {
-  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count; i += std::uint64_t(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::uint64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t bits = std::uint32_t(first + i);
     out[i] = fp8::cuda::convert<Format, R, O>(float_from_bits(bits), random_bits_for(bits));
   }
@@ -68,7 +72,8 @@ __global__ void dispatching_path(std::uint64_t first, std::uint64_t count, typen
 
 template <class Format, rounding R, overflow O>
 __global__ void minifloat_path(std::uint64_t first, std::uint64_t count, typename Format::storage* out) {
-  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count; i += std::uint64_t(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::uint64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t bits = std::uint32_t(first + i);
     const float x = float_from_bits(bits);
     if constexpr (R == rounding::nearest_even && O == Format::default_overflow) {
@@ -81,20 +86,24 @@ __global__ void minifloat_path(std::uint64_t first, std::uint64_t count, typenam
 
 template <class Format, rounding R, overflow O>
 __global__ void packed_x2_path(std::uint64_t first, std::uint64_t count, std::uint16_t* out) {
-  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; 2 * i < count; i += std::uint64_t(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; 2 * i < count;
+       i += std::uint64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t lo = std::uint32_t(first + 2 * i);
     const std::uint32_t hi = lo + 1;
-    out[i] = fp8::cuda::convert_x2<Format, R, O>(float_from_bits(lo), float_from_bits(hi), random_bits_for(lo),
-                                                 random_bits_for(hi));
+    out[i] = fp8::cuda::convert_x2<Format, R, O>(float_from_bits(lo), float_from_bits(hi),
+                                                 random_bits_for(lo), random_bits_for(hi));
   }
 }
 
 template <class Format, rounding R, overflow O>
 __global__ void packed_x4_path(std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
-  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; 4 * i < count; i += std::uint64_t(gridDim.x) * blockDim.x) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; 4 * i < count;
+       i += std::uint64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t b0 = std::uint32_t(first + 4 * i);
-    const float4 v{float_from_bits(b0), float_from_bits(b0 + 1), float_from_bits(b0 + 2), float_from_bits(b0 + 3)};
-    const uint4 r{random_bits_for(b0), random_bits_for(b0 + 1), random_bits_for(b0 + 2), random_bits_for(b0 + 3)};
+    const float4 v{float_from_bits(b0), float_from_bits(b0 + 1), float_from_bits(b0 + 2),
+                   float_from_bits(b0 + 3)};
+    const uint4 r{random_bits_for(b0), random_bits_for(b0 + 1), random_bits_for(b0 + 2),
+                  random_bits_for(b0 + 3)};
     out[i] = fp8::cuda::convert_x4<Format, R, O>(v, r);
   }
 }
@@ -118,21 +127,29 @@ template <class Format, rounding R, overflow O>
 std::vector<variant> device_variants() {
   using storage = typename Format::storage;
   std::vector<variant> variants;
-  variants.push_back({"fp8::convert_bits (software) on the device", [](std::uint64_t first, std::uint64_t count, void* out) {
-                        software_path<Format, R, O><<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
+  variants.push_back(
+      {"fp8::convert_bits (software) on the device", [](std::uint64_t first, std::uint64_t count, void* out) {
+         software_path<Format, R, O>
+             <<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
+       }});
+  variants.push_back({"fp8::cuda::convert (hardware where it applies)",
+                      [](std::uint64_t first, std::uint64_t count, void* out) {
+                        dispatching_path<Format, R, O>
+                            <<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
                       }});
-  variants.push_back({"fp8::cuda::convert (hardware where it applies)", [](std::uint64_t first, std::uint64_t count, void* out) {
-                        dispatching_path<Format, R, O><<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
-                      }});
-  variants.push_back({"minifloat constructor / fp8::convert on the device", [](std::uint64_t first, std::uint64_t count, void* out) {
-                        minifloat_path<Format, R, O><<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
+  variants.push_back({"minifloat constructor / fp8::convert on the device",
+                      [](std::uint64_t first, std::uint64_t count, void* out) {
+                        minifloat_path<Format, R, O>
+                            <<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
                       }});
   if constexpr (sizeof(storage) == 1) {
     variants.push_back({"fp8::cuda::convert_x2", [](std::uint64_t first, std::uint64_t count, void* out) {
-                          packed_x2_path<Format, R, O><<<grid_for(count / 2), block_size>>>(first, count, static_cast<std::uint16_t*>(out));
+                          packed_x2_path<Format, R, O><<<grid_for(count / 2), block_size>>>(
+                              first, count, static_cast<std::uint16_t*>(out));
                         }});
     variants.push_back({"fp8::cuda::convert_x4", [](std::uint64_t first, std::uint64_t count, void* out) {
-                          packed_x4_path<Format, R, O><<<grid_for(count / 4), block_size>>>(first, count, static_cast<std::uint32_t*>(out));
+                          packed_x4_path<Format, R, O><<<grid_for(count / 4), block_size>>>(
+                              first, count, static_cast<std::uint32_t*>(out));
                         }});
   }
   return variants;
@@ -163,7 +180,8 @@ void sweep_all_floats(const char* policy) {
   using storage = typename Format::storage;
   const auto variants = device_variants<Format, R, O>();
   std::vector<std::unique_ptr<device_buffer<storage>>> outputs;
-  for (std::size_t v = 0; v < variants.size(); ++v) outputs.push_back(std::make_unique<device_buffer<storage>>(chunk));
+  for (std::size_t v = 0; v < variants.size(); ++v)
+    outputs.push_back(std::make_unique<device_buffer<storage>>(chunk));
   std::vector<storage> expected(chunk);
   std::vector<storage> got(chunk);
 
@@ -174,7 +192,8 @@ void sweep_all_floats(const char* policy) {
     host_reference<Format, R, O>(first, chunk, expected.data());  // overlaps the kernels
     FP8_CUDA_CHECK(cudaDeviceSynchronize());
     for (std::size_t v = 0; v < variants.size(); ++v) {
-      FP8_CUDA_CHECK(cudaMemcpy(got.data(), outputs[v]->data, chunk * sizeof(storage), cudaMemcpyDeviceToHost));
+      FP8_CUDA_CHECK(
+          cudaMemcpy(got.data(), outputs[v]->data, chunk * sizeof(storage), cudaMemcpyDeviceToHost));
       if (std::memcmp(got.data(), expected.data(), chunk * sizeof(storage)) == 0) continue;
       for (std::uint64_t i = 0; i < chunk; ++i) {
         if (got[i] == expected[i]) continue;
@@ -214,7 +233,8 @@ __device__ Half half_from_bits(std::uint16_t bits) {
 }
 
 template <class Format, class Half>
-__global__ void convert_16bit_sources(typename Format::storage* hardware, typename Format::storage* software) {
+__global__ void convert_16bit_sources(typename Format::storage* hardware,
+                                      typename Format::storage* software) {
   const std::uint32_t bits = blockIdx.x * blockDim.x + threadIdx.x;
   if (bits > 0xFFFFu) return;
   const Half x = half_from_bits<Half>(std::uint16_t(bits));
@@ -265,7 +285,8 @@ void sample_doubles(const std::vector<double>& inputs) {
   device_buffer<double> in(inputs.size());
   device_buffer<storage> out(inputs.size());
   FP8_CUDA_CHECK(cudaMemcpy(in.data, inputs.data(), inputs.size() * sizeof(double), cudaMemcpyHostToDevice));
-  convert_doubles<Format, R, O><<<int((inputs.size() + block_size - 1) / block_size), block_size>>>(in.data, inputs.size(), out.data);
+  convert_doubles<Format, R, O>
+      <<<int((inputs.size() + block_size - 1) / block_size), block_size>>>(in.data, inputs.size(), out.data);
   FP8_CUDA_CHECK(cudaGetLastError());
   std::vector<storage> got(inputs.size());
   FP8_CUDA_CHECK(cudaMemcpy(got.data(), out.data, inputs.size() * sizeof(storage), cudaMemcpyDeviceToHost));
@@ -350,8 +371,8 @@ TEST_CASE("every half and bfloat16 input, hardware and software paths") {
 }
 
 TEST_CASE("doubles round once on the device, as on the host") {
-  std::vector<double> inputs = {1.0625 + 0x1p-30, 464.0, 464.0000001, 0x1p-10, -0x1p-10, 61440.0, 57344.0 + 4095.99,
-                                0.0, -0.0, 1e300, -1e-300};
+  std::vector<double> inputs = {1.0625 + 0x1p-30,  464.0, 464.0000001, 0x1p-10, -0x1p-10, 61440.0,
+                                57344.0 + 4095.99, 0.0,   -0.0,        1e300,   -1e-300};
   std::mt19937_64 generator(20261121);
   while (inputs.size() < (std::size_t(1) << 22)) {
     const std::uint64_t bits = generator();
@@ -359,7 +380,8 @@ TEST_CASE("doubles round once on the device, as on the host") {
     std::memcpy(&x, &bits, sizeof x);
     inputs.push_back(x);
     // Values near the FP8 range, where rounding decisions happen.
-    inputs.push_back(std::ldexp(double(generator() % (1u << 30)) / double(1u << 29), int(generator() % 40) - 24));
+    inputs.push_back(
+        std::ldexp(double(generator() % (1u << 30)) / double(1u << 29), int(generator() % 40) - 24));
   }
   sample_doubles<fp8::e4m3_format, rounding::nearest_even, overflow::saturate>(inputs);
   sample_doubles<fp8::e5m2_format, rounding::nearest_even, overflow::nonsaturating>(inputs);

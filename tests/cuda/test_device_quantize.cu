@@ -38,8 +38,10 @@ class device_vector {
     FP8_CUDA_CHECK(cudaMalloc(&base_, (count + offset) * sizeof(T) + 16));
     FP8_CUDA_CHECK(cudaMemset(base_, 0xCD, (count + offset) * sizeof(T) + 16));  // garbage, not zeros
   }
-  explicit device_vector(const std::vector<T>& host, std::size_t offset = 0) : device_vector(host.size(), offset) {
-    if (!host.empty()) FP8_CUDA_CHECK(cudaMemcpy(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  explicit device_vector(const std::vector<T>& host, std::size_t offset = 0)
+      : device_vector(host.size(), offset) {
+    if (!host.empty())
+      FP8_CUDA_CHECK(cudaMemcpy(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   device_vector(const device_vector&) = delete;
   device_vector& operator=(const device_vector&) = delete;
@@ -49,7 +51,8 @@ class device_vector {
   std::vector<T> download() const {
     FP8_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> host(count_);
-    if (count_ > 0) FP8_CUDA_CHECK(cudaMemcpy(host.data(), data(), count_ * sizeof(T), cudaMemcpyDeviceToHost));
+    if (count_ > 0)
+      FP8_CUDA_CHECK(cudaMemcpy(host.data(), data(), count_ * sizeof(T), cudaMemcpyDeviceToHost));
     return host;
   }
 
@@ -84,7 +87,7 @@ std::vector<float> make_input(std::size_t count, std::uint32_t seed, bool specia
     values[count / 2] = -std::numeric_limits<float>::infinity();
     values[count / 3] = 1e30f;
     values[count / 5] = -0.0f;
-    values[count / 7] = 1e-40f;  // float denormal
+    values[count / 7] = 1e-40f;                         // float denormal
     values[count - 1] = -bit_cast<float>(0x7FC01234u);  // a NaN with a payload and a sign
   }
   return values;
@@ -151,14 +154,16 @@ struct shape {
   std::size_t rows;
   std::size_t cols;
 };
-const shape shapes[] = {{1, 1}, {3, 300}, {129, 257}, {256, 1024}, {1000, 130}, {64, 64}, {130, 128}, {7, 0}, {0, 5}};
+const shape shapes[] = {{1, 1},   {3, 300},   {129, 257}, {256, 1024}, {1000, 130},
+                        {64, 64}, {130, 128}, {7, 0},     {0, 5}};
 
 const char* format_label(fp8_format format) { return fp8::format_name(format); }
 
 // --- Per-tensor, given scale ------------------------------------------------------------------
 
 template <class Host>
-void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, float scale, std::uint32_t seed) {
+void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, float scale,
+                      std::uint32_t seed) {
   using Device = typename device_type_of<Host>::type;
   const std::vector<Host> host_in = as_host<Host>(make_input(count, seed, true));
   std::vector<std::uint8_t> expected(count);
@@ -167,9 +172,11 @@ void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, 
   const device_vector<Device> in(as_device_elements(host_in), offset);
   const device_vector<std::uint8_t> out(count, offset);
   const device_vector<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});  // scale, scale_inv, amax
-  fp8::cuda::quantize(in.data(), count, format, {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data());
-  const std::string what = std::string("per-tensor quantize ") + format_label(format) + " n=" + std::to_string(count) +
-                           " offset=" + std::to_string(offset) + " scale=" + std::to_string(scale);
+  fp8::cuda::quantize(in.data(), count, format, {scalars.data(), scalars.data() + 1, scalars.data() + 2},
+                      out.data());
+  const std::string what = std::string("per-tensor quantize ") + format_label(format) +
+                           " n=" + std::to_string(count) + " offset=" + std::to_string(offset) +
+                           " scale=" + std::to_string(scale);
   check_same_bytes(out.download(), expected, what);
   const auto results = scalars.download();
   CAPTURE(what);
@@ -185,11 +192,12 @@ void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, 
   CHECK(bits(device_float(amax.data())) == bits(fp8::compute_amax(host_in.data(), count)));
 }
 
-TEST_CASE_TEMPLATE("per-tensor quantize with a given scale = fp8::quantize", Host, float, fp8::bfloat16, fp8::float16) {
+TEST_CASE_TEMPLATE("per-tensor quantize with a given scale = fp8::quantize", Host, float, fp8::bfloat16,
+                   fp8::float16) {
   std::uint32_t seed = 1;
   for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
-    for (const std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(4096),
-                                    std::size_t(1000003)}) {
+    for (const std::size_t count :
+         {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(4096), std::size_t(1000003)}) {
       for (const std::size_t offset : {std::size_t(0), std::size_t(1)}) {
         for (const float scale : {1.0f, 0.37f, 1.0f / 1024.0f, 3000.0f}) {
           check_per_tensor<Host>(count, offset, format, scale, seed++);
@@ -211,7 +219,8 @@ TEST_CASE("the amax accumulates into the existing value, NaN on top") {
   CHECK(bits(device_float(amax.data())) == 0x7FC00000u);  // the canonical NaN, as the CPU reports it
 }
 
-TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, float, fp8::bfloat16, fp8::float16) {
+TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, float, fp8::bfloat16,
+                   fp8::float16) {
   using Device = typename device_type_of<Host>::type;
   std::vector<std::uint8_t> codes;
   for (int repeat = 0; repeat < 40; ++repeat) {
@@ -229,14 +238,16 @@ TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, 
         const device_vector<Device> out(codes.size(), offset);
         const device_vector<float> s(std::vector<float>{scale_inv});
         fp8::cuda::dequantize(in.data(), codes.size(), format, s.data(), out.data());
-        check_same_bytes(out.download(), expected,
-                         std::string("dequantize ") + format_label(format) + " scale_inv=" + std::to_string(scale_inv));
+        check_same_bytes(
+            out.download(), expected,
+            std::string("dequantize ") + format_label(format) + " scale_inv=" + std::to_string(scale_inv));
       }
     }
   }
 }
 
-TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_transpose", Host, float, fp8::bfloat16) {
+TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_transpose", Host, float,
+                   fp8::bfloat16) {
   using Device = typename device_type_of<Host>::type;
   std::uint32_t seed = 100;
   for (const shape s : shapes) {
@@ -251,7 +262,8 @@ TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_tran
       const device_vector<std::uint8_t> out(n), out_t(n);
       const device_vector<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});
       fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, format,
-                                    {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data(), out_t.data());
+                                    {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data(),
+                                    out_t.data());
       const std::string what = "quantize_transpose " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
       check_same_bytes(out.download(), expected, what);
       check_same_bytes(out_t.download(), expected_t, what + " (transposed)");
@@ -266,8 +278,8 @@ TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_tran
 
 std::vector<fp8::quantization> current_recipes() {
   std::vector<fp8::quantization> recipes;
-  for (const granularity g : {granularity::per_tensor, granularity::per_row, granularity::tile_1x128,
-                              granularity::block_128x128}) {
+  for (const granularity g :
+       {granularity::per_tensor, granularity::per_row, granularity::tile_1x128, granularity::block_128x128}) {
     for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
       recipes.push_back({format, g, 0, false});
     }
@@ -296,7 +308,8 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   const std::size_t scales_t = fp8::scale_count(q.granularity, s.cols, s.rows);
   std::vector<std::uint8_t> expected(n), expected_t(n);
   std::vector<float> expected_scale_inv(scales), expected_scale_inv_t(scales_t);
-  const float expected_amax = fp8::quantize(host_in.data(), s.rows, s.cols, q, expected.data(), expected_scale_inv.data());
+  const float expected_amax =
+      fp8::quantize(host_in.data(), s.rows, s.cols, q, expected.data(), expected_scale_inv.data());
   // The transposed copy's contract: what quantize() gives for the transposed matrix.
   std::vector<Host> transposed(n);
   for (std::size_t r = 0; r < s.rows; ++r) {
@@ -334,7 +347,8 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   {
     // Dequantize of the CPU's codes and scales.
     std::vector<Host> expected_values(n);
-    if (n > 0) fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
+    if (n > 0)
+      fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
     const device_vector<std::uint8_t> codes(expected);
     const device_vector<float> scale_inv(expected_scale_inv);
     const device_vector<Device> values(n);
@@ -343,8 +357,8 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   }
 }
 
-TEST_CASE_TEMPLATE("current scaling per tensor, row, 1x128 tile and 128x128 block = fp8::quantize", Host, float,
-                   fp8::bfloat16, fp8::float16) {
+TEST_CASE_TEMPLATE("current scaling per tensor, row, 1x128 tile and 128x128 block = fp8::quantize", Host,
+                   float, fp8::bfloat16, fp8::float16) {
   std::uint32_t seed = 1000;
   for (const fp8::quantization& q : current_recipes()) {
     for (const shape s : shapes) check_current<Host>(s, q, seed++);
@@ -385,7 +399,8 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
         const float amax = std::ldexp(1.0f, int(t) - step);
         const device_vector<float> x(std::vector<float>{amax, -amax / 2});
         const device_vector<std::uint8_t> codes(2);
-        fp8::cuda::quantize(x.data(), 2, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data());
+        fp8::cuda::quantize(x.data(), 2, device.format(t), {device.scale(t), nullptr, device.amax(t)},
+                            codes.data());
         host.record(t, amax);
       }
       host.update();
@@ -404,10 +419,11 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
 // so each kernel runs its grid-stride loop for real. Compared with the CPU bit for bit.
 TEST_CASE("large case: 4096 x 8192 bf16 at every granularity, with the transposed copy") {
   std::uint32_t seed = 9000;
-  for (const fp8::quantization& q : {fp8::quantization{fp8_format::e4m3, granularity::per_tensor, 0, false},
-                                     fp8::quantization{fp8_format::e4m3, granularity::per_row, 0, false},
-                                     fp8::quantization{fp8_format::e4m3, granularity::tile_1x128, 0, false},
-                                     fp8::quantization{fp8_format::e4m3, granularity::block_128x128, 0, false}}) {
+  for (const fp8::quantization& q :
+       {fp8::quantization{fp8_format::e4m3, granularity::per_tensor, 0, false},
+        fp8::quantization{fp8_format::e4m3, granularity::per_row, 0, false},
+        fp8::quantization{fp8_format::e4m3, granularity::tile_1x128, 0, false},
+        fp8::quantization{fp8_format::e4m3, granularity::block_128x128, 0, false}}) {
     check_current<fp8::bfloat16>({4096, 8192}, q, seed++);
   }
   check_per_tensor<fp8::bfloat16>(std::size_t(4096) * 8192, 0, fp8_format::e4m3, 0.37f, seed++);
@@ -415,15 +431,26 @@ TEST_CASE("large case: 4096 x 8192 bf16 at every granularity, with the transpose
 
 // --- Scales and delayed scaling -----------------------------------------------------------------
 
-__global__ void scales_from_amaxes(const float* amaxes, std::size_t count, fp8::cuda::scale_rule rule, float fallback,
-                                   float* out) {
+__global__ void scales_from_amaxes(const float* amaxes, std::size_t count, fp8::cuda::scale_rule rule,
+                                   float fallback, float* out) {
   const std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (i < count) out[i] = fp8::cuda::scale_from_amax(amaxes[i], rule, fallback);
 }
 
 TEST_CASE("the device scale formula = fp8::scale_from_amax") {
-  std::vector<float> amaxes = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                               FLT_MIN, 1e-40f, 1e-45f, FLT_MAX, 3.5f, 3.0f, 448.0f, 57344.0f, 1e-30f};
+  std::vector<float> amaxes = {0.0f,
+                               -0.0f,
+                               std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               FLT_MIN,
+                               1e-40f,
+                               1e-45f,
+                               FLT_MAX,
+                               3.5f,
+                               3.0f,
+                               448.0f,
+                               57344.0f,
+                               1e-30f};
   std::mt19937 generator(7);
   while (amaxes.size() < 100000) amaxes.push_back(bit_cast<float>(std::uint32_t(generator() & 0x7FFFFFFFu)));
   const device_vector<float> in(amaxes);
@@ -432,22 +459,24 @@ TEST_CASE("the device scale formula = fp8::scale_from_amax") {
     for (const int margin : {0, 1, 3, 126, 130}) {
       for (const bool power_of_two : {false, true}) {
         const fp8::cuda::scale_rule rule = fp8::cuda::make_scale_rule(format, margin, power_of_two);
-        scales_from_amaxes<<<int((amaxes.size() + 255) / 256), 256>>>(in.data(), amaxes.size(), rule, 0.5f, out.data());
+        scales_from_amaxes<<<int((amaxes.size() + 255) / 256), 256>>>(in.data(), amaxes.size(), rule, 0.5f,
+                                                                      out.data());
         FP8_CUDA_CHECK(cudaGetLastError());
         std::vector<float> expected(amaxes.size());
         for (std::size_t i = 0; i < amaxes.size(); ++i) {
           expected[i] = fp8::scale_from_amax(amaxes[i], format, margin, power_of_two, 0.5f);
         }
-        check_same_bytes(out.download(), expected,
-                         std::string("scale_from_amax ") + format_label(format) + " margin " + std::to_string(margin));
+        check_same_bytes(
+            out.download(), expected,
+            std::string("scale_from_amax ") + format_label(format) + " margin " + std::to_string(margin));
       }
     }
   }
 }
 
 TEST_CASE("the device delayed-scaling state = fp8::delayed_scaling_state, step by step") {
-  const std::vector<fp8_format> formats = {fp8_format::e4m3, fp8_format::e5m2, fp8_format::e4m3, fp8_format::e5m2,
-                                           fp8_format::e4m3};
+  const std::vector<fp8_format> formats = {fp8_format::e4m3, fp8_format::e5m2, fp8_format::e4m3,
+                                           fp8_format::e5m2, fp8_format::e4m3};
   for (const std::size_t length : {std::size_t(1), std::size_t(5), std::size_t(300)}) {
     for (const fp8::amax_algorithm algorithm : {fp8::amax_algorithm::max, fp8::amax_algorithm::most_recent}) {
       for (const int margin : {0, 1}) {
@@ -475,7 +504,8 @@ TEST_CASE("the device delayed-scaling state = fp8::delayed_scaling_state, step b
             if (step == 17 && t == 0) x[9] = std::numeric_limits<float>::quiet_NaN();
             const device_vector<float> dx(x);
             const device_vector<std::uint8_t> codes(n);
-            fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data());
+            fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)},
+                                codes.data());
             std::vector<std::uint8_t> expected(n);
             host.record(t, fp8::quantize(x.data(), n, host.format(t), host.scale(t), expected.data()));
             check_same_bytes(codes.download(), expected, "delayed cast, step " + std::to_string(step));
@@ -522,7 +552,8 @@ TEST_CASE("the device state's download and upload are ordered on the caller's no
   const device_vector<float> dx(x);
   const device_vector<std::uint8_t> codes(n);
   for (std::size_t t = 0; t < formats.size(); ++t) {
-    fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)}, codes.data(), stream);
+    fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)},
+                        codes.data(), stream);
     host.record(t, 3.0f);
   }
   device.update(stream);

@@ -60,10 +60,11 @@ __host__ __device__ void describe_code(std::uint32_t code, std::uint32_t* out) {
   using T = fp8::minifloat<Format>;
   const T x = T::from_bits(std::uint8_t(code));
   out[0] = fp8::detail::bit_cast<std::uint32_t>(static_cast<float>(x));
-  out[1] = std::uint32_t(fp8::isnan(x)) | std::uint32_t(fp8::isinf(x)) << 1 | std::uint32_t(fp8::iszero(x)) << 2 |
-           std::uint32_t(fp8::signbit(x)) << 3;
+  out[1] = std::uint32_t(fp8::isnan(x)) | std::uint32_t(fp8::isinf(x)) << 1 |
+           std::uint32_t(fp8::iszero(x)) << 2 | std::uint32_t(fp8::signbit(x)) << 3;
   out[2] = (-x).bits() | std::uint32_t(fp8::abs(x).bits()) << 8;
-  out[3] = std::numeric_limits<T>::max().bits() | std::uint32_t(std::numeric_limits<T>::denorm_min().bits()) << 8 |
+  out[3] = std::numeric_limits<T>::max().bits() |
+           std::uint32_t(std::numeric_limits<T>::denorm_min().bits()) << 8 |
            std::uint32_t(std::numeric_limits<T>::epsilon().bits()) << 16;
 }
 
@@ -122,7 +123,7 @@ void check_format() {
 
   if constexpr (fp8::packed_bits<Format> == 4 || fp8::packed_bits<Format> == 6) {
     std::vector<std::uint8_t> codes(64);
-    for (int i = 0; i < 64; ++i) codes[i] = std::uint8_t((i * 37 + 11) & ((1 << fp8::packed_bits<Format>) - 1));
+    for (int i = 0; i < 64; ++i) codes[i] = std::uint8_t((i * 37 + 11) & ((1 << fp8::packed_bits<Format>)-1));
     std::uint8_t *d_codes = nullptr, *d_packed = nullptr, *d_back = nullptr;
     FP8_CUDA_CHECK(cudaMalloc(&d_codes, 64));
     FP8_CUDA_CHECK(cudaMalloc(&d_packed, 48));
@@ -144,7 +145,8 @@ void check_format() {
   }
 }
 
-__global__ void mx_scale_kernel(const std::uint32_t* amax_bits, std::uint8_t* codes, float* multipliers, int n) {
+__global__ void mx_scale_kernel(const std::uint32_t* amax_bits, std::uint8_t* codes, float* multipliers,
+                                int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   codes[i] = fp8::detail::mx_scale_code_from_amax_bits(amax_bits[i], 2);
@@ -153,9 +155,9 @@ __global__ void mx_scale_kernel(const std::uint32_t* amax_bits, std::uint8_t* co
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("device conversions, decoding, limits and packing equal the host's", Format, fp8::e2m1_format,
-                   fp8::e2m3_format, fp8::e3m2_format, fp8::e4m3fnuz_format, fp8::e5m2fnuz_format, fp8::e3m4_format,
-                   fp8::e4m3_ieee_format, fp8::ue4m3_format) {
+TEST_CASE_TEMPLATE("device conversions, decoding, limits and packing equal the host's", Format,
+                   fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format, fp8::e4m3fnuz_format,
+                   fp8::e5m2fnuz_format, fp8::e3m4_format, fp8::e4m3_ieee_format, fp8::ue4m3_format) {
   check_format<Format>();
 }
 

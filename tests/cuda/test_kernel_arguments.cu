@@ -22,13 +22,13 @@ template <class Function>
 std::string rejection(Function&& call) {
   try {
     call();
-  } catch (const fp8::invalid_argument& e) {
-    return e.what();
-  }
+  } catch (const fp8::invalid_argument& e) { return e.what(); }
   return "no exception";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -37,14 +37,17 @@ TEST_CASE("per-tensor launchers reject null pointers and unknown formats") {
     fp8::cuda::quantize(static_cast<const float*>(nullptr), 10, fp8_format::e4m3, {}, fake_codes());
   });
   CHECK(contains(null_in, "fp8::cuda::quantize: in is null but 10 elements were requested"));
-  const std::string null_out = rejection([] { fp8::cuda::quantize(fake_floats(), 10, fp8_format::e5m2, {}, nullptr); });
+  const std::string null_out =
+      rejection([] { fp8::cuda::quantize(fake_floats(), 10, fp8_format::e5m2, {}, nullptr); });
   CHECK(contains(null_out, "out is null"));
-  const std::string format = rejection([] { fp8::cuda::quantize(fake_floats(), 10, fp8_format(7), {}, fake_codes()); });
+  const std::string format =
+      rejection([] { fp8::cuda::quantize(fake_floats(), 10, fp8_format(7), {}, fake_codes()); });
   CHECK(contains(format, "unknown fp8_format value"));
   const std::string amax = rejection([] { fp8::cuda::compute_amax(fake_floats(), 10, nullptr); });
   CHECK(contains(amax, "fp8::cuda::compute_amax: amax is null"));
   const std::string dequantize = rejection([] {
-    fp8::cuda::dequantize(static_cast<const std::uint8_t*>(nullptr), 4, fp8_format::e4m3, nullptr, fake_floats());
+    fp8::cuda::dequantize(static_cast<const std::uint8_t*>(nullptr), 4, fp8_format::e4m3, nullptr,
+                          fake_floats());
   });
   CHECK(contains(dequantize, "fp8::cuda::dequantize: in is null"));
   const std::string transpose = rejection([] {
@@ -56,29 +59,34 @@ TEST_CASE("per-tensor launchers reject null pointers and unknown formats") {
 TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
   const fp8::quantization mx{fp8_format::e4m3, fp8::granularity::mx_1x32, 0, true};
   CHECK(contains(rejection([&] {
-          fp8::cuda::quantize(fake_floats(), 4, 64, mx, fake_codes(), fake_floats(), fake_floats());
-        }),
-        "mx_1x32 (E8M0 scales) is quantized on the CPU only"));
+                   fp8::cuda::quantize(fake_floats(), 4, 64, mx, fake_codes(), fake_floats(), fake_floats());
+                 }),
+                 "mx_1x32 (E8M0 scales) is quantized on the CPU only"));
   const fp8::quantization negative_margin{fp8_format::e4m3, fp8::granularity::per_row, -1, false};
   CHECK(contains(rejection([&] {
-          fp8::cuda::quantize(fake_floats(), 4, 64, negative_margin, fake_codes(), fake_floats(), fake_floats());
-        }),
-        "margin must be >= 0"));
+                   fp8::cuda::quantize(fake_floats(), 4, 64, negative_margin, fake_codes(), fake_floats(),
+                                       fake_floats());
+                 }),
+                 "margin must be >= 0"));
   const fp8::quantization tiles{fp8_format::e4m3, fp8::granularity::tile_1x128, 0, false};
-  CHECK(contains(rejection([&] { fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(), nullptr, fake_floats()); }),
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(), nullptr, fake_floats());
+                 }),
                  "scale_inv is null"));
-  CHECK(contains(rejection([&] { fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(), fake_floats(), nullptr); }),
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(), fake_floats(), nullptr);
+                 }),
                  "amax is null"));
   CHECK(contains(rejection([&] {
-          fp8::cuda::quantize_transpose(fake_floats(), 4, 64, tiles, fake_codes(), fake_floats(), fake_codes(), nullptr,
-                                        fake_floats());
-        }),
-        "scale_inv_t is null"));
+                   fp8::cuda::quantize_transpose(fake_floats(), 4, 64, tiles, fake_codes(), fake_floats(),
+                                                 fake_codes(), nullptr, fake_floats());
+                 }),
+                 "scale_inv_t is null"));
   CHECK(contains(rejection([&] {
-          fp8::cuda::quantize(fake_floats(), std::size_t(1) << 40, std::size_t(1) << 40, tiles, fake_codes(), fake_floats(),
-                              fake_floats());
-        }),
-        "overflows size_t"));
+                   fp8::cuda::quantize(fake_floats(), std::size_t(1) << 40, std::size_t(1) << 40, tiles,
+                                       fake_codes(), fake_floats(), fake_floats());
+                 }),
+                 "overflows size_t"));
 }
 
 TEST_CASE("the device delayed-scaling state checks its configuration and formats first") {

@@ -19,7 +19,7 @@ TEST_CASE("max_observer keeps the running max |x| and turns it into 448 / amax")
   observer.observe(second.data(), second.size());
   CHECK(observer.amax() == 3.5f);
   CHECK(observer.count() == 4);
-  CHECK(observer.scale() == 128.0f);                   // 448 / 3.5
+  CHECK(observer.scale() == 128.0f);                         // 448 / 3.5
   CHECK(observer.scale(fp8::fp8_format::e4m3, 1) == 64.0f);  // margin 1 halves it
   const std::vector<float> bad{1.0f, std::numeric_limits<float>::quiet_NaN()};
   CHECK_THROWS_AS(observer.observe(bad.data(), bad.size()), fp8::invalid_argument);
@@ -33,9 +33,9 @@ TEST_CASE("histogram_observer: bins, percentiles and range growth by hand") {
   // amax 0.9 -> range 1 (the next power of two above), bins of 0.125: 0.1 | 0.2 | 0.3 | ... | 0.9
   CHECK(h.range() == 1.0f);
   CHECK(h.counts() == std::vector<std::uint64_t>{1, 1, 1, 0, 0, 0, 0, 1});
-  CHECK(h.percentile(0.5) == 0.25f);   // 2 of 4 values at or below the upper edge of bin 1
+  CHECK(h.percentile(0.5) == 0.25f);  // 2 of 4 values at or below the upper edge of bin 1
   CHECK(h.percentile(0.75) == 0.375f);
-  CHECK(h.percentile(0.99) == 0.9f);   // bin 7's edge (1.0) is capped at the amax
+  CHECK(h.percentile(0.99) == 0.9f);  // bin 7's edge (1.0) is capped at the amax
   CHECK(h.percentile(1.0) == 0.9f);
   const std::vector<float> large{3.0f};
   h.observe(large.data(), large.size());
@@ -92,14 +92,16 @@ TEST_CASE("the MSE-optimal clip is the candidate with the least estimated error"
   // Recompute the search: no candidate has a smaller error than the chosen clip.
   const double chosen = h.clipping_error(clip);
   CHECK(chosen <= h.clipping_error(h.amax()));
-  for (int k = 1; k <= candidates; ++k) CHECK(chosen <= h.clipping_error(h.amax() * float(k) / float(candidates)));
+  for (int k = 1; k <= candidates; ++k)
+    CHECK(chosen <= h.clipping_error(h.amax() * float(k) / float(candidates)));
   // The estimate itself, by hand: one value 0.75 in a 2-bin histogram (range 1, bins of 0.5) sits in
   // bin 1, centre 0.75. With clip 1 (scale 448) it becomes 336, a tie between the E4M3 values 320
   // and 352 that rounds to even (320): error (0.75 - 320 / 448)^2. With clip 0.75 it maps to 448.
   histogram_observer tiny(2);
   const std::vector<float> one{0.75f};
   tiny.observe(one.data(), one.size());
-  CHECK(tiny.clipping_error(1.0f) == doctest::Approx((0.75 - 320.0 / 448.0) * (0.75 - 320.0 / 448.0)).epsilon(1e-5));
+  CHECK(tiny.clipping_error(1.0f) ==
+        doctest::Approx((0.75 - 320.0 / 448.0) * (0.75 - 320.0 / 448.0)).epsilon(1e-5));
   CHECK(tiny.clipping_error(0.75f) < 1e-12);
   CHECK(tiny.mse_optimal_clip(fp8::fp8_format::e4m3, 4) == 0.75f);
   CHECK(fp8::inference::calibrated_clip(tiny, fp8::inference::calibration_method::max) == 0.75f);

@@ -17,9 +17,9 @@ constexpr float e4m3_relative = 1.0f / 16.0f;
 
 TEST_CASE("per-tensor and per-channel weights keep their scales and dequantize within E4M3 precision") {
   // Three output channels of very different magnitudes, as trained projections often have.
-  const std::vector<float> w{0.5f, -1.0f, 0.25f, 0.125f,     // row amax 1
+  const std::vector<float> w{0.5f,    -1.0f,   0.25f,     0.125f,    // row amax 1
                              0.0001f, 0.0002f, -0.00005f, 0.00015f,  // row amax 0.0002
-                             -4.0f, 2.0f, 1.0f, 3.0f};       // row amax 4
+                             -4.0f,   2.0f,    1.0f,      3.0f};     // row amax 4
   const auto per_tensor = fi::quantize_weight(w.data(), 3, 4, fi::weight_granularity::per_tensor);
   const auto per_channel = fi::quantize_weight(w.data(), 3, 4, fi::weight_granularity::per_channel);
   REQUIRE(per_tensor.scale_inv.size() == 1);
@@ -60,19 +60,21 @@ TEST_CASE("per-tensor and per-channel weights keep their scales and dequantize w
   CHECK_THROWS_AS(broken.validate(), fp8::invalid_argument);
   CHECK_NOTHROW(per_channel.validate());
   const std::vector<float> nan_weight{1.0f, std::nanf("")};
-  CHECK_THROWS_AS(fi::quantize_weight(nan_weight.data(), 1, 2, fi::weight_granularity::per_tensor), fp8::invalid_argument);
+  CHECK_THROWS_AS(fi::quantize_weight(nan_weight.data(), 1, 2, fi::weight_granularity::per_tensor),
+                  fp8::invalid_argument);
 }
 
-TEST_CASE("dynamic per-token scaling gives each row its own scale; static scaling saturates beyond its clip") {
+TEST_CASE(
+    "dynamic per-token scaling gives each row its own scale; static scaling saturates beyond its clip") {
   const std::vector<float> x{1.0f, -2.0f, 0.5f,   // token amax 2
                              0.1f, 0.05f, 0.0f};  // token amax 0.1
   std::vector<std::uint8_t> codes(6);
   std::vector<float> scale_inv(2);
   CHECK(fi::quantize_per_token(x.data(), 2, 3, codes.data(), scale_inv.data()) == 2.0f);
-  CHECK(scale_inv[0] == 1.0f / 224.0f);              // 448 / 2
+  CHECK(scale_inv[0] == 1.0f / 224.0f);  // 448 / 2
   CHECK(scale_inv[1] == 1.0f / (448.0f / 0.1f));
-  CHECK(codes[1] == 0xFE);                           // -2 -> -448
-  CHECK(codes[3] == 0x7E);                           // 0.1 -> 448
+  CHECK(codes[1] == 0xFE);  // -2 -> -448
+  CHECK(codes[3] == 0x7E);  // 0.1 -> 448
   // Static: scale 224 (a clip of 2); 3.0 would need 672 and saturates to 448.
   const std::vector<float> y{1.0f, 3.0f};
   std::vector<std::uint8_t> y_codes(2);
@@ -98,8 +100,10 @@ TEST_CASE("the FP8 KV cache appends without touching stored tokens and reads bac
   // Per head: keys up to 8 in head 0, up to 1 in head 1.
   std::vector<float> k_scales{448.0f / 8.0f, 448.0f, 448.0f / 8.0f, 448.0f};
   std::vector<float> v_scales{448.0f, 448.0f, 448.0f, 448.0f};
-  fi::fp8_kv_cache cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_head, k_scales, v_scales);
-  CHECK(cache.bytes() == std::size_t(2 * layers * heads * capacity * dim) + 8 * sizeof(float));  // 4 key and 4 value scales
+  fi::fp8_kv_cache cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_head, k_scales,
+                         v_scales);
+  CHECK(cache.bytes() ==
+        std::size_t(2 * layers * heads * capacity * dim) + 8 * sizeof(float));  // 4 key and 4 value scales
   const std::vector<float> k0{8.0f, -4.0f, 2.0f, 1.0f, 1.0f, 0.5f, -0.25f, 0.3f};
   const std::vector<float> v0{0.9f, 0.1f, -0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
   cache.append(0, k0.data(), v0.data());
@@ -112,8 +116,10 @@ TEST_CASE("the FP8 KV cache appends without touching stored tokens and reads bac
   std::vector<float> keys(2 * std::size_t(dim)), values(keys.size());
   cache.read(0, 1, keys.data(), values.data());  // head 1: tokens 0 and 1
   for (int d = 0; d < dim; ++d) {
-    CHECK(std::fabs(keys[std::size_t(d)] - k0[std::size_t(4 + d)]) <= e4m3_relative * std::fabs(k0[std::size_t(4 + d)]));
-    CHECK(std::fabs(keys[std::size_t(4 + d)] - k1[std::size_t(4 + d)]) <= e4m3_relative * std::fabs(k1[std::size_t(4 + d)]));
+    CHECK(std::fabs(keys[std::size_t(d)] - k0[std::size_t(4 + d)]) <=
+          e4m3_relative * std::fabs(k0[std::size_t(4 + d)]));
+    CHECK(std::fabs(keys[std::size_t(4 + d)] - k1[std::size_t(4 + d)]) <=
+          e4m3_relative * std::fabs(k1[std::size_t(4 + d)]));
   }
   CHECK(cache.saturated_appends() == 0);
   const std::vector<float> too_large{20.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -126,9 +132,12 @@ TEST_CASE("the FP8 KV cache appends without touching stored tokens and reads bac
   CHECK_THROWS_AS(cache.append(0, k0.data(), v0.data()), fp8::invalid_argument);  // full
   cache.clear();
   CHECK(cache.length(0) == 0);
-  CHECK_THROWS_AS(fi::fp8_kv_cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_tensor, k_scales, v_scales),
+  CHECK_THROWS_AS(fi::fp8_kv_cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_tensor,
+                                   k_scales, v_scales),
                   fp8::invalid_argument);  // per tensor wants one scale per layer
-  CHECK_NOTHROW(fi::fp8_kv_cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_tensor, {1.0f, 2.0f}, {1.0f, 2.0f}));
-  CHECK_THROWS_AS(fi::fp8_kv_cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_tensor, {1.0f, 0.0f}, {1.0f, 2.0f}),
+  CHECK_NOTHROW(fi::fp8_kv_cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_tensor,
+                                 {1.0f, 2.0f}, {1.0f, 2.0f}));
+  CHECK_THROWS_AS(fi::fp8_kv_cache(layers, heads, dim, capacity, fi::kv_scale_granularity::per_tensor,
+                                   {1.0f, 0.0f}, {1.0f, 2.0f}),
                   fp8::invalid_argument);
 }

@@ -57,7 +57,8 @@ bool cpu_has_required_features() {
 struct isa_guard {
   isa_guard() {
     if (!cpu_has_required_features()) {
-      std::fprintf(stderr, "skipped: this CPU or OS lacks %s; the test of that instruction set cannot run here\n",
+      std::fprintf(stderr,
+                   "skipped: this CPU or OS lacks %s; the test of that instruction set cannot run here\n",
                    FP8_TEST_ISA_DESCRIPTION);
       std::fflush(stderr);
       std::_Exit(skip_return_code);

@@ -22,8 +22,10 @@ struct plain_history {
   std::deque<float> steps{0.0f};  // steps.back() is the current step
   void record(float amax) {
     float& current = steps.back();
-    if (std::isnan(amax) || std::isnan(current)) current = qnan;
-    else current = std::max(current, amax);
+    if (std::isnan(amax) || std::isnan(current))
+      current = qnan;
+    else
+      current = std::max(current, amax);
   }
   float window(fp8::amax_algorithm algorithm) const {
     if (algorithm == fp8::amax_algorithm::most_recent) return steps.back();
@@ -31,8 +33,10 @@ struct plain_history {
     bool any_nan = false;
     const std::size_t first = steps.size() > length ? steps.size() - length : 0;
     for (std::size_t i = first; i < steps.size(); ++i) {
-      if (std::isnan(steps[i])) any_nan = true;
-      else amax = std::max(amax, steps[i]);
+      if (std::isnan(steps[i]))
+        any_nan = true;
+      else
+        amax = std::max(amax, steps[i]);
     }
     return any_nan ? qnan : amax;
   }
@@ -48,7 +52,8 @@ TEST_CASE("default length is Transformer Engine's 1024; length 0 is refused") {
 }
 
 TEST_CASE("rolling over many steps matches the plain reference, both algorithms") {
-  for (const std::size_t length : {std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(16), std::size_t(1024)}) {
+  for (const std::size_t length :
+       {std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(16), std::size_t(1024)}) {
     fp8::amax_history history(length);
     plain_history reference{length};
     std::mt19937 rng{static_cast<unsigned>(length)};
@@ -66,12 +71,14 @@ TEST_CASE("rolling over many steps matches the plain reference, both algorithms"
       }
       CAPTURE(length);
       CAPTURE(step);
-      REQUIRE(same(history.window_amax(fp8::amax_algorithm::max), reference.window(fp8::amax_algorithm::max)));
+      REQUIRE(
+          same(history.window_amax(fp8::amax_algorithm::max), reference.window(fp8::amax_algorithm::max)));
       REQUIRE(same(history.window_amax(fp8::amax_algorithm::most_recent),
                    reference.window(fp8::amax_algorithm::most_recent)));
       // Every slot, newest first.
       for (std::size_t k = 0; k < length; ++k) {
-        const float expected = k < reference.steps.size() ? reference.steps[reference.steps.size() - 1 - k] : 0.0f;
+        const float expected =
+            k < reference.steps.size() ? reference.steps[reference.steps.size() - 1 - k] : 0.0f;
         REQUIRE(same(history.at(k), expected));
       }
       history.roll();

@@ -57,9 +57,7 @@ std::string load_error(const std::string& bytes, fp8::delayed_scaling_state& liv
   std::istringstream in(bytes);
   try {
     fp8::load_scaling_state(in, live);
-  } catch (const fp8::checkpoint_error& e) {
-    return e.what();
-  }
+  } catch (const fp8::checkpoint_error& e) { return e.what(); }
   return "";
 }
 
@@ -90,7 +88,8 @@ constexpr std::size_t first_tensor_offset = 44;
 
 TEST_CASE("CRC-32 check value") {
   const std::string check = "123456789";
-  CHECK(fp8::detail::crc32(reinterpret_cast<const unsigned char*>(check.data()), check.size()) == 0xCBF43926u);
+  CHECK(fp8::detail::crc32(reinterpret_cast<const unsigned char*>(check.data()), check.size()) ==
+        0xCBF43926u);
 }
 
 TEST_CASE("round trip: the loaded state is identical and trains identically") {
@@ -163,8 +162,9 @@ TEST_CASE("every flipped bit is refused and leaves the live state untouched") {
       CAPTURE(bit);
       const std::string message = load_error(corrupted, live);
       // The magic, the version, the size (too long: truncated) or, for everything else, the checksum.
-      const bool named = message.find("magic") != std::string::npos || message.find("version") != std::string::npos ||
-                         message.find("truncated") != std::string::npos || message.find("checksum") != std::string::npos;
+      const bool named =
+          message.find("magic") != std::string::npos || message.find("version") != std::string::npos ||
+          message.find("truncated") != std::string::npos || message.find("checksum") != std::string::npos;
       CHECK(named);
     }
   }
@@ -199,17 +199,19 @@ TEST_CASE("inconsistent contents behind a valid checksum are refused") {
   refused([](std::string& b) { put_u32(b, margin_offset, std::uint32_t(-3)); }, "margin");
   refused([](std::string& b) { put_u64(b, history_length_offset, 0); }, "history_length");
   refused([](std::string& b) { put_u64(b, history_length_offset, 9); }, "does not match");
-  refused([](std::string& b) { put_u64(b, history_length_offset, std::uint64_t(1) << 62); }, "does not match");
+  refused([](std::string& b) { put_u64(b, history_length_offset, std::uint64_t(1) << 62); },
+          "does not match");
   refused([](std::string& b) { put_u64(b, count_offset, 4); }, "does not match");
   refused([](std::string& b) { put_u64(b, count_offset, std::uint64_t(-1)); }, "does not match");
   refused([](std::string& b) { b[first_tensor_offset] = 3; }, "fp8_format");
   // Reserved bytes are 0: one encoding per state, so a loaded state saves back to the same bytes.
   refused([](std::string& b) { b[power_of_two_offset + 1] = 1; }, "reserved");
   refused([](std::string& b) { b[first_tensor_offset + 2] = char(0x80); }, "reserved");
-  refused([](std::string& b) { put_u32(b, first_tensor_offset + 4, 0x7FC00000u); }, "scale");        // NaN scale
-  refused([](std::string& b) { put_u32(b, first_tensor_offset + 4, 0u); }, "scale");                 // zero scale
-  refused([](std::string& b) { put_u32(b, first_tensor_offset + 8, 0x7F800000u); }, "scale_inv");    // Inf scale_inv
-  refused([](std::string& b) { put_u32(b, first_tensor_offset + 12, 0xBF800000u); }, "negative");    // amax -1
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 4, 0x7FC00000u); }, "scale");  // NaN scale
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 4, 0u); }, "scale");           // zero scale
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 8, 0x7F800000u); },
+          "scale_inv");  // Inf scale_inv
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 12, 0xBF800000u); }, "negative");  // amax -1
   refused(
       [](std::string& b) {  // a payload too short for its own config block
         b.resize(first_tensor_offset - 24 + 10 + 4);

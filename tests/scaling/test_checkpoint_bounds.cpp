@@ -43,9 +43,7 @@ std::string read_error(const std::string& bytes) {
   std::istringstream in(bytes);
   try {
     fp8::read_scaling_state(in, "run/scaling.bin");
-  } catch (const fp8::checkpoint_error& e) {
-    return e.what();
-  }
+  } catch (const fp8::checkpoint_error& e) { return e.what(); }
   return "";
 }
 

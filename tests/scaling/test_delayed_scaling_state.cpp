@@ -31,7 +31,8 @@ struct plain_tensor {
   void end_step(const fp8::delayed_scaling& config) {
     float amax = amaxes.back();
     if (config.algorithm == fp8::amax_algorithm::max) {
-      const std::size_t first = amaxes.size() > config.history_length ? amaxes.size() - config.history_length : 0;
+      const std::size_t first =
+          amaxes.size() > config.history_length ? amaxes.size() - config.history_length : 0;
       amax = 0.0f;
       for (std::size_t i = first; i < amaxes.size(); ++i) {
         amax = (std::isnan(amax) || std::isnan(amaxes[i])) ? qnan : std::max(amax, amaxes[i]);
@@ -195,9 +196,9 @@ TEST_CASE("the amax reducer sees the current amaxes of all tensors in one call, 
   reducer.other_rank = {4.0f, 1.0f};
   state.update(reducer);
   CHECK(reducer.calls == 1);
-  CHECK(state.scale(0) == 448.0f / 4.0f);      // the other rank's larger amax wins
+  CHECK(state.scale(0) == 448.0f / 4.0f);  // the other rank's larger amax wins
   CHECK(state.scale(1) == 57344.0f / 2.0f);
-  CHECK(state.history(0).at(1) == 4.0f);       // the reduced amax is what the history keeps
+  CHECK(state.history(0).at(1) == 4.0f);  // the reduced amax is what the history keeps
 }
 
 TEST_CASE("a failing reducer leaves the state exactly as it was") {

@@ -13,10 +13,10 @@ using fp8::granularity;
 TEST_CASE("scale counts") {
   CHECK(fp8::scale_count(granularity::per_tensor, 1000, 1000) == 1);
   CHECK(fp8::scale_count(granularity::per_row, 1000, 7) == 1000);
-  CHECK(fp8::scale_count(granularity::tile_1x128, 3, 300) == 3 * 4);         // 3 tiles, ld round_up(3, 4)
+  CHECK(fp8::scale_count(granularity::tile_1x128, 3, 300) == 3 * 4);  // 3 tiles, ld round_up(3, 4)
   CHECK(fp8::scale_count(granularity::tile_1x128, 512, 1024) == 8 * 512);
   CHECK(fp8::scale_count(granularity::block_128x128, 512, 1024) == 4 * 8);
-  CHECK(fp8::scale_count(granularity::block_128x128, 300, 200) == 3 * 4);    // 3 x 2 blocks, ld 4
+  CHECK(fp8::scale_count(granularity::block_128x128, 300, 200) == 3 * 4);  // 3 x 2 blocks, ld 4
   CHECK(fp8::scale_count(granularity::mx_1x32, 5, 65) == 5 * 3);
 }
 
@@ -36,7 +36,8 @@ TEST_CASE("positions: 1x128 is outer-dimension major, 128x128 row-major with 16-
 TEST_CASE("every block has its own in-range slot; padding slots belong to no block") {
   for (const granularity g : {granularity::per_tensor, granularity::per_row, granularity::tile_1x128,
                               granularity::block_128x128, granularity::mx_1x32}) {
-    for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{1, 1}, {5, 129}, {130, 257}, {256, 256}}) {
+    for (const auto& [rows, cols] :
+         {std::pair<std::size_t, std::size_t>{1, 1}, {5, 129}, {130, 257}, {256, 256}}) {
       const fp8::scale_layout layout = fp8::make_scale_layout(g, rows, cols);
       std::set<std::size_t> used;
       for (std::size_t i = 0; i < layout.grid_rows; ++i) {

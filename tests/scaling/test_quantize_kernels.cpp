@@ -71,7 +71,8 @@ void sweep_all_floats() {
     std::uint32_t code = 0;  // code of the current magnitude, advanced as the magnitude grows
     for (std::uint64_t base = 0; base < 0x80000000ull; base += chunk) {
       for (std::size_t i = 0; i < chunk; ++i) in[i] = bit_cast<float>(sign | std::uint32_t(base + i));
-      const std::uint32_t amax_bits = fp8::detail::cast_span<simd, Format, true>(in.data(), chunk, 1.0f, out.data());
+      const std::uint32_t amax_bits =
+          fp8::detail::cast_span<simd, Format, true>(in.data(), chunk, 1.0f, out.data());
       // The amax of the chunk is its last (largest) magnitude.
       if (amax_bits != std::uint32_t(base + chunk - 1)) ++mismatches;
       for (std::size_t i = 0; i < chunk;) {
@@ -81,8 +82,8 @@ void sweep_all_floats() {
           break;
         }
         while (code < traits::max_finite_code && steps.first_bits_of_code[code + 1] <= magnitude) ++code;
-        const std::uint64_t next_change =
-            code < traits::max_finite_code ? steps.first_bits_of_code[code + 1] : std::uint64_t(infinity_bits) + 1;
+        const std::uint64_t next_change = code < traits::max_finite_code ? steps.first_bits_of_code[code + 1]
+                                                                         : std::uint64_t(infinity_bits) + 1;
         const std::size_t run = std::size_t(std::min<std::uint64_t>(chunk - i, next_change - magnitude));
         std::memset(expected.data() + i, int(code | sign_code), run);
         i += run;
@@ -102,10 +103,17 @@ void sweep_all_floats() {
 }
 
 std::vector<float> special_floats() {
-  std::vector<float> values = {0.0f, FLT_MIN, FLT_MAX, std::numeric_limits<float>::denorm_min(), FLT_EPSILON,
-                               std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                               std::numeric_limits<float>::signaling_NaN(), bit_cast<float>(0x7F800001u),
-                               bit_cast<float>(0x7FFFFFFFu), bit_cast<float>(0x7FC00001u)};
+  std::vector<float> values = {0.0f,
+                               FLT_MIN,
+                               FLT_MAX,
+                               std::numeric_limits<float>::denorm_min(),
+                               FLT_EPSILON,
+                               std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::signaling_NaN(),
+                               bit_cast<float>(0x7F800001u),
+                               bit_cast<float>(0x7FFFFFFFu),
+                               bit_cast<float>(0x7FC00001u)};
   // Around every FP8 value of both formats: the value and its float neighbours, and the midpoints.
   for (int code = 0; code < 0x7F; ++code) {
     for (const float v : {fp8::decode<float, fp8::e4m3_format>(std::uint8_t(code)),
@@ -137,14 +145,17 @@ std::vector<float> special_floats() {
   return values;
 }
 
-const std::vector<float> scales = {1.0f, 0.5f, 2.0f, 3.0f, 0.1f, 1.0f / 3.0f, 128.0f, 448.0f / 3.0f, 1e-30f,
-                                   1e30f, FLT_MIN, FLT_MAX, 5.877472e-39f /* a float denormal */};
+const std::vector<float> scales = {
+    1.0f,          0.5f,   2.0f,  3.0f,    0.1f,    1.0f / 3.0f,  128.0f,
+    448.0f / 3.0f, 1e-30f, 1e30f, FLT_MIN, FLT_MAX, 5.877472e-39f /* a float denormal */};
 
 template <class Format, class T>
 void check_cast_against_scalar(const std::vector<T>& in, float scale) {
   std::vector<std::uint8_t> got(in.size()), want(in.size());
-  const std::uint32_t got_amax = fp8::detail::cast_span<simd, Format, true>(in.data(), in.size(), scale, got.data());
-  const std::uint32_t want_amax = fp8::detail::cast_span<scalar, Format, true>(in.data(), in.size(), scale, want.data());
+  const std::uint32_t got_amax =
+      fp8::detail::cast_span<simd, Format, true>(in.data(), in.size(), scale, got.data());
+  const std::uint32_t want_amax =
+      fp8::detail::cast_span<scalar, Format, true>(in.data(), in.size(), scale, want.data());
   // Widening keeps NaN payloads on some paths and not on others; the amax of a NaN is any NaN.
   CHECK(bit_cast<std::uint32_t>(fp8::detail::amax_from_bits(got_amax)) ==
         bit_cast<std::uint32_t>(fp8::detail::amax_from_bits(want_amax)));
@@ -199,12 +210,14 @@ TEST_CASE("every float bit pattern: E5M2 kernel = convert_bits (nearest even, sa
   sweep_all_floats<fp8::e5m2_format>();
 }
 
-TEST_CASE_TEMPLATE("special values times many scales: kernel = scalar", Format, fp8::e4m3_format, fp8::e5m2_format) {
+TEST_CASE_TEMPLATE("special values times many scales: kernel = scalar", Format, fp8::e4m3_format,
+                   fp8::e5m2_format) {
   const std::vector<float> values = special_floats();
   for (const float scale : scales) check_cast_against_scalar<Format>(values, scale);
 }
 
-TEST_CASE_TEMPLATE("every bfloat16 and half input: kernel = scalar", Format, fp8::e4m3_format, fp8::e5m2_format) {
+TEST_CASE_TEMPLATE("every bfloat16 and half input: kernel = scalar", Format, fp8::e4m3_format,
+                   fp8::e5m2_format) {
   const auto bf16 = all_16_bit_patterns<fp8::bfloat16>();
   const auto half = all_16_bit_patterns<fp8::float16>();
   for (const float scale : scales) {
@@ -213,7 +226,8 @@ TEST_CASE_TEMPLATE("every bfloat16 and half input: kernel = scalar", Format, fp8
   }
 }
 
-TEST_CASE_TEMPLATE("random data, random scales: kernel = scalar", Format, fp8::e4m3_format, fp8::e5m2_format) {
+TEST_CASE_TEMPLATE("random data, random scales: kernel = scalar", Format, fp8::e4m3_format,
+                   fp8::e5m2_format) {
   std::mt19937 rng(1234);
   std::uniform_int_distribution<std::uint32_t> any_bits;
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -228,8 +242,8 @@ TEST_CASE_TEMPLATE("random data, random scales: kernel = scalar", Format, fp8::e
   }
 }
 
-TEST_CASE_TEMPLATE("ragged lengths 0..100: kernel = scalar, nothing written past the end", Format, fp8::e4m3_format,
-                   fp8::e5m2_format) {
+TEST_CASE_TEMPLATE("ragged lengths 0..100: kernel = scalar, nothing written past the end", Format,
+                   fp8::e4m3_format, fp8::e5m2_format) {
   std::mt19937 rng(99);
   std::normal_distribution<float> normal(0.0f, 100.0f);
   constexpr std::uint8_t canary = 0xA5;
@@ -262,13 +276,14 @@ TEST_CASE_TEMPLATE("ragged lengths 0..100: kernel = scalar, nothing written past
     for (auto& s : column_scales) s = std::exp2(float(int(rng() % 20) - 10));
     std::vector<std::uint8_t> by_column(n + 16, canary), by_column_reference(n + 16, canary);
     fp8::detail::cast_span_scales<simd, Format>(in.data(), n, column_scales.data(), by_column.data());
-    fp8::detail::cast_span_scales<scalar, Format>(in.data(), n, column_scales.data(), by_column_reference.data());
+    fp8::detail::cast_span_scales<scalar, Format>(in.data(), n, column_scales.data(),
+                                                  by_column_reference.data());
     CHECK(by_column == by_column_reference);
   }
 }
 
-TEST_CASE_TEMPLATE("every code decodes like fp8::decode, into float, bfloat16 and half", Format, fp8::e4m3_format,
-                   fp8::e5m2_format) {
+TEST_CASE_TEMPLATE("every code decodes like fp8::decode, into float, bfloat16 and half", Format,
+                   fp8::e4m3_format, fp8::e5m2_format) {
   for (const float scale_inv : {1.0f, 0.5f, 3.0f, 1.0f / 3.0f, 1e-3f, 1e10f, 1.0f / 448.0f, FLT_MAX, FLT_MIN,
                                 5.877472e-39f, 1e-45f}) {
     CAPTURE(scale_inv);

@@ -16,16 +16,14 @@ namespace {
 using fp8::fp8_format;
 using fp8::granularity;
 
-constexpr std::array<granularity, 4> float_granularities = {granularity::per_tensor, granularity::per_row,
-                                                            granularity::tile_1x128, granularity::block_128x128};
+constexpr std::array<granularity, 4> float_granularities = {
+    granularity::per_tensor, granularity::per_row, granularity::tile_1x128, granularity::block_128x128};
 
 template <class Call>
 std::string error_of(Call&& call) {
   try {
     call();
-  } catch (const fp8::invalid_argument& e) {
-    return e.what();
-  }
+  } catch (const fp8::invalid_argument& e) { return e.what(); }
   return "no exception";
 }
 
@@ -48,10 +46,12 @@ wide exact_count(granularity g, std::size_t rows, std::size_t cols) {
 }  // namespace
 
 TEST_CASE("quantize_transpose of an empty matrix writes the scales quantize of the transpose writes") {
-  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{0, 1}, {0, 5}, {0, 130}, {1, 0}, {7, 0}, {0, 0}};
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{0, 1}, {0, 5}, {0, 130},
+                                                                   {1, 0}, {7, 0}, {0, 0}};
   for (const granularity g : float_granularities) {
     for (const auto& shape : shapes) {
-      const std::size_t rows = shape.first;  // plain variables: lambdas (CAPTURE) cannot capture bindings in C++17
+      const std::size_t rows =
+          shape.first;  // plain variables: lambdas (CAPTURE) cannot capture bindings in C++17
       const std::size_t cols = shape.second;
       const std::string name = fp8::granularity_name(g);
       CAPTURE(name);
@@ -83,8 +83,9 @@ TEST_CASE("quantize_transpose of an empty matrix writes the scales quantize of t
 
 TEST_CASE("scale counts near SIZE_MAX are exact or an error, never a wrapped small number") {
   constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
-  const std::vector<std::size_t> sizes = {0, 1, 127, 128, 129, max / 256, max / 128, max / 32, max / 4,
-                                          max / 2, max - 128, max - 3, max - 1, max};
+  const std::vector<std::size_t> sizes = {0,         1,         127,      128,     129,
+                                          max / 256, max / 128, max / 32, max / 4, max / 2,
+                                          max - 128, max - 3,   max - 1,  max};
   for (const granularity g : {granularity::per_tensor, granularity::per_row, granularity::tile_1x128,
                               granularity::block_128x128, granularity::mx_1x32}) {
     for (const std::size_t rows : sizes) {
@@ -106,7 +107,8 @@ TEST_CASE("scale counts near SIZE_MAX are exact or an error, never a wrapped sma
   }
 }
 
-TEST_CASE("span overloads: a buffer too small for its role is an error naming it, before anything is written") {
+TEST_CASE(
+    "span overloads: a buffer too small for its role is an error naming it, before anything is written") {
   const std::size_t rows = 3;
   const std::size_t cols = 300;
   std::vector<float> in(rows * cols);
@@ -118,20 +120,25 @@ TEST_CASE("span overloads: a buffer too small for its role is an error naming it
   std::vector<std::uint8_t> out(rows * cols, 0xAB);
   std::vector<float> scale_inv(scales - 1, -7.0f);
   const auto untouched = [&] {
-    for (const std::uint8_t c : out) if (c != 0xAB) return false;
-    for (const float s : scale_inv) if (s != -7.0f) return false;
+    for (const std::uint8_t c : out)
+      if (c != 0xAB) return false;
+    for (const float s : scale_inv)
+      if (s != -7.0f) return false;
     return true;
   };
-  CHECK(error_of([&] { fp8::quantize(fp8::span(in), rows, cols, tiles, out, scale_inv); }).find("scale_inv") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          fp8::quantize(fp8::span(in), rows, cols, tiles, out, scale_inv);
+        }).find("scale_inv") != std::string::npos);
   CHECK(error_of([&] { fp8::quantize(fp8::span(in), rows, cols, tiles, out, scale_inv); }).find("11") !=
         std::string::npos);
   CHECK(untouched());
   scale_inv.resize(scales, -7.0f);
-  CHECK(error_of([&] { fp8::quantize(fp8::span(in.data(), in.size() - 1), rows, cols, tiles, out, scale_inv); })
-            .find("in holds") != std::string::npos);
-  CHECK(error_of([&] { fp8::quantize(fp8::span(in), rows, cols, tiles, fp8::span(out.data(), 5), scale_inv); })
-            .find("out holds") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::quantize(fp8::span(in.data(), in.size() - 1), rows, cols, tiles, out, scale_inv);
+        }).find("in holds") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::quantize(fp8::span(in), rows, cols, tiles, fp8::span(out.data(), 5), scale_inv);
+        }).find("out holds") != std::string::npos);
   CHECK(untouched());
 
   // Right sizes: the same result as the pointer API.
@@ -144,8 +151,9 @@ TEST_CASE("span overloads: a buffer too small for its role is an error naming it
 
   // Dequantize, MX, the transposed copy and the per-tensor calls check the same way.
   std::vector<float> back(in.size());
-  CHECK(error_of([&] { fp8::dequantize(fp8::span(out), rows, cols, tiles, fp8::span(scale_inv.data(), 4), fp8::span(back)); })
-            .find("scale_inv") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::dequantize(fp8::span(out), rows, cols, tiles, fp8::span(scale_inv.data(), 4), fp8::span(back));
+        }).find("scale_inv") != std::string::npos);
   fp8::dequantize(fp8::span(out), rows, cols, tiles, scale_inv, fp8::span(back));
   std::vector<float> pointer_back(in.size());
   fp8::dequantize(pointer_out.data(), rows, cols, tiles, pointer_scales.data(), pointer_back.data());
@@ -158,15 +166,19 @@ TEST_CASE("span overloads: a buffer too small for its role is an error naming it
 
   std::vector<std::uint8_t> out_t(rows * cols);
   std::vector<float> scale_inv_t(fp8::scale_count(tiles.granularity, cols, rows) - 1);
-  CHECK(error_of([&] { fp8::quantize_transpose(fp8::span(in), rows, cols, tiles, out, scale_inv, out_t, scale_inv_t); })
-            .find("scale_inv_t") != std::string::npos);
-  CHECK(error_of([&] { fp8::quantize_transpose(fp8::span(in), rows, cols, fp8_format::e5m2, 1.0f, out,
-                                               fp8::span(out_t.data(), 2)); })
-            .find("out_t holds") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::quantize_transpose(fp8::span(in), rows, cols, tiles, out, scale_inv, out_t, scale_inv_t);
+        }).find("scale_inv_t") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::quantize_transpose(fp8::span(in), rows, cols, fp8_format::e5m2, 1.0f, out,
+                                  fp8::span(out_t.data(), 2));
+        }).find("out_t holds") != std::string::npos);
 
-  CHECK(error_of([&] { fp8::quantize(fp8::span(in), fp8_format::e4m3, 1.0f, fp8::span(out.data(), 10)); })
-            .find("out holds 10") != std::string::npos);
-  CHECK(error_of([&] { fp8::dequantize(fp8::span(out), fp8_format::e4m3, 1.0f, fp8::span(back.data(), 10)); })
-            .find("out holds 10") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::quantize(fp8::span(in), fp8_format::e4m3, 1.0f, fp8::span(out.data(), 10));
+        }).find("out holds 10") != std::string::npos);
+  CHECK(error_of([&] {
+          fp8::dequantize(fp8::span(out), fp8_format::e4m3, 1.0f, fp8::span(back.data(), 10));
+        }).find("out holds 10") != std::string::npos);
   CHECK(fp8::compute_amax(fp8::span(in)) == fp8::compute_amax(in.data(), in.size()));
 }

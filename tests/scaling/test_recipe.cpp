@@ -8,7 +8,7 @@ namespace {
 using fp8::fp8_format;
 using fp8::gemm_operand;
 using fp8::granularity;
-constexpr gemm_operand all_operands[] = {gemm_operand::fprop_input,      gemm_operand::fprop_weight,
+constexpr gemm_operand all_operands[] = {gemm_operand::fprop_input,       gemm_operand::fprop_weight,
                                          gemm_operand::dgrad_grad_output, gemm_operand::dgrad_weight,
                                          gemm_operand::wgrad_input,       gemm_operand::wgrad_grad_output};
 }  // namespace
@@ -16,7 +16,8 @@ constexpr gemm_operand all_operands[] = {gemm_operand::fprop_input,      gemm_op
 TEST_CASE("HYBRID gives E5M2 to the gradients and E4M3 to everything else; E4M3 mix gives E4M3 everywhere") {
   for (const gemm_operand op : all_operands) {
     CAPTURE(fp8::operand_name(op));
-    CHECK(fp8::operand_format(fp8::format_mix::hybrid, op) == (fp8::is_gradient(op) ? fp8_format::e5m2 : fp8_format::e4m3));
+    CHECK(fp8::operand_format(fp8::format_mix::hybrid, op) ==
+          (fp8::is_gradient(op) ? fp8_format::e5m2 : fp8_format::e4m3));
     CHECK(fp8::operand_format(fp8::format_mix::e4m3, op) == fp8_format::e4m3);
   }
   CHECK(fp8::is_gradient(gemm_operand::dgrad_grad_output));
@@ -88,7 +89,8 @@ TEST_CASE("gemm_recipe: delayed everywhere, then current scaling for dgrad's gra
   CHECK(blockwise[gemm_operand::fprop_weight].quant.granularity == granularity::block_128x128);
   CHECK_THROWS_WITH_AS(
       blockwise.use(gemm_operand::fprop_input,
-                    fp8::operand_recipe{fp8::scaling_mode::delayed, fp8::quantization{fp8_format::e4m3, granularity::tile_1x128}}),
+                    fp8::operand_recipe{fp8::scaling_mode::delayed,
+                                        fp8::quantization{fp8_format::e4m3, granularity::tile_1x128}}),
       doctest::Contains("delayed scaling is per tensor"), fp8::invalid_argument);
   CHECK(blockwise[gemm_operand::fprop_input].quant.granularity == granularity::tile_1x128);  // unchanged
 }

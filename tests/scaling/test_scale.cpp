@@ -90,10 +90,10 @@ TEST_CASE("power-of-two scales round down, so amax * scale still fits") {
 }
 
 TEST_CASE("bad margin and fallback are refused with a message") {
-  CHECK_THROWS_WITH_AS(fp8::scale_from_amax(1.0f, fp8_format::e4m3, -1), doctest::Contains("margin must be >= 0"),
-                       fp8::invalid_argument);
-  CHECK_THROWS_WITH_AS(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 0, false, 0.0f), doctest::Contains("fallback"),
-                       fp8::invalid_argument);
+  CHECK_THROWS_WITH_AS(fp8::scale_from_amax(1.0f, fp8_format::e4m3, -1),
+                       doctest::Contains("margin must be >= 0"), fp8::invalid_argument);
+  CHECK_THROWS_WITH_AS(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 0, false, 0.0f),
+                       doctest::Contains("fallback"), fp8::invalid_argument);
   CHECK_THROWS_AS(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 0, false, inf), fp8::invalid_argument);
   CHECK_THROWS_AS(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 0, false, qnan), fp8::invalid_argument);
 }
@@ -105,8 +105,8 @@ TEST_CASE("OCP MX shared exponent: floor(log2(amax)) - emax as E8M0, clamped, 1 
   CHECK(int(fp8::mx_scale_code(512.0f, fp8_format::e4m3)) == 128);
   CHECK(int(fp8::mx_scale_code(std::nextafter(512.0f, 0.0f), fp8_format::e4m3)) == 127);
   CHECK(int(fp8::mx_scale_code(FLT_MAX, fp8_format::e4m3)) == 127 + 127 - 8);
-  CHECK(int(fp8::mx_scale_code(denorm_min, fp8_format::e4m3)) == 0);   // clamped at 2^-127
-  CHECK(int(fp8::mx_scale_code(FLT_MIN, fp8_format::e4m3)) == 0);      // 2^-126 - 8 < -127
+  CHECK(int(fp8::mx_scale_code(denorm_min, fp8_format::e4m3)) == 0);  // clamped at 2^-127
+  CHECK(int(fp8::mx_scale_code(FLT_MIN, fp8_format::e4m3)) == 0);     // 2^-126 - 8 < -127
   CHECK(int(fp8::mx_scale_code(std::ldexp(1.0f, -119), fp8_format::e4m3)) == 0);
   CHECK(int(fp8::mx_scale_code(std::ldexp(1.0f, -118), fp8_format::e4m3)) == 1);
   for (const float amax : {0.0f, inf, qnan}) CHECK(int(fp8::mx_scale_code(amax, fp8_format::e4m3)) == 127);
@@ -124,6 +124,7 @@ TEST_CASE("amax helpers: NaN wins over Inf wins over finite, in either order") {
   CHECK(std::isinf(fp8::detail::amax_max(3.0f, inf)));
   CHECK(fp8::detail::amax_max(3.0f, 2.0f) == 3.0f);
   CHECK(fp8::detail::amax_max(-0.0f, 0.0f) == 0.0f);
-  const std::uint32_t canonical = fp8::detail::bit_cast<std::uint32_t>(fp8::detail::amax_from_bits(0x7F800001u));
+  const std::uint32_t canonical =
+      fp8::detail::bit_cast<std::uint32_t>(fp8::detail::amax_from_bits(0x7F800001u));
   CHECK(canonical == 0x7FC00000u);
 }

@@ -82,8 +82,9 @@ TEST_CASE("in BF16 the engine reproduces the trainer's validation loss") {
   // differ (other matrix shapes), which moves BF16-rounded activations by at most an ulp here and
   // there: 1e-4 nats is ~30x what that has been measured to do.
   CHECK(std::fabs(mine.loss - trainers) < 1e-4);
-  CHECK(mine.tokens == long(generate_tests::tiny_options().batch * generate_tests::tiny_options().eval_batches *
-                            generate_tests::tiny_options().model.context));
+  CHECK(mine.tokens ==
+        long(generate_tests::tiny_options().batch * generate_tests::tiny_options().eval_batches *
+             generate_tests::tiny_options().model.context));
 }
 
 TEST_CASE("quantized logits stay within a stated distance of the BF16 logits") {
@@ -143,7 +144,8 @@ comparison generate_both(const quant_config& config, const sampling_options& sam
   for (int i = 0; i < count; ++i) {
     const std::vector<float> full = recompute_last_logits(fresh_net, prefix);
     for (std::size_t j = 0; j < full.size(); ++j) {
-      result.max_logit_difference = std::max(result.max_logit_difference, double(std::fabs(full[j] - last[j])));
+      result.max_logit_difference =
+          std::max(result.max_logit_difference, double(std::fabs(full[j] - last[j])));
     }
     result.recomputed.push_back(fresh_pick.next(full.data(), int(full.size())));
     prefix.push_back(result.cached[std::size_t(i)]);
@@ -174,7 +176,8 @@ TEST_CASE("KV-cache generation matches recomputation without a cache") {
     SUBCASE("FP8 cache with calibrated scales: the same tokens") {
       // Static scales make every stored key and value a fixed function of the token's BF16 key and
       // value, so a token quantized once (cache) equals the same token quantized again (recompute).
-      const comparison c = generate_both(config_of(weight_mode::fp8_channel, activation_mode::dynamic, kv_mode::fp8), s, count);
+      const comparison c = generate_both(
+          config_of(weight_mode::fp8_channel, activation_mode::dynamic, kv_mode::fp8), s, count);
       CHECK(c.cached == c.recomputed);
       CHECK(c.max_logit_difference < 0.1);
     }
@@ -209,12 +212,14 @@ TEST_CASE("FP8 and BF16 KV caches agree on most greedy tokens; memory halves") {
   const auto tb = generate_text(b, pb, prompt, 28, nullptr).tokens;
   int same = 0;
   while (same < int(ta.size()) && ta[std::size_t(same)] == tb[std::size_t(same)]) ++same;
-  std::printf("  greedy tokens before the first FP8/BF16 KV-cache disagreement: %d of %zu\n", same, ta.size());
+  std::printf("  greedy tokens before the first FP8/BF16 KV-cache disagreement: %d of %zu\n", same,
+              ta.size());
   CHECK(same >= 8);  // stated agreement: the first 8 greedy bytes are the same
   // Keys and values: 2 bytes -> 1 byte each, plus 2 x layers x heads float scales.
   const model_shape& s = tiny_model().shape;
   CHECK(a.kv_cache_bytes() == std::size_t(2 * s.layers * s.context * s.channels * 2));
-  CHECK(b.kv_cache_bytes() == std::size_t(2 * s.layers * s.context * s.channels) + std::size_t(2 * s.layers * s.heads) * 4);
+  CHECK(b.kv_cache_bytes() ==
+        std::size_t(2 * s.layers * s.context * s.channels) + std::size_t(2 * s.layers * s.heads) * 4);
   quant_config w8;
   w8.weights = weight_mode::fp8_channel;
   engine c(tiny_model(), w8);

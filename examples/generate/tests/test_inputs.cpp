@@ -48,20 +48,24 @@ void check_refused(const std::string& path, const std::string& expected) {
 TEST_CASE("checkpoints that cannot be served are refused with the reason") {
   REQUIRE_NOTHROW(load_checkpoint_model(generate_tests::checkpoint_path()));
   // Another model shape: tensors of d_model 32 under metadata that says 64.
-  check_refused(edited_checkpoint("other_shape.safetensors", [](auto& f) { f.metadata["model.d_model"] = "64"; }),
-                "another shape");
+  check_refused(
+      edited_checkpoint("other_shape.safetensors", [](auto& f) { f.metadata["model.d_model"] = "64"; }),
+      "another shape");
   check_refused(edited_checkpoint("mlp.safetensors", [](auto& f) { f.metadata["model.model"] = "mlp"; }),
                 "transformer only");
   // A missing tensor (with a valid checksum, so the loader reaches the tensor check).
   check_refused(edited_checkpoint("missing.safetensors",
                                   [](auto& f) {
                                     f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(),
-                                                                   [](const auto& t) { return t.name == "params/blocks.1.wo"; }),
+                                                                   [](const auto& t) {
+                                                                     return t.name == "params/blocks.1.wo";
+                                                                   }),
                                                     f.tensors.end());
                                   }),
                 "'params/blocks.1.wo' is missing");
   // Corrupt: one weight byte flipped (checksum), a truncated file, a file that is not safetensors.
-  check_refused(edited_checkpoint("flipped.safetensors", [](auto& f) { f.tensors[0].bytes[5] ^= 0x40; }, false),
+  check_refused(edited_checkpoint(
+                    "flipped.safetensors", [](auto& f) { f.tensors[0].bytes[5] ^= 0x40; }, false),
                 "corrupted");
   const std::string truncated = generate_tests::temporary_path("truncated.safetensors");
   {
@@ -88,12 +92,13 @@ TEST_CASE("checkpoints that cannot be served are refused with the reason") {
 
 TEST_CASE("prompts: empty, too long, or not UTF-8 are refused") {
   CHECK_THROWS_WITH(prompt_tokens("", 32), doctest::Contains("empty"));
-  CHECK_THROWS_WITH(prompt_tokens(std::string(33, 'a'), 32), doctest::Contains("more than the model's context of 32"));
+  CHECK_THROWS_WITH(prompt_tokens(std::string(33, 'a'), 32),
+                    doctest::Contains("more than the model's context of 32"));
   CHECK(prompt_tokens(std::string(32, 'a'), 32).size() == 32);
   CHECK_THROWS_WITH(prompt_tokens("ab\xff", 32), doctest::Contains("byte 0xFF at offset 2"));
-  CHECK_THROWS_WITH(prompt_tokens("\xc3", 32), doctest::Contains("offset 0"));         // truncated sequence
-  CHECK_THROWS_WITH(prompt_tokens("\xc0\xaf", 32), doctest::Contains("offset 0"));     // overlong '/'
-  CHECK_THROWS_WITH(prompt_tokens("\xed\xa0\x80", 32), doctest::Contains("offset 0")); // a surrogate
+  CHECK_THROWS_WITH(prompt_tokens("\xc3", 32), doctest::Contains("offset 0"));          // truncated sequence
+  CHECK_THROWS_WITH(prompt_tokens("\xc0\xaf", 32), doctest::Contains("offset 0"));      // overlong '/'
+  CHECK_THROWS_WITH(prompt_tokens("\xed\xa0\x80", 32), doctest::Contains("offset 0"));  // a surrogate
   CHECK_THROWS_WITH(prompt_tokens("\xf4\x90\x80\x80", 32), doctest::Contains("offset 0"));  // > U+10FFFF
   const std::string text = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82";  // é, €, an emoji
   CHECK(first_invalid_utf8(text) == std::string::npos);
@@ -105,10 +110,28 @@ TEST_CASE("a refused run writes nothing: no model file, no report, no temporary"
   const std::string report = generate_tests::temporary_path("refused.json");
   std::filesystem::remove(saved);
   std::filesystem::remove(report);
-  const std::vector<std::string> common{"--checkpoint", generate_tests::checkpoint_path(), "--data", FP8_GENERATE_TEST_TEXT,
-                                        "--batch", "2", "--eval-batches", "1", "--calibration-batches", "1",
-                                        "--weights", "fp8-channel", "--activations", "dynamic", "--kv-cache", "fp8",
-                                        "--save", saved, "--report", report, "--threads", "1"};
+  const std::vector<std::string> common{"--checkpoint",
+                                        generate_tests::checkpoint_path(),
+                                        "--data",
+                                        FP8_GENERATE_TEST_TEXT,
+                                        "--batch",
+                                        "2",
+                                        "--eval-batches",
+                                        "1",
+                                        "--calibration-batches",
+                                        "1",
+                                        "--weights",
+                                        "fp8-channel",
+                                        "--activations",
+                                        "dynamic",
+                                        "--kv-cache",
+                                        "fp8",
+                                        "--save",
+                                        saved,
+                                        "--report",
+                                        report,
+                                        "--threads",
+                                        "1"};
   for (const std::string& prompt : {std::string(""), std::string(40, 'x'), std::string("\xfe")}) {
     auto args = common;
     args.push_back("--prompt");
@@ -122,7 +145,8 @@ TEST_CASE("a refused run writes nothing: no model file, no report, no temporary"
   }
   // A checkpoint of another shape: refused before anything is written.
   auto args = common;
-  args[1] = edited_checkpoint("other_shape2.safetensors", [](auto& f) { f.metadata["model.hidden"] = "128"; });
+  args[1] =
+      edited_checkpoint("other_shape2.safetensors", [](auto& f) { f.metadata["model.hidden"] = "128"; });
   auto [code, log] = run_main(args);
   CHECK(code == 1);
   CHECK(!std::filesystem::exists(saved));
@@ -156,7 +180,8 @@ TEST_CASE("the command line checks ranges and choices") {
     CHECK(!result.second.empty());
   }
   // FP8 activations without FP8 weights make no sense: refused with the fix.
-  const auto [code, log] = run_main({"--checkpoint", ckpt, "--weights", "bf16", "--activations", "dynamic", "--eval-batches", "0"});
+  const auto [code, log] = run_main(
+      {"--checkpoint", ckpt, "--weights", "bf16", "--activations", "dynamic", "--eval-batches", "0"});
   CHECK(code == 1);
   CHECK(log.find("needs FP8 weights") != std::string::npos);
 }

@@ -31,7 +31,8 @@ inline trainer::run_options tiny_options() {
 
 // One directory per test process, so that test binaries run in parallel (ctest -j) never share files.
 inline std::string temporary_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("fp8_generate_tests_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fp8_generate_tests_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }

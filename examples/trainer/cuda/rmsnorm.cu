@@ -111,7 +111,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   detail::check_pointer(weight, std::size_t(c), function, "weight");
   detail::check_pointer(dweight, std::size_t(c), function, "dweight");
   detail::check_pointer(workspace, rmsnorm_backward_workspace_size(n, c), function,
-                          "workspace (rmsnorm_backward_workspace_size floats)");
+                        "workspace (rmsnorm_backward_workspace_size floats)");
   if (n == 0) return;
   rmsnorm_backward_input_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
       dinp, dout, inp, weight, rstd, n, c, dinp_storage);

@@ -62,7 +62,8 @@ std::uint64_t header_length(const std::vector<char>& bytes) {
 
 // Loading `path` into a trained run must fail with a message containing `expected`, and leave the
 // run's weights, optimizer state, step and later losses exactly as they were.
-void check_refused(const std::string& path, const std::string& expected, run_options options = tiny_options()) {
+void check_refused(const std::string& path, const std::string& expected,
+                   run_options options = tiny_options()) {
   training_run run(options);
   run.train_step();
   const std::vector<float> master = run.net().parameters().master;
@@ -72,9 +73,7 @@ void check_refused(const std::string& path, const std::string& expected, run_opt
   std::string message;
   try {
     run.load(path);
-  } catch (const fp8::checkpoint_error& e) {
-    message = e.what();
-  }
+  } catch (const fp8::checkpoint_error& e) { message = e.what(); }
   CAPTURE(message);
   CHECK(message.find(expected) != std::string::npos);
   CHECK(message.find(path) != std::string::npos);
@@ -231,8 +230,8 @@ TEST_CASE("checkpoints are readable as plain safetensors, with every piece of st
   const safetensors_file file = read_safetensors(path);
   CHECK(file.metadata.at("format") == "fp8-trainer-checkpoint");
   CHECK(file.metadata.at("model.d_model") == "16");
-  for (const char* name : {"params/wte", "adam_m/wte", "adam_v/wte", "params/blocks.0.wqkv", "train/step", "data/epoch",
-                           "data/index", "rng/data_epoch", "scaling/state"}) {
+  for (const char* name : {"params/wte", "adam_m/wte", "adam_v/wte", "params/blocks.0.wqkv", "train/step",
+                           "data/epoch", "data/index", "rng/data_epoch", "scaling/state"}) {
     CAPTURE(name);
     CHECK(file.find(name) != nullptr);
   }
@@ -306,9 +305,7 @@ TEST_CASE("the byte entry point of the loaders throws only checkpoint_error") {
     }
     try {
       read_checkpoint(damaged.data(), damaged.size(), "damaged", model_run.net(), model_run.data());
-    } catch (const fp8::checkpoint_error&) {
-      ++refused;
-    }
+    } catch (const fp8::checkpoint_error&) { ++refused; }
   }
   CHECK(refused > 2900);  // nearly every damage breaks the JSON, a length or the checksum
 }

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <string>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <fp8/float8.hpp>
@@ -83,12 +83,13 @@ void check_fp8_product(const gemm_case& c, bool a_transposed, bool b_transposed)
   // The casts read the logical operands (a transposed read really transposes): nearly every element
   // is its input within FP8's rounding (E4M3: 2^-4 relative), except outliers that saturate and tiny
   // values that flush. A wrong orientation would miss almost all.
-  const auto close_fraction = [](const std::vector<float>& stored, const std::vector<double>& cast, int rows, int cols,
-                                 bool transposed) {
+  const auto close_fraction = [](const std::vector<float>& stored, const std::vector<double>& cast, int rows,
+                                 int cols, bool transposed) {
     int close = 0;
     for (int r = 0; r < rows; ++r) {
       for (int col = 0; col < cols; ++col) {
-        const double x = transposed ? stored[std::size_t(col * rows + r)] : stored[std::size_t(r * cols + col)];
+        const double x =
+            transposed ? stored[std::size_t(col * rows + r)] : stored[std::size_t(r * cols + col)];
         if (std::abs(cast[std::size_t(r * cols + col)] - x) <= 0.07 * std::abs(x) + 1e-3) ++close;
       }
     }
@@ -160,7 +161,8 @@ TEST_CASE("per-row and block scales follow the operand as the GEMM reads it") {
     const float row1_left = q.scale_inv[layout.index_of_element(1, 0)];
     const float row1_right = q.scale_inv[layout.index_of_element(1, 255)];
     CHECK(row1_right / row0 == doctest::Approx(1000.0).epsilon(0.05));
-    CHECK(row1_left / row0 == doctest::Approx(grain == fp8::granularity::per_row ? 1000.0 : 1.0).epsilon(0.05));
+    CHECK(row1_left / row0 ==
+          doctest::Approx(grain == fp8::granularity::per_row ? 1000.0 : 1.0).epsilon(0.05));
     CHECK(q.amax == 1000.0f);
   }
 }
@@ -169,7 +171,8 @@ TEST_CASE("fake quantization is a BF16 GEMM of the operands cast to FP8 and back
   set_thread_count(1);  // tiny tensors: thread start-up would dominate on a busy machine
   const int m = 8, n = 6, k = 40;
   rng generator(32);
-  std::vector<float> a = random_vector(std::size_t(m * k), generator), b = random_vector(std::size_t(n * k), generator);
+  std::vector<float> a = random_vector(std::size_t(m * k), generator),
+                     b = random_vector(std::size_t(n * k), generator);
   recipe_switches switches;
   scaling_state state(switches, {"layer"});
   operand_scaling sa{&state, 0, fp8::gemm_operand::fprop_input, false, nullptr, gemm_mode::fake_fp8};
@@ -193,7 +196,8 @@ TEST_CASE("fake quantization is a BF16 GEMM of the operands cast to FP8 and back
                  double(static_cast<float>(fp8::fp8_e4m3(b[std::size_t(j * k + kk)])));
       }
       // One BF16 rounding of the FP32 sum: within 2^-8 relative (plus the accumulation error).
-      CHECK(std::abs(double(result[std::size_t(i * n + j)]) - exact) <= std::abs(exact) * std::ldexp(1.0, -8) + 1e-5);
+      CHECK(std::abs(double(result[std::size_t(i * n + j)]) - exact) <=
+            std::abs(exact) * std::ldexp(1.0, -8) + 1e-5);
       // And the result is a BF16 value.
       CHECK(round_to_bf16(result[std::size_t(i * n + j)]) == result[std::size_t(i * n + j)]);
     }
@@ -233,7 +237,8 @@ TEST_CASE("the bf16 GEMM mode rounds its result once to BF16") {
   set_thread_count(1);  // tiny tensors: thread start-up would dominate on a busy machine
   const int m = 5, n = 4, k = 16;
   rng generator(33);
-  std::vector<float> a = random_vector(std::size_t(m * k), generator), b = random_vector(std::size_t(n * k), generator);
+  std::vector<float> a = random_vector(std::size_t(m * k), generator),
+                     b = random_vector(std::size_t(n * k), generator);
   round_to_bf16(a.data(), a.size());
   round_to_bf16(b.data(), b.size());
   std::vector<float> result(std::size_t(m * n));
@@ -247,8 +252,10 @@ TEST_CASE("the bf16 GEMM mode rounds its result once to BF16") {
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       double exact = 0.0;
-      for (int kk = 0; kk < k; ++kk) exact += double(a[std::size_t(i * k + kk)]) * double(b[std::size_t(j * k + kk)]);
-      CHECK(std::abs(double(result[std::size_t(i * n + j)]) - exact) <= std::abs(exact) * std::ldexp(1.0, -8) + 1e-6);
+      for (int kk = 0; kk < k; ++kk)
+        exact += double(a[std::size_t(i * k + kk)]) * double(b[std::size_t(j * k + kk)]);
+      CHECK(std::abs(double(result[std::size_t(i * n + j)]) - exact) <=
+            std::abs(exact) * std::ldexp(1.0, -8) + 1e-6);
       CHECK(round_to_bf16(result[std::size_t(i * n + j)]) == result[std::size_t(i * n + j)]);
     }
   }

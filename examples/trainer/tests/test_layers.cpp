@@ -9,8 +9,8 @@
 #include "cross_entropy.hpp"
 #include "gelu.hpp"
 #include "gradient_check.hpp"
-#include "parallel.hpp"
 #include "linear.hpp"
+#include "parallel.hpp"
 #include "rmsnorm.hpp"
 #include "rope.hpp"
 #include "swiglu.hpp"
@@ -41,16 +41,17 @@ TEST_CASE("rmsnorm backward matches finite differences") {
   };
   loss();
   std::vector<float> dinp(inp.size(), 0.0f), dweight(weight.size(), 0.0f);
-  rmsnorm_backward(dinp.data(), dweight.data(), projection.data(), inp.data(), weight.data(), rstd.data(), n, c,
-                   storage::fp32);
+  rmsnorm_backward(dinp.data(), dweight.data(), projection.data(), inp.data(), weight.data(), rstd.data(), n,
+                   c, storage::fp32);
   check_gradient(inp, dinp, loss, "rmsnorm dinp");
   check_gradient(weight, dweight, loss, "rmsnorm dweight");
 
   // The input gradient accumulates (the residual stream's gradient arrives first).
   std::vector<float> accumulated(inp.size(), 1.0f), unused(weight.size(), 0.0f);
-  rmsnorm_backward(accumulated.data(), unused.data(), projection.data(), inp.data(), weight.data(), rstd.data(), n,
-                   c, storage::fp32);
-  for (std::size_t i = 0; i < inp.size(); ++i) CHECK(accumulated[i] == doctest::Approx(dinp[i] + 1.0f).epsilon(1e-6));
+  rmsnorm_backward(accumulated.data(), unused.data(), projection.data(), inp.data(), weight.data(),
+                   rstd.data(), n, c, storage::fp32);
+  for (std::size_t i = 0; i < inp.size(); ++i)
+    CHECK(accumulated[i] == doctest::Approx(dinp[i] + 1.0f).epsilon(1e-6));
 }
 
 TEST_CASE("rope backward is the transposed rotation") {
@@ -76,7 +77,7 @@ TEST_CASE("rope backward is the transposed rotation") {
 }
 
 TEST_CASE("attention backward matches finite differences") {
-  set_thread_count(1);  // tiny tensors: thread start-up would dominate on a busy machine
+  set_thread_count(1);                      // tiny tensors: thread start-up would dominate on a busy machine
   const attention_shape shape{2, 5, 8, 2};  // B, T, C, H
   const std::size_t n = std::size_t(shape.batch * shape.context);
   const rope_table table = make_rope_table(shape.context, shape.head_dim());
@@ -86,7 +87,8 @@ TEST_CASE("attention backward matches finite differences") {
   std::vector<float> out(n * std::size_t(shape.channels)), qkvr(inp.size());
   std::vector<float> att(std::size_t(shape.batch * shape.heads * shape.context * shape.context));
   const auto loss = [&] {
-    attention_forward(out.data(), qkvr.data(), att.data(), inp.data(), table, shape, gemm_mode::fp32, storage::fp32);
+    attention_forward(out.data(), qkvr.data(), att.data(), inp.data(), table, shape, gemm_mode::fp32,
+                      storage::fp32);
     return project(out, projection);
   };
   loss();
@@ -159,7 +161,9 @@ TEST_CASE("cross-entropy backward matches finite differences") {
   std::vector<float> logits = random_vector(std::size_t(n * v), generator, 2.0f);
   const std::vector<std::int32_t> targets{0, 3, 6, 3};
   std::vector<float> probs(logits.size()), losses(static_cast<std::size_t>(n));
-  const auto loss = [&] { return cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), n, v); };
+  const auto loss = [&] {
+    return cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), n, v);
+  };
   const double mean = loss();
   // The loss is the mean of -log softmax at the targets, checked in double.
   double expected = 0.0;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "gradient_check.hpp"
-#include "parallel.hpp"
 #include "model.hpp"
+#include "parallel.hpp"
 
 using namespace trainer;
 using namespace trainer::testing;
@@ -39,9 +39,11 @@ void check_model(model& m, int batch, int context, float weight_scale, int sampl
   for (std::size_t t = 0; t < params.tensor_count(); ++t) {
     const tensor_spec& spec = params.specs()[t];
     std::vector<std::size_t> indices;
-    for (int s = 0; s < samples; ++s) indices.push_back(params.offset(t) + std::size_t(generator.below(spec.size())));
+    for (int s = 0; s < samples; ++s)
+      indices.push_back(params.offset(t) + std::size_t(generator.below(spec.size())));
     // The embedding's gradient is nonzero only in rows of bytes that occur: sample one of those too.
-    if (spec.name == "wte") indices.push_back(params.offset(t) + std::size_t(inputs[0]) * std::size_t(spec.shape[1]));
+    if (spec.name == "wte")
+      indices.push_back(params.offset(t) + std::size_t(inputs[0]) * std::size_t(spec.shape[1]));
     check_gradient(params.compute, analytic, loss, spec.name.c_str(), tolerance{}, indices);
   }
 }

@@ -20,9 +20,7 @@ run_options parse(std::vector<const char*> args) {
 std::string error_of(std::vector<const char*> args) {
   try {
     parse(std::move(args));
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
+  } catch (const std::invalid_argument& e) { return e.what(); }
   return "";
 }
 
@@ -42,8 +40,8 @@ TEST_CASE("defaults are the documented ones") {
 }
 
 TEST_CASE("switches reach the options") {
-  const run_options o = parse({"--precision", "bf16", "--scaling", "current", "--granularity", "block", "--dgrad",
-                               "bf16", "--fake-quant", "--bf16-layers", "0,head", "--seed", "7"});
+  const run_options o = parse({"--precision", "bf16", "--scaling", "current", "--granularity", "block",
+                               "--dgrad", "bf16", "--fake-quant", "--bf16-layers", "0,head", "--seed", "7"});
   CHECK(o.base_precision == precision::bf16);
   CHECK(o.recipe.scale_granularity == fp8::granularity::tile_1x128);
   CHECK(o.linear_modes[0] == gemm_mode::fake_fp8);
@@ -59,15 +57,17 @@ TEST_CASE("bad command lines name the problem") {
   CHECK(error_of({"--steps", "ten"}).find("--steps expects a whole number from 1 to 1000000000; got 'ten'") !=
         std::string::npos);
   CHECK(error_of({"--steps", "0"}).find("--steps must be from 1 to 1000000000; got 0") != std::string::npos);
-  CHECK(error_of({"--precision", "fp16"}).find("--precision must be one of fp32, bf16, fp8") != std::string::npos);
+  CHECK(error_of({"--precision", "fp16"}).find("--precision must be one of fp32, bf16, fp8") !=
+        std::string::npos);
   CHECK(error_of({"--granularity", "block"}).find("needs --scaling current") != std::string::npos);
   CHECK(error_of({"--reset-scaling"}).find("--resume") != std::string::npos);
   CHECK(error_of({"--lr", "abc"}).find("--lr expects a finite number") != std::string::npos);
   CHECK(error_of({"--dgrad", "fp4"}).find("--dgrad must be one of fp8, fake, bf16") != std::string::npos);
-  CHECK(error_of({"--steps", "10", "--warmup", "10"}).find("--warmup 10 must be smaller") != std::string::npos);
-  CHECK(error_of({"--fp8-head", "--bf16-layers", "head"}).find("contradict") != std::string::npos);
-  CHECK(error_of({"--scaling", "current", "--granularity", "mx", "--margin", "1"}).find("--margin does not apply") !=
+  CHECK(error_of({"--steps", "10", "--warmup", "10"}).find("--warmup 10 must be smaller") !=
         std::string::npos);
+  CHECK(error_of({"--fp8-head", "--bf16-layers", "head"}).find("contradict") != std::string::npos);
+  CHECK(error_of({"--scaling", "current", "--granularity", "mx", "--margin", "1"})
+            .find("--margin does not apply") != std::string::npos);
   for (const std::string& message : {error_of({"--stesp"}), error_of({"--steps", "x"})}) {
     CHECK(message.find("see --help") != std::string::npos);
   }
@@ -75,10 +75,10 @@ TEST_CASE("bad command lines name the problem") {
 
 TEST_CASE("the help text lists every switch") {
   const std::string help = help_text();
-  for (const char* option : {"--precision", "--data", "--scaling", "--amax-history", "--amax-algo", "--margin",
-                             "--format", "--granularity", "--fprop", "--dgrad", "--wgrad", "--fake-quant",
-                             "--bf16-layers", "--first-last-bf16", "--shadow-every", "--stats-every", "--resume",
-                             "--save-every"}) {
+  for (const char* option :
+       {"--precision", "--data", "--scaling", "--amax-history", "--amax-algo", "--margin", "--format",
+        "--granularity", "--fprop", "--dgrad", "--wgrad", "--fake-quant", "--bf16-layers",
+        "--first-last-bf16", "--shadow-every", "--stats-every", "--resume", "--save-every"}) {
     CAPTURE(option);
     CHECK(help.find(option) != std::string::npos);
   }
@@ -89,10 +89,13 @@ TEST_CASE("every number is checked against the range of its destination") {
   CHECK(error_of({"--batch", "4294967297"}).find("--batch must be from 1 to") != std::string::npos);
   CHECK(error_of({"--batch", "-1"}).find("--batch must be from 1 to") != std::string::npos);
   CHECK(error_of({"--d-model", "4294967424"}).find("--d-model must be from 2 to") != std::string::npos);
-  CHECK(error_of({"--amax-history", "2147483648"}).find("--amax-history must be from 1 to") != std::string::npos);
+  CHECK(error_of({"--amax-history", "2147483648"}).find("--amax-history must be from 1 to") !=
+        std::string::npos);
   CHECK(error_of({"--margin", "-1"}).find("--margin must be from 0 to") != std::string::npos);
-  CHECK(error_of({"--eval-batches", "99999999999"}).find("--eval-batches must be from 1 to") != std::string::npos);
-  CHECK(error_of({"--steps", "99999999999999999999999"}).find("--steps must be from 1 to") != std::string::npos);
+  CHECK(error_of({"--eval-batches", "99999999999"}).find("--eval-batches must be from 1 to") !=
+        std::string::npos);
+  CHECK(error_of({"--steps", "99999999999999999999999"}).find("--steps must be from 1 to") !=
+        std::string::npos);
   CHECK(error_of({"--steps", " 5"}).find("--steps expects a whole number") != std::string::npos);
   CHECK(error_of({"--steps", "5x"}).find("--steps expects a whole number") != std::string::npos);
   // strtoull accepts "-1" as 2^64 - 1; a seed is not negative.
@@ -116,7 +119,8 @@ TEST_CASE("shape and size errors are usage errors found before anything is alloc
   CHECK(error_of({"--model", "mlp", "--bf16-layers", "3"}).find("--bf16-layers: '3' is not a layer") !=
         std::string::npos);
   CHECK(parse({"--model", "mlp", "--bf16-layers", "2"}).bf16_layers == std::vector<std::string>{"2"});
-  CHECK(error_of({"--precision", "bf16", "--shadow-every", "5"}).find("--shadow-every compares") != std::string::npos);
+  CHECK(error_of({"--precision", "bf16", "--shadow-every", "5"}).find("--shadow-every compares") !=
+        std::string::npos);
   CHECK(error_of({"--current-scaling-for", "fprop,bogus"}).find("--current-scaling-for must be one of") !=
         std::string::npos);
 }

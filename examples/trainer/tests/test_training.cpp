@@ -106,10 +106,11 @@ TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for b
     fp8::scaling_mode recipe;
     fp8::granularity grain;
   };
-  const variant variants[] = {{"fp8 delayed", precision::fp8, fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
-                              {"fp8 current block", precision::fp8, fp8::scaling_mode::current, fp8::granularity::tile_1x128},
-                              {"bf16", precision::bf16, fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
-                              {"fp32", precision::fp32, fp8::scaling_mode::delayed, fp8::granularity::per_tensor}};
+  const variant variants[] = {
+      {"fp8 delayed", precision::fp8, fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
+      {"fp8 current block", precision::fp8, fp8::scaling_mode::current, fp8::granularity::tile_1x128},
+      {"bf16", precision::bf16, fp8::scaling_mode::delayed, fp8::granularity::per_tensor},
+      {"fp32", precision::fp32, fp8::scaling_mode::delayed, fp8::granularity::per_tensor}};
   for (const variant& v : variants) {
     CAPTURE(v.name);
     run_options o = tiny_options(v.p, 12);
@@ -192,7 +193,8 @@ TEST_CASE("the debugging switches change what they claim to change") {
 }
 
 TEST_CASE("every granularity and format mix trains without error") {
-  for (fp8::granularity grain : {fp8::granularity::per_row, fp8::granularity::tile_1x128, fp8::granularity::mx_1x32}) {
+  for (fp8::granularity grain :
+       {fp8::granularity::per_row, fp8::granularity::tile_1x128, fp8::granularity::mx_1x32}) {
     for (fp8::format_mix mix : {fp8::format_mix::hybrid, fp8::format_mix::e4m3}) {
       CAPTURE(to_string(grain));
       CAPTURE(to_string(mix));

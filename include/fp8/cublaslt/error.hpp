@@ -28,8 +28,8 @@ class cublas_error : public error {
 
   static std::string format(cublasStatus_t status, const std::string& call, const std::string& problem,
                             const std::string& cause, const std::string& where) {
-    std::string message = "fp8: " + call + " failed: " + status_name(status) + " (" +
-                          cublasLtGetStatusString(status) + ")";
+    std::string message =
+        "fp8: " + call + " failed: " + status_name(status) + " (" + cublasLtGetStatusString(status) + ")";
     if (!problem.empty()) message += " for " + problem;
     if (!cause.empty()) message += "; likely cause: " + cause;
     message += "; set CUBLASLT_LOG_LEVEL=5 to see why cuBLASLt rejected it";
@@ -66,8 +66,8 @@ inline constexpr const char* validation_call = "fp8::cublaslt::gemm (checked bef
   if (why.kind == rejection_kind::no_device) {
     throw cuda_error(cudaErrorNoDevice, validation_call, {}, why.cause);
   }
-  throw cublas_error(status_of(why.kind), validation_call,
-                     describe(with_packed_leading_dimensions(problem)), why.cause);
+  throw cublas_error(status_of(why.kind), validation_call, describe(with_packed_leading_dimensions(problem)),
+                     why.cause);
 }
 
 // Checks `problem` for `device` and throws as above when it cannot run.

@@ -19,7 +19,8 @@ struct fallback_result {
 
 // Calls attempt(i) for i = start, start + 1, ..., count - 1 until one returns `success`.
 template <class Status, class Attempt>
-fallback_result<Status> first_that_works(std::size_t count, std::size_t start, Status success, Attempt&& attempt) {
+fallback_result<Status> first_that_works(std::size_t count, std::size_t start, Status success,
+                                         Attempt&& attempt) {
   fallback_result<Status> result{count, {}};
   for (std::size_t i = start; i < count; ++i) {
     const Status status = attempt(i);

@@ -147,7 +147,8 @@ inline std::string likely_cause(cublasStatus_t status, const device_info& device
 inline void check_cublas(cublasStatus_t status, const char* call, const gemm_problem& problem,
                          const device_info& device, const char* context, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw cublas_error(status, call, describe(problem), std::string(context) + ": " + likely_cause(status, device),
+  throw cublas_error(status, call, describe(problem),
+                     std::string(context) + ": " + likely_cause(status, device),
                      fp8::detail::source_location(file, line));
 }
 
@@ -208,10 +209,10 @@ struct plan_key {
   std::size_t workspace_bytes;
 
   auto fields() const noexcept {
-    return std::tie(m, n, k, lda, ldb, ldc, ldd, aux_ld, batch, stride_a, stride_b, stride_c, stride_d, op_a, op_b,
-                    a_type, b_type, d_type, c_type, bias_type, aux_type, a_scaling, b_scaling, epilogue_kind,
-                    fast_accum, reads_c, has_a_scale, has_b_scale, has_d_scale, has_amax, align_a, align_b, align_c,
-                    align_d, align_bias, align_aux, workspace_bytes);
+    return std::tie(m, n, k, lda, ldb, ldc, ldd, aux_ld, batch, stride_a, stride_b, stride_c, stride_d, op_a,
+                    op_b, a_type, b_type, d_type, c_type, bias_type, aux_type, a_scaling, b_scaling,
+                    epilogue_kind, fast_accum, reads_c, has_a_scale, has_b_scale, has_d_scale, has_amax,
+                    align_a, align_b, align_c, align_d, align_bias, align_aux, workspace_bytes);
   }
   friend bool operator==(const plan_key& x, const plan_key& y) noexcept { return x.fields() == y.fields(); }
 };
@@ -231,16 +232,43 @@ struct plan_key_hash {
 
 inline plan_key make_key(const gemm_problem& p, std::size_t workspace_bytes) noexcept {
   const bool c_read = reads_c(p);
-  return plan_key{p.m, p.n, p.k, p.a.ld, p.b.ld, c_read ? p.c.ld : p.d.ld, p.d.ld, p.options.aux_ld,
-                  p.batch.count, p.batch.stride_a, p.batch.stride_b, p.batch.stride_c, p.batch.stride_d,
-                  cuda_operation(p.op_a), cuda_operation(p.op_b),
-                  p.a.type, p.b.type, p.d.type, c_type_of(p), bias_type_of(p), aux_type_of(p),
-                  p.a.scaling, p.b.scaling, p.options.epilogue_kind,
-                  is_fp8(p.a.type) && uses_fast_accumulation(p), c_read,
-                  p.a.scale_inv != nullptr, p.b.scale_inv != nullptr, p.d.scale != nullptr, p.d.amax != nullptr,
-                  pointer_alignment(p.a.data), pointer_alignment(p.b.data),
-                  c_read ? pointer_alignment(p.c.data) : 0u, pointer_alignment(p.d.data),
-                  pointer_alignment(p.options.bias), pointer_alignment(p.options.aux), workspace_bytes};
+  return plan_key{p.m,
+                  p.n,
+                  p.k,
+                  p.a.ld,
+                  p.b.ld,
+                  c_read ? p.c.ld : p.d.ld,
+                  p.d.ld,
+                  p.options.aux_ld,
+                  p.batch.count,
+                  p.batch.stride_a,
+                  p.batch.stride_b,
+                  p.batch.stride_c,
+                  p.batch.stride_d,
+                  cuda_operation(p.op_a),
+                  cuda_operation(p.op_b),
+                  p.a.type,
+                  p.b.type,
+                  p.d.type,
+                  c_type_of(p),
+                  bias_type_of(p),
+                  aux_type_of(p),
+                  p.a.scaling,
+                  p.b.scaling,
+                  p.options.epilogue_kind,
+                  is_fp8(p.a.type) && uses_fast_accumulation(p),
+                  c_read,
+                  p.a.scale_inv != nullptr,
+                  p.b.scale_inv != nullptr,
+                  p.d.scale != nullptr,
+                  p.d.amax != nullptr,
+                  pointer_alignment(p.a.data),
+                  pointer_alignment(p.b.data),
+                  c_read ? pointer_alignment(p.c.data) : 0u,
+                  pointer_alignment(p.d.data),
+                  pointer_alignment(p.options.bias),
+                  pointer_alignment(p.options.aux),
+                  workspace_bytes};
 }
 
 // The attribute's name, for messages.
@@ -282,17 +310,19 @@ void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
                    const gemm_problem& problem, const device_info& device) {
   const cublasStatus_t status = cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value));
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw cublas_error(status, "cublasLtMatmulDescSetAttribute", describe(problem),
-                     attribute_refused_cause(attribute_name(attribute), attribute_value(value),
-                                             device.cublaslt_version),
-                     fp8::detail::source_location(__FILE__, __LINE__));
+  throw cublas_error(
+      status, "cublasLtMatmulDescSetAttribute", describe(problem),
+      attribute_refused_cause(attribute_name(attribute), attribute_value(value), device.cublaslt_version),
+      fp8::detail::source_location(__FILE__, __LINE__));
 }
 
 // The attributes that change from call to call (data-dependent pointers), set on a cached plan.
 inline void set_pointers(cublasLtMatmulDesc_t desc, const gemm_problem& p, const device_info& device) {
   if (is_fp8(p.a.type)) {
-    set_attribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(p.a.scale_inv), p, device);
-    set_attribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(p.b.scale_inv), p, device);
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(p.a.scale_inv), p,
+                  device);
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(p.b.scale_inv), p,
+                  device);
   }
   if (is_fp8(p.d.type)) {
     set_attribute(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(p.d.scale), p, device);
@@ -309,9 +339,9 @@ inline void set_pointers(cublasLtMatmulDesc_t desc, const gemm_problem& p, const
 inline void create_layout(matrix_layout& layout, data_type type, std::int64_t rows, std::int64_t cols,
                           std::int64_t ld, std::int64_t batch, std::int64_t stride, const gemm_problem& p,
                           const device_info& device) {
-  FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout.get, cuda_type(type), std::uint64_t(rows),
-                                              std::uint64_t(cols), ld),
-                   p, device, "creating a matrix layout");
+  FP8_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&layout.get, cuda_type(type), std::uint64_t(rows), std::uint64_t(cols), ld),
+      p, device, "creating a matrix layout");
   if (batch != 1) {
     const std::int32_t count = std::int32_t(batch);
     FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -360,8 +390,10 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
   // described like D (leading dimension and stride) in C's type.
   const bool c_read = reads_c(p);
   const std::int64_t batch = p.batch.count;
-  create_layout(out.a, p.a.type, stored_rows_a(p), stored_cols_a(p), p.a.ld, batch, p.batch.stride_a, p, device);
-  create_layout(out.b, p.b.type, stored_rows_b(p), stored_cols_b(p), p.b.ld, batch, p.batch.stride_b, p, device);
+  create_layout(out.a, p.a.type, stored_rows_a(p), stored_cols_a(p), p.a.ld, batch, p.batch.stride_a, p,
+                device);
+  create_layout(out.b, p.b.type, stored_rows_b(p), stored_cols_b(p), p.b.ld, batch, p.batch.stride_b, p,
+                device);
   create_layout(out.c, c_type_of(p), p.m, p.n, c_read ? p.c.ld : p.d.ld, batch,
                 c_read ? p.batch.stride_c : p.batch.stride_d, p, device);
   create_layout(out.d, p.d.type, p.m, p.n, p.d.ld, batch, p.batch.stride_d, p, device);
@@ -369,9 +401,10 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
   matmul_preference preference;
   FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.get), p, device, "creating the preference");
   const std::uint64_t workspace = workspace_bytes;
-  FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.get, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                        &workspace, sizeof(workspace)),
-                   p, device, "setting the workspace size");
+  FP8_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(preference.get, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace, sizeof(workspace)),
+      p, device, "setting the workspace size");
   // The alignment of what is passed: C's own pointer when it is read; no C, no C constraint.
   std::vector<std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t>> alignments = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(p.a.data)},
@@ -379,8 +412,9 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(p.d.data)}};
   if (c_read) alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(p.c.data)});
   for (const auto& [attribute, alignment] : alignments) {
-    FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.get, attribute, &alignment, sizeof(alignment)),
-                     p, device, "setting the pointer alignments");
+    FP8_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(preference.get, attribute, &alignment, sizeof(alignment)), p,
+        device, "setting the pointer alignments");
   }
 
   cublasLtMatmulHeuristicResult_t results[heuristic_candidates] = {};
@@ -483,15 +517,18 @@ class handle {
     check_current_device();
     validate(problem, device_);
     if (scratch.bytes < workspace_bytes_) {
-      throw invalid_argument("fp8::cublaslt::handle::gemm: the workspace has " + std::to_string(scratch.bytes) +
-                             " bytes, the handle's plans are chosen for " + std::to_string(workspace_bytes_));
+      throw invalid_argument("fp8::cublaslt::handle::gemm: the workspace has " +
+                             std::to_string(scratch.bytes) + " bytes, the handle's plans are chosen for " +
+                             std::to_string(workspace_bytes_));
     }
     run_validated(problem, stream, scratch);
   }
 
   // Row-major Y[m, n] = X[m, k] · W[n, k]ᵀ (+ beta · C) (+ bias[n]), mapped onto cuBLASLt's TN
   // form by to_gemm().
-  void linear(const linear_problem& problem, cudaStream_t stream = nullptr) { gemm(to_gemm(problem), stream); }
+  void linear(const linear_problem& problem, cudaStream_t stream = nullptr) {
+    gemm(to_gemm(problem), stream);
+  }
 
   // Many products of different shapes on one stream, e.g. the experts of a mixture-of-experts
   // layer (each its own token count M). Every member is checked before the first runs, so a bad
@@ -576,20 +613,22 @@ class handle {
     const float beta = p.options.beta;
     const void* c = reads_c(p) ? p.c.data : nullptr;
     const auto attempt = [&](std::size_t i) {
-      return cublasLtMatmul(handle_, plan.desc.get, &alpha, p.a.data, plan.a.get, p.b.data, plan.b.get, &beta, c,
-                            plan.c.get, p.d.data, plan.d.get, &plan.algorithms[i], scratch.data, scratch.bytes,
-                            stream);
+      return cublasLtMatmul(handle_, plan.desc.get, &alpha, p.a.data, plan.a.get, p.b.data, plan.b.get, &beta,
+                            c, plan.c.get, p.d.data, plan.d.get, &plan.algorithms[i], scratch.data,
+                            scratch.bytes, stream);
     };
     const auto result = first_that_works(plan.algorithms.size(), plan.chosen, CUBLAS_STATUS_SUCCESS, attempt);
     if (result.succeeded(plan.algorithms.size())) {
       plan.chosen = result.index;
       return;
     }
-    const cublasStatus_t first = result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.front();
-    throw cublas_error(first, "cublasLtMatmul", describe(p),
-                       "running the product (" + std::to_string(result.statuses.size()) +
-                           " candidate algorithms tried, all failed): " + detail::likely_cause(first, device_),
-                       fp8::detail::source_location(__FILE__, __LINE__));
+    const cublasStatus_t first =
+        result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.front();
+    throw cublas_error(
+        first, "cublasLtMatmul", describe(p),
+        "running the product (" + std::to_string(result.statuses.size()) +
+            " candidate algorithms tried, all failed): " + detail::likely_cause(first, device_),
+        fp8::detail::source_location(__FILE__, __LINE__));
   }
 
   device_info device_{};

@@ -42,7 +42,17 @@ enum class scale_mode { tensorwise, row_wise, block_1x128, block_128x128 };
 //    elements) is written to `bias`;
 //  - bias_gradient_b (BGRADB): D = AB and the bias gradient of B (the sum of op(B) over k, one per
 //    column of D: n elements) is written to `bias`; the weight-gradient product's bias gradient.
-enum class epilogue { none, bias, gelu, gelu_bias, gelu_aux, gelu_aux_bias, dgelu, dgelu_bias_gradient, bias_gradient_b };
+enum class epilogue {
+  none,
+  bias,
+  gelu,
+  gelu_bias,
+  gelu_aux,
+  gelu_aux_bias,
+  dgelu,
+  dgelu_bias_gradient,
+  bias_gradient_b
+};
 
 // Which pass a product belongs to: it chooses the default of fast accumulation.
 enum class gemm_purpose { forward, gradient };
@@ -93,14 +103,14 @@ struct gemm_options {
   // bias, gelu_bias, gelu_aux_bias: the bias (input, m elements); dgelu_bias_gradient (m) and
   // bias_gradient_b (n): where the bias gradient is written. Device memory, 16-byte aligned.
   const void* bias = nullptr;
-  std::optional<data_type> bias_type{};     // empty: the type cuBLASLt pairs with the output type
+  std::optional<data_type> bias_type{};  // empty: the type cuBLASLt pairs with the output type
   // gelu_aux, gelu_aux_bias (output) and dgelu, dgelu_bias_gradient (input): the GELU input, an
   // m x n column-major matrix with leading dimension aux_ld (0 = m; a multiple of 8, >= m).
   void* aux = nullptr;
   std::int64_t aux_ld = 0;
-  std::optional<data_type> aux_type{};      // empty: the bias type
+  std::optional<data_type> aux_type{};  // empty: the bias type
   float alpha = 1.0f;
-  float beta = 0.0f;                        // != 0: D = alpha·AB + beta·C, C from gemm_problem::c
+  float beta = 0.0f;  // != 0: D = alpha·AB + beta·C, C from gemm_problem::c
   gemm_purpose purpose = gemm_purpose::forward;
   fast_accumulation fast_accum = fast_accumulation::by_purpose;
 };
@@ -192,9 +202,7 @@ constexpr const char* name(epilogue kind) noexcept {
   return "?";
 }
 
-constexpr bool is_fp8(data_type type) noexcept {
-  return type == data_type::e4m3 || type == data_type::e5m2;
-}
+constexpr bool is_fp8(data_type type) noexcept { return type == data_type::e4m3 || type == data_type::e5m2; }
 constexpr std::size_t element_bytes(data_type type) noexcept {
   switch (type) {
     case data_type::e4m3:
@@ -214,7 +222,9 @@ constexpr bool writes_bias_gradient(epilogue kind) noexcept {
   return kind == epilogue::dgelu_bias_gradient || kind == epilogue::bias_gradient_b;
 }
 // Epilogues that need the bias pointer at all (to read or to write).
-constexpr bool needs_bias_pointer(epilogue kind) noexcept { return uses_bias(kind) || writes_bias_gradient(kind); }
+constexpr bool needs_bias_pointer(epilogue kind) noexcept {
+  return uses_bias(kind) || writes_bias_gradient(kind);
+}
 // Epilogues that write (gelu_aux*) or read (dgelu*) the aux matrix.
 constexpr bool uses_aux(epilogue kind) noexcept {
   return kind == epilogue::gelu_aux || kind == epilogue::gelu_aux_bias || kind == epilogue::dgelu ||
@@ -311,12 +321,12 @@ inline std::string describe(const gemm_problem& problem) {
       << problem.d.ld << ") = op_" << op_name(problem.op_a) << "(A)[" << problem.m << " x " << problem.k
       << "] (" << name(problem.a.type) << ", ld " << problem.a.ld << ", " << name(problem.a.scaling)
       << ") · op_" << op_name(problem.op_b) << "(B)[" << problem.k << " x " << problem.n << "] ("
-      << name(problem.b.type) << ", ld " << problem.b.ld << ", " << name(problem.b.scaling) << "), k="
-      << problem.k << ", epilogue " << name(problem.options.epilogue_kind) << ", purpose "
+      << name(problem.b.type) << ", ld " << problem.b.ld << ", " << name(problem.b.scaling)
+      << "), k=" << problem.k << ", epilogue " << name(problem.options.epilogue_kind) << ", purpose "
       << (problem.options.purpose == gemm_purpose::forward ? "forward" : "gradient");
   if (problem.options.beta != 0.0f) {
-    out << ", beta " << problem.options.beta << " (C " << (problem.c.data == problem.d.data ? "= D" : "separate")
-        << ", ld " << problem.c.ld << ")";
+    out << ", beta " << problem.options.beta << " (C "
+        << (problem.c.data == problem.d.data ? "= D" : "separate") << ", ld " << problem.c.ld << ")";
   }
   if (problem.batch.count != 1) out << ", batch " << problem.batch.count;
   return out.str();

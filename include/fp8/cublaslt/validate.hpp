@@ -96,9 +96,9 @@ inline std::optional<rejection> check_scale_pointer(const char* operand, const i
     return std::nullopt;
   }
   if (matrix.scaling != scale_mode::tensorwise && matrix.scale_inv == nullptr) {
-    return reject(rejection_kind::invalid_value,
-                  std::string("operand ") + operand + " uses " + name(matrix.scaling) +
-                      " but its scale_inv pointer is null");
+    return reject(rejection_kind::invalid_value, std::string("operand ") + operand + " uses " +
+                                                     name(matrix.scaling) +
+                                                     " but its scale_inv pointer is null");
   }
   const std::uintptr_t alignment =
       matrix.scaling == scale_mode::tensorwise ? scalar_alignment : fp8_pointer_alignment;
@@ -119,28 +119,33 @@ inline bool block_scaled(scale_mode mode) {
 
 // Why the row-wise and block scale modes cannot be used with these cuBLASLt versions (headers the
 // wrapper was compiled with, library loaded at run time), or nothing when both are new enough.
-inline std::optional<rejection> find_version_rejection(const gemm_problem& problem, std::size_t header_version,
+inline std::optional<rejection> find_version_rejection(const gemm_problem& problem,
+                                                       std::size_t header_version,
                                                        std::size_t loaded_version) {
-  if (problem.a.scaling == scale_mode::tensorwise && problem.b.scaling == scale_mode::tensorwise) return std::nullopt;
+  if (problem.a.scaling == scale_mode::tensorwise && problem.b.scaling == scale_mode::tensorwise)
+    return std::nullopt;
   const std::string modes = std::string(name(problem.a.scaling)) + " x " + name(problem.b.scaling);
   if (header_version < scale_modes_min_version) {
     return detail::reject(rejection_kind::not_supported,
-                          "the scale modes " + modes + " need cuBLAS " + version_text(scale_modes_min_version) +
+                          "the scale modes " + modes + " need cuBLAS " +
+                              version_text(scale_modes_min_version) +
                               " or newer; this program was compiled against cuBLAS headers " +
                               version_text(header_version) + " (CUBLAS_VERSION): rebuild with CUDA 12.9+");
   }
   if (loaded_version < scale_modes_min_version) {
-    return detail::reject(rejection_kind::not_supported,
-                          "the scale modes " + modes + " need cuBLASLt " + version_text(scale_modes_min_version) +
-                              " or newer at run time; the loaded libcublasLt is " + version_text(loaded_version) +
-                              " (cublasLtGetVersion()): put a CUDA 12.9+ libcublasLt on the library path");
+    return detail::reject(
+        rejection_kind::not_supported,
+        "the scale modes " + modes + " need cuBLASLt " + version_text(scale_modes_min_version) +
+            " or newer at run time; the loaded libcublasLt is " + version_text(loaded_version) +
+            " (cublasLtGetVersion()): put a CUDA 12.9+ libcublasLt on the library path");
   }
   return std::nullopt;
 }
 
 // Whether fast accumulation is on for this problem once `by_purpose` is resolved.
 inline bool uses_fast_accumulation(const gemm_problem& problem) noexcept {
-  const bool block_scaled = detail::block_scaled(problem.a.scaling) || detail::block_scaled(problem.b.scaling);
+  const bool block_scaled =
+      detail::block_scaled(problem.a.scaling) || detail::block_scaled(problem.b.scaling);
   switch (problem.options.fast_accum) {
     case fast_accumulation::on: return true;
     case fast_accumulation::off: return false;
@@ -200,8 +205,9 @@ inline std::optional<rejection> find_c_rejection(const gemm_problem& problem) {
   const data_type c_type = c_type_of(problem);
   if (c.data == d.data && (c_type != d.type || c.ld != d.ld)) {
     return reject(rejection_kind::invalid_value,
-                  std::string("C and D share one pointer with different layouts (C ") + name(c_type) + ", ld " +
-                      std::to_string(c.ld) + "; D " + name(d.type) + ", ld " + std::to_string(d.ld) +
+                  std::string("C and D share one pointer with different layouts (C ") + name(c_type) +
+                      ", ld " + std::to_string(c.ld) + "; D " + name(d.type) + ", ld " +
+                      std::to_string(d.ld) +
                       "): cuBLASLt refuses that; accumulate in place only with C of D's type and ld, or give "
                       "C its own buffer");
   }
@@ -230,9 +236,10 @@ inline std::optional<rejection> find_batch_rejection(const gemm_problem& problem
       {"stride_d", batch.stride_d, problem.d.ld * problem.n, element_bytes(problem.d.type)}};
   for (const auto& [which, stride, extent, bytes] : strides) {
     if (stride < extent) {
-      return reject(rejection_kind::invalid_value,
-                    std::string(which) + " = " + std::to_string(stride) + " elements is smaller than one matrix (" +
-                        std::to_string(extent) + "): the batch's matrices would overlap");
+      return reject(rejection_kind::invalid_value, std::string(which) + " = " + std::to_string(stride) +
+                                                       " elements is smaller than one matrix (" +
+                                                       std::to_string(extent) +
+                                                       "): the batch's matrices would overlap");
     }
     if (is_fp8(problem.a.type) && (stride * std::int64_t(bytes)) % fp8_ld_bytes_multiple) {
       return reject(rejection_kind::invalid_value,
@@ -275,9 +282,9 @@ inline std::optional<rejection> find_epilogue_rejection(const gemm_problem& prob
                         " output (use " + name(default_bias_type(problem)) + ")");
     }
     if (!detail::is_aligned(options.bias, fp8_pointer_alignment)) {
-      return reject(rejection_kind::invalid_value,
-                    "misaligned pointers: the bias is at " + detail::hex_address(options.bias) +
-                        ", it needs 16-byte alignment");
+      return reject(rejection_kind::invalid_value, "misaligned pointers: the bias is at " +
+                                                       detail::hex_address(options.bias) +
+                                                       ", it needs 16-byte alignment");
     }
   } else if (options.bias != nullptr) {
     return reject(rejection_kind::invalid_value,
@@ -291,23 +298,23 @@ inline std::optional<rejection> find_epilogue_rejection(const gemm_problem& prob
                         " needs the aux matrix (the GELU input, m x n): options.aux is null");
     }
     if (options.aux_ld < problem.m || options.aux_ld % aux_ld_multiple) {
-      return reject(rejection_kind::invalid_value,
-                    "aux_ld = " + std::to_string(options.aux_ld) + ": the GELU aux matrix needs a leading "
-                    "dimension >= m = " + std::to_string(problem.m) + " and a multiple of 8");
+      return reject(rejection_kind::invalid_value, "aux_ld = " + std::to_string(options.aux_ld) +
+                                                       ": the GELU aux matrix needs a leading "
+                                                       "dimension >= m = " +
+                                                       std::to_string(problem.m) + " and a multiple of 8");
     }
     if (!detail::is_aligned(options.aux, fp8_pointer_alignment)) {
-      return reject(rejection_kind::invalid_value,
-                    "misaligned pointers: the aux matrix is at " + detail::hex_address(options.aux) +
-                        ", it needs 16-byte alignment");
+      return reject(rejection_kind::invalid_value, "misaligned pointers: the aux matrix is at " +
+                                                       detail::hex_address(options.aux) +
+                                                       ", it needs 16-byte alignment");
     }
     const data_type aux = aux_type_of(problem);
     if (!(aux == data_type::bf16 || aux == data_type::fp16 || aux == data_type::fp32 || is_fp8(aux))) {
       return reject(rejection_kind::not_supported, std::string("an aux matrix of type ") + name(aux));
     }
   } else if (options.aux != nullptr) {
-    return reject(rejection_kind::invalid_value,
-                  std::string("an aux pointer was given but epilogue ") + name(kind) +
-                      " uses none (gelu_aux*, dgelu* do)");
+    return reject(rejection_kind::invalid_value, std::string("an aux pointer was given but epilogue ") +
+                                                     name(kind) + " uses none (gelu_aux*, dgelu* do)");
   }
   return std::nullopt;
 }
@@ -338,16 +345,17 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
   if (a.ld < stored_rows_a(problem) || b.ld < stored_rows_b(problem) || d.ld < problem.m) {
     return reject(rejection_kind::invalid_value,
                   "a leading dimension is smaller than the stored rows of its matrix (column-major: "
-                  "lda >= " + std::to_string(stored_rows_a(problem)) + ", ldb >= " +
+                  "lda >= " +
+                      std::to_string(stored_rows_a(problem)) + ", ldb >= " +
                       std::to_string(stored_rows_b(problem)) + ", ldd >= " + std::to_string(problem.m) + ")");
   }
 
   // Types.
   if (fp8_inputs) {
     if (!is_fp8(a.type) || !is_fp8(b.type)) {
-      return reject(rejection_kind::not_supported,
-                    std::string("mixed operand types ") + name(a.type) + " x " + name(b.type) +
-                        ": an FP8 product needs both operands in FP8");
+      return reject(rejection_kind::not_supported, std::string("mixed operand types ") + name(a.type) +
+                                                       " x " + name(b.type) +
+                                                       ": an FP8 product needs both operands in FP8");
     }
     if (a.type == data_type::e5m2 && b.type == data_type::e5m2) {
       return reject(rejection_kind::not_supported,
@@ -360,15 +368,14 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
     }
   } else {
     if (a.type != b.type) {
-      return reject(rejection_kind::not_supported,
-                    std::string("operand types ") + name(a.type) + " x " + name(b.type) +
-                        " differ: non-FP8 products need equal types");
+      return reject(rejection_kind::not_supported, std::string("operand types ") + name(a.type) + " x " +
+                                                       name(b.type) +
+                                                       " differ: non-FP8 products need equal types");
     }
     const bool output_ok = d.type == a.type || d.type == data_type::fp32;
     if (!output_ok) {
-      return reject(rejection_kind::not_supported,
-                    std::string(name(a.type)) + " products write " + name(a.type) + " or fp32, not " +
-                        name(d.type));
+      return reject(rejection_kind::not_supported, std::string(name(a.type)) + " products write " +
+                                                       name(a.type) + " or fp32, not " + name(d.type));
     }
   }
 
@@ -397,15 +404,17 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
                         "(pad the input features; M and N, e.g. the token count, may be anything)");
     }
     const std::int64_t c_bytes = std::int64_t(element_bytes(c_type_of(problem)));
-    const std::pair<const char*, std::int64_t> lds[] = {{"lda", a.ld * std::int64_t(element_bytes(a.type))},
-                                                         {"ldb", b.ld * std::int64_t(element_bytes(b.type))},
-                                                         {"ldd", d.ld * std::int64_t(element_bytes(d.type))},
-                                                         {"ldc", reads_c(problem) ? problem.c.ld * c_bytes : 0}};
+    const std::pair<const char*, std::int64_t> lds[] = {
+        {"lda", a.ld * std::int64_t(element_bytes(a.type))},
+        {"ldb", b.ld * std::int64_t(element_bytes(b.type))},
+        {"ldd", d.ld * std::int64_t(element_bytes(d.type))},
+        {"ldc", reads_c(problem) ? problem.c.ld * c_bytes : 0}};
     for (const auto& [which, bytes] : lds) {
       if (bytes % fp8_ld_bytes_multiple) {
         return reject(rejection_kind::invalid_value,
                       std::string("leading dimension not 16-byte aligned: ") + which + " spans " +
-                          std::to_string(bytes) + " bytes; FP8 products need lda, ldb, ldc and ldd to be "
+                          std::to_string(bytes) +
+                          " bytes; FP8 products need lda, ldb, ldc and ldd to be "
                           "multiples of 16 bytes (16 FP8, 8 bf16/fp16 or 4 fp32 elements)");
       }
     }
@@ -413,9 +422,9 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
         {"A", a.data}, {"B", b.data}, {"D", d.data}, {"C", reads_c(problem) ? problem.c.data : nullptr}};
     for (const auto& [which, pointer] : pointers) {
       if (!detail::is_aligned(pointer, fp8_pointer_alignment)) {
-        return reject(rejection_kind::invalid_value,
-                      std::string("misaligned pointers: ") + which + " is at " +
-                          detail::hex_address(pointer) + ", FP8 products need 16-byte aligned data");
+        return reject(rejection_kind::invalid_value, std::string("misaligned pointers: ") + which +
+                                                         " is at " + detail::hex_address(pointer) +
+                                                         ", FP8 products need 16-byte aligned data");
       }
     }
   }
@@ -433,7 +442,8 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
     const scale_mode sb = b.scaling;
     const bool both_tensorwise = sa == scale_mode::tensorwise && sb == scale_mode::tensorwise;
     if (!both_tensorwise) {
-      if (auto why = find_version_rejection(problem, device.cublaslt_header_version, device.cublaslt_version)) {
+      if (auto why =
+              find_version_rejection(problem, device.cublaslt_header_version, device.cublaslt_version)) {
         return why;
       }
       if (!detail::is_hopper(device)) {
@@ -451,8 +461,9 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
                             ": cuBLASLt pairs row_wise with row_wise, and block_1x128 with block_1x128 "
                             "or block_128x128";
         if (sa == scale_mode::block_128x128 && sb == scale_mode::block_128x128) {
-          cause += " (2D x 2D block scaling is rejected: quantize one operand, usually the "
-                   "activations, in 1x128 blocks)";
+          cause +=
+              " (2D x 2D block scaling is rejected: quantize one operand, usually the "
+              "activations, in 1x128 blocks)";
         }
         return reject(rejection_kind::not_supported, cause);
       }
@@ -490,7 +501,8 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
                       " (cuBLASLt computes amax only when it casts D to FP8)");
   }
   if (!detail::is_aligned(d.scale, scalar_alignment) || !detail::is_aligned(d.amax, scalar_alignment)) {
-    return reject(rejection_kind::invalid_value, "misaligned pointers: the D scale or amax is not float-aligned");
+    return reject(rejection_kind::invalid_value,
+                  "misaligned pointers: the D scale or amax is not float-aligned");
   }
   if (is_fp8(d.type) && !fp8_inputs) {
     return reject(rejection_kind::not_supported, "FP8 outputs need FP8 operands");
@@ -517,10 +529,11 @@ std::optional<group_rejection> find_group_rejection(const Problems& problems, co
     for (const gemm_problem& other : problems) {
       if (earlier == index) break;
       if (problem.d.amax != nullptr && other.d.amax == problem.d.amax) {
-        return group_rejection{index, {rejection_kind::invalid_value,
-                                       "members " + std::to_string(earlier) + " and " + std::to_string(index) +
-                                           " share one amax slot: cuBLASLt overwrites an amax (it does not "
-                                           "take the maximum), so give each member its own slot"}};
+        return group_rejection{index,
+                               {rejection_kind::invalid_value,
+                                "members " + std::to_string(earlier) + " and " + std::to_string(index) +
+                                    " share one amax slot: cuBLASLt overwrites an amax (it does not "
+                                    "take the maximum), so give each member its own slot"}};
       }
       ++earlier;
     }

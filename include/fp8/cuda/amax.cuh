@@ -24,8 +24,9 @@ using float_traits = format_traits<binary32_format>;
 // the amax itself: 0x7FC00000 > +Inf (0x7F800000) > every finite magnitude.
 __device__ __forceinline__ std::uint32_t amax_bits(float x) {
   const std::uint32_t magnitude = __float_as_uint(x) & std::uint32_t(float_traits::magnitude_mask);
-  return magnitude > std::uint32_t(float_traits::infinity_code) ? std::uint32_t(binary32_format::canonical_nan)
-                                                                : magnitude;
+  return magnitude > std::uint32_t(float_traits::infinity_code)
+             ? std::uint32_t(binary32_format::canonical_nan)
+             : magnitude;
 }
 __device__ __forceinline__ std::uint32_t amax_bits(float4 v) {
   return max(max(amax_bits(v.x), amax_bits(v.y)), max(amax_bits(v.z), amax_bits(v.w)));
@@ -59,7 +60,8 @@ __device__ __forceinline__ void atomic_max_amax(float* amax, std::uint32_t bits)
 }
 
 template <class T, int Threads>
-__global__ void __launch_bounds__(Threads) amax_kernel(const T* in, std::size_t count, bool vector, float* amax) {
+__global__ void __launch_bounds__(Threads)
+    amax_kernel(const T* in, std::size_t count, bool vector, float* amax) {
   std::uint32_t bits = 0;
   const std::size_t thread = blockIdx.x * std::size_t(Threads) + threadIdx.x;
   const std::size_t stride = std::size_t(gridDim.x) * Threads;
@@ -69,7 +71,8 @@ __global__ void __launch_bounds__(Threads) amax_kernel(const T* in, std::size_t 
     for (std::size_t q = thread; q < quads; q += stride) bits = max(bits, amax_bits(load4(in + 4 * q)));
     scalar_begin = quads * 4;
   }
-  for (std::size_t i = scalar_begin + thread; i < count; i += stride) bits = max(bits, amax_bits(widen(in[i])));
+  for (std::size_t i = scalar_begin + thread; i < count; i += stride)
+    bits = max(bits, amax_bits(widen(in[i])));
   bits = block_max<Threads>(bits);
   if (threadIdx.x == 0) atomic_max_amax(amax, bits);
 }
@@ -88,7 +91,8 @@ void compute_amax(const T* in, std::size_t count, float* amax, cudaStream_t stre
   if (count == 0) return;
   const bool vector = detail::is_aligned(in, 4 * sizeof(T));
   detail::amax_kernel<T, detail::block_threads>
-      <<<detail::grid_for(vector ? count / 4 + count % 4 : count), detail::block_threads, 0, stream>>>(in, count, vector, amax);
+      <<<detail::grid_for(vector ? count / 4 + count % 4 : count), detail::block_threads, 0, stream>>>(
+          in, count, vector, amax);
   detail::check_launch("fp8::cuda::detail::amax_kernel");
 }
 

@@ -36,8 +36,8 @@ __device__ __forceinline__ float4 load4_guarded(const T* row, std::size_t c, std
 }
 
 template <class Format>
-__device__ __forceinline__ void store4_guarded(std::uint8_t* row, std::size_t c, std::size_t cols, bool vector,
-                                               float4 scaled) {
+__device__ __forceinline__ void store4_guarded(std::uint8_t* row, std::size_t c, std::size_t cols,
+                                               bool vector, float4 scaled) {
   const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
   if (vector && c + 4 <= cols) {
     *reinterpret_cast<std::uint32_t*>(row + c) = codes;
@@ -52,8 +52,8 @@ __device__ __forceinline__ void store4_guarded(std::uint8_t* row, std::size_t c,
 // row mostly hits L1/L2).
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
-    row_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector, scale_rule rule,
-                        std::uint8_t* __restrict__ out, float* scale_inv, float* amax) {
+    row_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
+                        scale_rule rule, std::uint8_t* __restrict__ out, float* scale_inv, float* amax) {
   std::uint32_t tensor_bits = 0;
   for (std::size_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = in + r * cols;
@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(Threads)
     tensor_bits = max(tensor_bits, bits);
     const float scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
     for (std::size_t c = 4 * std::size_t(threadIdx.x); c < cols; c += 4 * std::size_t(Threads)) {
-      store4_guarded<Format>(out + r * cols, c, cols, vector, scale4(load4_guarded(row, c, cols, vector), scale));
+      store4_guarded<Format>(out + r * cols, c, cols, vector,
+                             scale4(load4_guarded(row, c, cols, vector), scale));
     }
     if (threadIdx.x == 0) scale_inv[r] = 1.0f / scale;
   }
@@ -75,14 +76,17 @@ __global__ void __launch_bounds__(Threads)
 // 1x128 tiles: a warp per tile (32 lanes x 4 elements), tiles in row order (grid-stride over warps).
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
-    tile_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector, scale_rule rule,
-                         scale_layout layout, std::uint8_t* __restrict__ out, float* scale_inv, float* amax) {
+    tile_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
+                         scale_rule rule, scale_layout layout, std::uint8_t* __restrict__ out,
+                         float* scale_inv, float* amax) {
   constexpr int warps = Threads / 32;
   const int lane = int(threadIdx.x) % 32;
   const std::size_t tiles = rows * layout.grid_cols;
   const std::size_t total_warps = std::size_t(gridDim.x) * warps;
   std::uint32_t tensor_bits = 0;
-  const auto tile_column = [&](std::size_t t) { return (t % layout.grid_cols) * tile_length + 4 * std::size_t(lane); };
+  const auto tile_column = [&](std::size_t t) {
+    return (t % layout.grid_cols) * tile_length + 4 * std::size_t(lane);
+  };
   const auto finish = [&](std::size_t t, float4 v) {
     const std::size_t r = t / layout.grid_cols;
     const std::size_t tile = t % layout.grid_cols;
@@ -101,8 +105,9 @@ __global__ void __launch_bounds__(Threads)
   for (std::size_t t = blockIdx.x * std::size_t(warps) + threadIdx.x / 32; t < tiles; t += 2 * total_warps) {
     const std::size_t t2 = t + total_warps;
     const float4 v = load4_guarded(in + (t / layout.grid_cols) * cols, tile_column(t), cols, vector);
-    const float4 v2 = t2 < tiles ? load4_guarded(in + (t2 / layout.grid_cols) * cols, tile_column(t2), cols, vector)
-                                 : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    const float4 v2 = t2 < tiles
+                          ? load4_guarded(in + (t2 / layout.grid_cols) * cols, tile_column(t2), cols, vector)
+                          : float4{0.0f, 0.0f, 0.0f, 0.0f};
     finish(t, v);
     if (t2 < tiles) finish(t2, v2);
   }
@@ -165,9 +170,10 @@ __host__ __device__ inline micro_tile transpose_micro_tile(int warp, int lane, i
 // come out as columns, four rows per 32-bit store (`packed_t`: rows % 4 == 0 and out_t 4-aligned).
 template <class Format, class T, bool Transposed>
 __global__ void __launch_bounds__(block_threads_2d)
-    block_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector, scale_rule rule,
-                          scale_layout layout, std::uint8_t* __restrict__ out, float* scale_inv, float* amax,
-                          bool packed_t, scale_layout layout_t, std::uint8_t* __restrict__ out_t, float* scale_inv_t) {
+    block_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
+                          scale_rule rule, scale_layout layout, std::uint8_t* __restrict__ out,
+                          float* scale_inv, float* amax, bool packed_t, scale_layout layout_t,
+                          std::uint8_t* __restrict__ out_t, float* scale_inv_t) {
   __shared__ std::uint32_t tile[Transposed ? int(block_length) * block_tile_words : 1];
   std::uint8_t* const tile_bytes = reinterpret_cast<std::uint8_t*>(tile);
   const int lane = int(threadIdx.x) % 32;
@@ -198,7 +204,8 @@ __global__ void __launch_bounds__(block_threads_2d)
       scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
 #pragma unroll
       for (int pass = 0; pass < block_passes_2d; ++pass) {
-        const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
+        const packed_x4 codes =
+            convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
         *reinterpret_cast<std::uint32_t*>(out + row_of(pass) * cols + c) = codes;
         if constexpr (Transposed) tile[row_in_block(pass) * block_tile_words + lane] = codes;
       }
@@ -206,7 +213,8 @@ __global__ void __launch_bounds__(block_threads_2d)
       std::uint32_t bits = 0;
 #pragma unroll 1
       for (int pass = 0; pass < block_passes_2d; ++pass) {
-        if (row_of(pass) < rows) bits = max(bits, amax_bits(load4_guarded(in + row_of(pass) * cols, c, cols, vector)));
+        if (row_of(pass) < rows)
+          bits = max(bits, amax_bits(load4_guarded(in + row_of(pass) * cols, c, cols, vector)));
       }
       bits = block_max<block_threads_2d>(bits);
       tensor_bits = max(tensor_bits, bits);
@@ -232,7 +240,8 @@ __global__ void __launch_bounds__(block_threads_2d)
       if constexpr (Transposed) {  // block (i, j) of X is block (j, i) of Xᵀ: the same elements, scale
         scale_inv_t[layout_t.index(j, i)] = 1.0f / scale;
         if (i + 1 == layout.grid_rows) {
-          for (std::size_t p = layout_t.grid_cols; p < layout_t.leading; ++p) scale_inv_t[layout_t.index(j, p)] = 0.0f;
+          for (std::size_t p = layout_t.grid_cols; p < layout_t.leading; ++p)
+            scale_inv_t[layout_t.index(j, p)] = 0.0f;
         }
       }
     }
@@ -252,7 +261,8 @@ __global__ void __launch_bounds__(block_threads_2d)
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const std::size_t column = c0 + std::size_t(4 * column_word + k);
-            *reinterpret_cast<std::uint32_t*>(out_t + column * rows + r0 + std::size_t(4 * row_group)) = columns[k];
+            *reinterpret_cast<std::uint32_t*>(out_t + column * rows + r0 + std::size_t(4 * row_group)) =
+                columns[k];
           }
         }
       } else {
@@ -260,7 +270,8 @@ __global__ void __launch_bounds__(block_threads_2d)
           const int tc = e / int(block_length);
           const int tr = e % int(block_length);
           if (r0 + std::size_t(tr) < rows && c0 + std::size_t(tc) < cols) {
-            out_t[(c0 + std::size_t(tc)) * rows + r0 + std::size_t(tr)] = tile_bytes[tr * 4 * block_tile_words + tc];
+            out_t[(c0 + std::size_t(tc)) * rows + r0 + std::size_t(tr)] =
+                tile_bytes[tr * 4 * block_tile_words + tc];
           }
         }
       }
@@ -273,30 +284,32 @@ __global__ void __launch_bounds__(block_threads_2d)
 // Launches the current-scaling kernel of layout.kind. For block_128x128, a non-null out_t also gets
 // the transposed codes (cols x rows) and scale_inv_t the transposed scales (layout_t), in the same pass.
 template <class T>
-void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_format format, const scale_rule& rule,
-                           const scale_layout& layout, std::uint8_t* out, float* scale_inv, float* amax,
-                           cudaStream_t stream, std::uint8_t* out_t = nullptr, float* scale_inv_t = nullptr,
-                           const scale_layout* layout_t = nullptr) {
+void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                           const scale_rule& rule, const scale_layout& layout, std::uint8_t* out,
+                           float* scale_inv, float* amax, cudaStream_t stream, std::uint8_t* out_t = nullptr,
+                           float* scale_inv_t = nullptr, const scale_layout* layout_t = nullptr) {
   const bool vector = cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4);
   const bool packed_t = rows % 4 == 0 && is_aligned(out_t, 4);
   visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     switch (layout.kind) {
       case granularity::per_row:
-        row_quantize_kernel<format_t, T, block_threads>
-            <<<grid_for(rows, 1), block_threads, 0, stream>>>(in, rows, cols, vector, rule, out, scale_inv, amax);
+        row_quantize_kernel<format_t, T, block_threads><<<grid_for(rows, 1), block_threads, 0, stream>>>(
+            in, rows, cols, vector, rule, out, scale_inv, amax);
         break;
       case granularity::tile_1x128: {
         constexpr int warps = block_threads / 32;
-        tile_quantize_kernel<format_t, T, block_threads><<<grid_for(rows * layout.grid_cols, warps), block_threads, 0, stream>>>(
-            in, rows, cols, vector, rule, layout, out, scale_inv, amax);
+        tile_quantize_kernel<format_t, T, block_threads>
+            <<<grid_for(rows * layout.grid_cols, warps), block_threads, 0, stream>>>(
+                in, rows, cols, vector, rule, layout, out, scale_inv, amax);
         break;
       }
       default: {
         const unsigned grid = grid_for(layout.grid_rows * layout.grid_cols, 1);
         if (out_t != nullptr) {
-          block_quantize_kernel<format_t, T, true><<<grid, block_threads_2d, 0, stream>>>(
-              in, rows, cols, vector, rule, layout, out, scale_inv, amax, packed_t, *layout_t, out_t, scale_inv_t);
+          block_quantize_kernel<format_t, T, true>
+              <<<grid, block_threads_2d, 0, stream>>>(in, rows, cols, vector, rule, layout, out, scale_inv,
+                                                      amax, packed_t, *layout_t, out_t, scale_inv_t);
         } else {
           block_quantize_kernel<format_t, T, false><<<grid, block_threads_2d, 0, stream>>>(
               in, rows, cols, vector, rule, layout, out, scale_inv, amax, false, layout, nullptr, nullptr);
@@ -311,14 +324,15 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
 // out = T(decode(code) * scale_inv of the element's block), four elements of a row per step.
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
-    block_dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
-                            scale_layout layout, std::size_t block_rows, std::size_t block_cols,
+    block_dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
+                            bool vector, scale_layout layout, std::size_t block_rows, std::size_t block_cols,
                             const float* scale_inv, T* __restrict__ out) {
   __shared__ float table[byte_codes];
   fill_decode_table<Format>(table);
   const std::size_t quads_per_row = (cols + 3) / 4;
   const std::size_t quads = rows * quads_per_row;
-  for (std::size_t q = blockIdx.x * std::size_t(Threads) + threadIdx.x; q < quads; q += std::size_t(gridDim.x) * Threads) {
+  for (std::size_t q = blockIdx.x * std::size_t(Threads) + threadIdx.x; q < quads;
+       q += std::size_t(gridDim.x) * Threads) {
     const std::size_t r = q / quads_per_row;
     const std::size_t c = 4 * (q % quads_per_row);
     // Block widths (1, 128, cols) are multiples of 4 or the whole row, so the 4 share one scale.
@@ -327,7 +341,8 @@ __global__ void __launch_bounds__(Threads)
     if (vector && c + 4 <= cols) {
       dequantize4<Format>(table, *reinterpret_cast<const std::uint32_t*>(in + base), s, out + base);
     } else {
-      for (std::size_t j = 0; j < 4 && c + j < cols; ++j) out[base + j] = narrow<T>(dequantize_one<Format>(table, in[base + j], s));
+      for (std::size_t j = 0; j < 4 && c + j < cols; ++j)
+        out[base + j] = narrow<T>(dequantize_one<Format>(table, in[base + j], s));
     }
   }
 }

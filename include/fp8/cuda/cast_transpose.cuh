@@ -25,9 +25,9 @@ namespace detail {
 // 16 x 4 rows span a column of the transposed tile. Rows of the shared tile are padded by one word.
 inline constexpr int transpose_tile = 64;
 inline constexpr int transpose_threads = 256;
-inline constexpr int transpose_lanes = transpose_tile / 4;                       // 16 threads per tile row
+inline constexpr int transpose_lanes = transpose_tile / 4;  // 16 threads per tile row
 inline constexpr int transpose_rows_per_pass = transpose_threads / transpose_lanes;  // 16
-inline constexpr int transpose_stride = transpose_tile + 4;                       // bytes per shared row
+inline constexpr int transpose_stride = transpose_tile + 4;                          // bytes per shared row
 
 // out[r][c] = out_t[c][r] = FP8(in[r][c] * scale); in is rows x cols, row-major.
 // `vector`: rows and cols are multiples of 4, in is aligned to 4 elements, out and out_t to 4 bytes.
@@ -57,13 +57,15 @@ __global__ void __launch_bounds__(transpose_threads)
       float4 v[passes];
 #pragma unroll
       for (int pass = 0; pass < passes; ++pass) {
-        v[pass] = load4(in + (r0 + std::size_t(group + pass * transpose_rows_per_pass)) * cols + c0 + std::size_t(tc));
+        v[pass] = load4(in + (r0 + std::size_t(group + pass * transpose_rows_per_pass)) * cols + c0 +
+                        std::size_t(tc));
       }
 #pragma unroll
       for (int pass = 0; pass < passes; ++pass) {
         const int tr = group + pass * transpose_rows_per_pass;
         if constexpr (WithAmax) bits = max(bits, amax_bits(v[pass]));
-        const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
+        const packed_x4 codes =
+            convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
         *reinterpret_cast<std::uint32_t*>(out + (r0 + std::size_t(tr)) * cols + c0 + std::size_t(tc)) = codes;
         *reinterpret_cast<std::uint32_t*>(&tile[tr][tc]) = codes;
       }
@@ -93,7 +95,8 @@ __global__ void __launch_bounds__(transpose_threads)
       const std::size_t r = r0 + std::size_t(tr);
       if (full) {
         const std::uint32_t codes = std::uint32_t(tile[tr][tc]) | (std::uint32_t(tile[tr + 1][tc]) << 8) |
-                                    (std::uint32_t(tile[tr + 2][tc]) << 16) | (std::uint32_t(tile[tr + 3][tc]) << 24);
+                                    (std::uint32_t(tile[tr + 2][tc]) << 16) |
+                                    (std::uint32_t(tile[tr + 3][tc]) << 24);
         *reinterpret_cast<std::uint32_t*>(out_t + c * rows + r) = codes;
       } else {
         for (int j = 0; j < 4; ++j) {
@@ -115,7 +118,8 @@ void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_
                            cudaStream_t stream) {
   const bool vector = rows % 4 == 0 && cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4) &&
                       is_aligned(out_t, 4);
-  const std::size_t tiles = ((rows + transpose_tile - 1) / transpose_tile) * ((cols + transpose_tile - 1) / transpose_tile);
+  const std::size_t tiles =
+      ((rows + transpose_tile - 1) / transpose_tile) * ((cols + transpose_tile - 1) / transpose_tile);
   const unsigned grid = grid_for(tiles, 1);
   visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
@@ -130,8 +134,8 @@ void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_
   check_launch("fp8::cuda::detail::cast_transpose_kernel");
 }
 
-inline void check_matrix(const void* in, const void* out, const void* out_t, std::size_t rows, std::size_t cols,
-                         fp8_format format, const char* function) {
+inline void check_matrix(const void* in, const void* out, const void* out_t, std::size_t rows,
+                         std::size_t cols, fp8_format format, const char* function) {
   (void)checked_size(rows, cols, function);
   check_pointer(in, rows * cols, function, "in");
   check_pointer(out, rows * cols, function, "out");
@@ -147,13 +151,14 @@ inline void check_matrix(const void* in, const void* out, const void* out_t, std
 // out is what fp8::cuda::quantize writes; out_t is its transpose (cols x rows, row-major). Shapes
 // and pointers that are multiples of 4 take the vector path. Throws as fp8::cuda::quantize does.
 template <class T>
-void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_format format, const tensor_scale& s,
-                        std::uint8_t* out, std::uint8_t* out_t, cudaStream_t stream = nullptr) {
+void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                        const tensor_scale& s, std::uint8_t* out, std::uint8_t* out_t,
+                        cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   detail::check_matrix(in, out, out_t, rows, cols, format, "fp8::cuda::quantize_transpose");
   if (rows * cols == 0 && s.scale_inv == nullptr) return;
-  detail::launch_cast_transpose(in, rows, cols, format, detail::scale_source::given(s.scale, s.scale_inv), s.amax,
-                                out, out_t, stream);
+  detail::launch_cast_transpose(in, rows, cols, format, detail::scale_source::given(s.scale, s.scale_inv),
+                                s.amax, out, out_t, stream);
 }
 
 }  // namespace fp8::cuda

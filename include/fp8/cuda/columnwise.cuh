@@ -30,7 +30,7 @@ inline constexpr int column_width = 32;
 inline constexpr int column_warps = column_threads / 32;
 inline constexpr int column_chunk_rows = int(tile_length);
 inline constexpr int column_values = column_chunk_rows / column_warps;  // 16 per thread
-inline constexpr int column_stride = column_chunk_rows + 4;               // bytes per shared row
+inline constexpr int column_stride = column_chunk_rows + 4;             // bytes per shared row
 
 struct column_chunk {
   std::size_t r0;  // first row of X
@@ -43,8 +43,8 @@ __device__ __forceinline__ column_chunk chunk_of(std::size_t index, std::size_t 
 }
 
 template <class T>
-__device__ __forceinline__ void load_column_chunk(const T* in, std::size_t rows, std::size_t cols, column_chunk chunk,
-                                                  float (&v)[column_values]) {
+__device__ __forceinline__ void load_column_chunk(const T* in, std::size_t rows, std::size_t cols,
+                                                  column_chunk chunk, float (&v)[column_values]) {
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
   const std::size_t c = chunk.c0 + std::size_t(lane);
@@ -73,7 +73,8 @@ __device__ __forceinline__ std::uint32_t chunk_column_bits(const float (&v)[colu
 template <class T>
 __global__ void __launch_bounds__(column_threads)
     column_amax_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, float* column_amax) {
-  const std::size_t chunks = ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  const std::size_t chunks =
+      ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
   for (std::size_t index = blockIdx.x; index < chunks; index += gridDim.x) {
     const column_chunk chunk = chunk_of(index, cols);
     float v[column_values];
@@ -89,13 +90,14 @@ __global__ void __launch_bounds__(column_threads)
 // the tile layout of Xᵀ, padding 0), or from column_amax (per_row of Xᵀ, written by finish_columns).
 template <class Format, class T>
 __global__ void __launch_bounds__(column_threads)
-    column_quantize_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, scale_rule rule,
-                                     const float* column_amax, scale_layout layout_t, float* scale_inv_t,
-                                     std::uint8_t* __restrict__ out_t) {
+    column_quantize_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols,
+                                     scale_rule rule, const float* column_amax, scale_layout layout_t,
+                                     float* scale_inv_t, std::uint8_t* __restrict__ out_t) {
   __shared__ alignas(4) std::uint8_t codes[column_width][column_stride];
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
-  const std::size_t chunks = ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  const std::size_t chunks =
+      ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
   for (std::size_t index = blockIdx.x; index < chunks; index += gridDim.x) {
     const column_chunk chunk = chunk_of(index, cols);
     float v[column_values];
@@ -115,7 +117,8 @@ __global__ void __launch_bounds__(column_threads)
     }
 #pragma unroll
     for (int k = 0; k < column_values; ++k) {
-      codes[lane][warp + k * column_warps] = convert<Format, rounding::nearest_even, overflow::saturate>(v[k] * scale);
+      codes[lane][warp + k * column_warps] =
+          convert<Format, rounding::nearest_even, overflow::saturate>(v[k] * scale);
     }
     __syncthreads();
     // Row cc of the chunk's transpose: 128 codes, 16 per thread (8 threads per row).
@@ -129,7 +132,8 @@ __global__ void __launch_bounds__(column_threads)
       for (int j = 0; j < 16; j += 4) {
         const std::uint8_t* source = &codes[cc][16 * part + j];
         if (whole) {
-          *reinterpret_cast<std::uint32_t*>(destination + first + j) = *reinterpret_cast<const std::uint32_t*>(source);
+          *reinterpret_cast<std::uint32_t*>(destination + first + j) =
+              *reinterpret_cast<const std::uint32_t*>(source);
         } else {
           for (int b = 0; b < 4; ++b) {
             if (first + j + b < rows) destination[first + j + b] = source[b];
@@ -145,8 +149,10 @@ __global__ void __launch_bounds__(column_threads)
 // that two translation units including this header share one definition (a plain __global__ function
 // defined in a header is defined by each, and the program fails to link).
 template <int Threads>
-__global__ void __launch_bounds__(Threads) finish_columns_kernel(float* column_amax_then_scale_inv, std::size_t cols, scale_rule rule) {
-  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < cols; c += std::size_t(gridDim.x) * blockDim.x) {
+__global__ void __launch_bounds__(Threads)
+    finish_columns_kernel(float* column_amax_then_scale_inv, std::size_t cols, scale_rule rule) {
+  for (std::size_t c = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; c < cols;
+       c += std::size_t(gridDim.x) * blockDim.x) {
     column_amax_then_scale_inv[c] = 1.0f / scale_from_amax(column_amax_then_scale_inv[c], rule, 1.0f);
   }
 }

@@ -25,7 +25,8 @@ namespace fp8::cuda {
 // True for the formats and the policy the hardware instruction implements. Any other format or
 // policy (toward zero, stochastic, non-saturating, E8M0, ...) takes the core's software routine.
 template <class Format, rounding Rounding, overflow Overflow>
-inline constexpr bool has_hardware_path_v = fp8::detail::has_hardware_conversion_v<Format, Rounding, Overflow, float>;
+inline constexpr bool has_hardware_path_v =
+    fp8::detail::has_hardware_conversion_v<Format, Rounding, Overflow, float>;
 
 // Four codes packed into 32 bits, element 0 in the low byte: the layout a uint32 store of four
 // consecutive FP8 values needs.
@@ -57,8 +58,8 @@ __host__ __device__ __forceinline__ float exact_float(__nv_bfloat16 x) { return 
 }  // namespace detail
 
 template <class T>
-inline constexpr bool is_float_like_v = std::is_same_v<T, float> || std::is_same_v<T, __half> ||
-                                        std::is_same_v<T, __nv_bfloat16>;
+inline constexpr bool is_float_like_v =
+    std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
 // Converts one value to the code of `Format` (a descriptor of format.hpp, usually e4m3_format or
 // e5m2_format). half and bfloat16 are widened to float first; fp8::convert_bits then takes the
@@ -79,8 +80,7 @@ __host__ __device__ __forceinline__ typename Format::storage convert(From value,
 // Two values, `lo` in the low byte. One instruction on sm_89+ with the default policy.
 template <class Format, rounding Rounding = rounding::nearest_even,
           overflow Overflow = Format::default_overflow>
-__host__ __device__ __forceinline__ std::uint16_t convert_x2(float lo, float hi,
-                                                             std::uint32_t random_lo = 0,
+__host__ __device__ __forceinline__ std::uint16_t convert_x2(float lo, float hi, std::uint32_t random_lo = 0,
                                                              std::uint32_t random_hi = 0) {
   static_assert(sizeof(typename Format::storage) == 1, "packed conversions are for 8-bit formats");
 #if FP8_HARDWARE_CONVERSION

@@ -26,13 +26,11 @@ namespace fp8::cuda {
 namespace detail {
 
 inline void check_current_scaling(const void* in, const void* out, const void* out_t, const float* scale_inv,
-                                  const float* amax, std::size_t rows, std::size_t cols, const quantization& q,
-                                  const char* function) {
+                                  const float* amax, std::size_t rows, std::size_t cols,
+                                  const quantization& q, const char* function) {
   try {
     q.validate();
-  } catch (const invalid_argument& e) {
-    throw invalid_argument(std::string(function) + ": " + e.what());
-  }
+  } catch (const invalid_argument& e) { throw invalid_argument(std::string(function) + ": " + e.what()); }
   require(q.granularity != granularity::mx_1x32, function,
           "mx_1x32 (E8M0 scales) is quantized on the CPU only (fp8::quantize with a std::uint8_t* scale "
           "buffer); the device kernels cover per_tensor, per_row, tile_1x128 and block_128x128");
@@ -40,7 +38,8 @@ inline void check_current_scaling(const void* in, const void* out, const void* o
   check_pointer(in, rows * cols, function, "in");
   check_pointer(out, rows * cols, function, "out");
   check_pointer(out_t, rows * cols, function, "out_t");
-  require(scale_inv != nullptr, function, "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
+  require(scale_inv != nullptr, function,
+          "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
   require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
 }
 
@@ -67,12 +66,12 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
     compute_amax(in, rows * cols, amax, stream);
-    detail::launch_quantize(in, rows * cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv), nullptr,
-                            out, stream);
+    detail::launch_quantize(in, rows * cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv),
+                            nullptr, out, stream);
     return;
   }
-  detail::launch_block_quantize(in, rows, cols, q.format, rule, make_scale_layout(q.granularity, rows, cols), out,
-                                scale_inv, amax, stream);
+  detail::launch_block_quantize(in, rows, cols, q.format, rule, make_scale_layout(q.granularity, rows, cols),
+                                out, scale_inv, amax, stream);
 }
 
 // Current scaling into both copies, the counterpart of the CPU fp8::quantize_transpose(in, rows, cols,
@@ -83,19 +82,21 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
 // Reads: per_tensor 2 (amax, then one fused cast + transpose); 128x128 1 (the block kernel writes the
 // transposed codes and scales too); 1x128 2 (row-wise and column-wise casts); per_row 4 (two per copy).
 template <class T>
-void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
-                        float* scale_inv, std::uint8_t* out_t, float* scale_inv_t, float* amax,
-                        cudaStream_t stream = nullptr) {
+void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                        std::uint8_t* out, float* scale_inv, std::uint8_t* out_t, float* scale_inv_t,
+                        float* amax, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::quantize_transpose (current scaling)";
   detail::check_current_scaling(in, out, out_t, scale_inv, amax, rows, cols, q, function);
-  detail::require(scale_inv_t != nullptr, function, "scale_inv_t is null (scale_count(granularity, cols, rows) floats)");
+  detail::require(scale_inv_t != nullptr, function,
+                  "scale_inv_t is null (scale_count(granularity, cols, rows) floats)");
   const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
     compute_amax(in, rows * cols, amax, stream);
-    detail::launch_cast_transpose(in, rows, cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv),
-                                  nullptr, out, out_t, stream);
+    detail::launch_cast_transpose(in, rows, cols, q.format,
+                                  detail::scale_source::from_amax(amax, rule, scale_inv), nullptr, out, out_t,
+                                  stream);
     FP8_CUDA_CHECK(cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
     return;
   }
@@ -128,7 +129,8 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   });
   detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel");
   if (q.granularity == granularity::per_row && cols > 0) {
-    detail::finish_columns_kernel<detail::block_threads><<<detail::grid_for(cols), detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
+    detail::finish_columns_kernel<detail::block_threads>
+        <<<detail::grid_for(cols), detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
     detail::check_launch("fp8::cuda::detail::finish_columns_kernel");
   }
 }

@@ -36,8 +36,8 @@ inline constexpr int history_threads = 128;
 template <int Threads>
 __global__ void __launch_bounds__(Threads)
     update_history_kernel(float* history, std::size_t tensors, std::size_t length, const fp8_format* formats,
-                          float e4m3_max, float e5m2_max, amax_algorithm algorithm, int margin, bool power_of_two,
-                          float* scale, float* scale_inv) {
+                          float e4m3_max, float e5m2_max, amax_algorithm algorithm, int margin,
+                          bool power_of_two, float* scale, float* scale_inv) {
   for (std::size_t t = blockIdx.x; t < tensors; t += gridDim.x) {
     float* column = history + t;
     const bool window_max = algorithm == amax_algorithm::max;
@@ -123,7 +123,8 @@ class delayed_scaling_device_state {
   delayed_scaling_device_state(const delayed_scaling& config, std::vector<fp8_format> formats)
       : config_(checked(config)), formats_(std::move(formats)) {
     for (const fp8_format format : formats_) {
-      detail::require(is_valid(format), "fp8::cuda::delayed_scaling_device_state", "unknown fp8_format value");
+      detail::require(is_valid(format), "fp8::cuda::delayed_scaling_device_state",
+                      "unknown fp8_format value");
     }
     allocate();
     const std::vector<float> ones(formats_.size(), 1.0f);
@@ -177,7 +178,8 @@ class delayed_scaling_device_state {
     for (std::size_t t = 0; t < tensors; ++t) {
       std::vector<float> newest_first(length);
       for (std::size_t k = 0; k < length; ++k) newest_first[k] = rows[k * tensors + t];
-      parts.push_back({formats_[t], amax_history::from_values(newest_first), scale_pair{scales[t], inverses[t]}});
+      parts.push_back(
+          {formats_[t], amax_history::from_values(newest_first), scale_pair{scales[t], inverses[t]}});
     }
     return delayed_scaling_state::from_parts(config_, std::move(parts));
   }
@@ -192,7 +194,8 @@ class delayed_scaling_device_state {
                     "the host state has " + std::to_string(host.size()) + " tensors, the device state " +
                         std::to_string(formats_.size()));
     for (std::size_t t = 0; t < formats_.size(); ++t) {
-      detail::require(host[t].format == formats_[t], function, "tensor " + std::to_string(t) + " has another format");
+      detail::require(host[t].format == formats_[t], function,
+                      "tensor " + std::to_string(t) + " has another format");
     }
     const std::size_t tensors = formats_.size();
     const std::size_t length = config_.history_length;
@@ -215,8 +218,8 @@ class delayed_scaling_device_state {
   }
   std::size_t checked_index(std::size_t i) const {
     detail::require(i < formats_.size(), "fp8::cuda::delayed_scaling_device_state",
-                    "tensor index " + std::to_string(i) + " out of range (" + std::to_string(formats_.size()) +
-                        " tensors)");
+                    "tensor index " + std::to_string(i) + " out of range (" +
+                        std::to_string(formats_.size()) + " tensors)");
     return i;
   }
   void allocate() {
@@ -233,13 +236,15 @@ class delayed_scaling_device_state {
   template <class T>
   static void copy_in(const detail::device_array<T>& to, const std::vector<T>& from, cudaStream_t stream) {
     if (!from.empty()) {
-      FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+      FP8_CUDA_CHECK(
+          cudaMemcpyAsync(to.data(), from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
     }
   }
   template <class T>
   static void copy_out(std::vector<T>& to, const detail::device_array<T>& from, cudaStream_t stream) {
     if (!to.empty()) {
-      FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), to.size() * sizeof(T), cudaMemcpyDeviceToHost, stream));
+      FP8_CUDA_CHECK(
+          cudaMemcpyAsync(to.data(), from.data(), to.size() * sizeof(T), cudaMemcpyDeviceToHost, stream));
     }
   }
 

@@ -20,9 +20,9 @@
 namespace fp8::cuda {
 
 template <class T>
-inline constexpr bool is_element_v = std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> ||
-                                     std::is_same_v<T, __half> || std::is_same_v<T, bfloat16> ||
-                                     std::is_same_v<T, float16>;
+inline constexpr bool is_element_v =
+    std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> ||
+    std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
 namespace detail {
 
@@ -71,7 +71,8 @@ __device__ __forceinline__ T narrow(float x) {
   } else {
     std::uint16_t bits;
     if constexpr (detail::is_bf16_v<T>) {
-      bits = ::isnan(x) ? std::uint16_t(bf16_format::canonical_nan) : __bfloat16_as_ushort(__float2bfloat16_rn(x));
+      bits = ::isnan(x) ? std::uint16_t(bf16_format::canonical_nan)
+                        : __bfloat16_as_ushort(__float2bfloat16_rn(x));
     } else {
       bits = ::isnan(x) ? std::uint16_t(fp16_format::canonical_nan) : __half_as_ushort(__float2half_rn(x));
     }
@@ -86,8 +87,10 @@ __device__ __forceinline__ float4 load4(const T* p) {
     return *reinterpret_cast<const float4*>(p);
   } else {
     const uint2 raw = *reinterpret_cast<const uint2*>(p);
-    return float4{detail::widen_bits16<T>(std::uint16_t(raw.x & 0xFFFFu)), detail::widen_bits16<T>(std::uint16_t(raw.x >> 16)),
-                  detail::widen_bits16<T>(std::uint16_t(raw.y & 0xFFFFu)), detail::widen_bits16<T>(std::uint16_t(raw.y >> 16))};
+    return float4{detail::widen_bits16<T>(std::uint16_t(raw.x & 0xFFFFu)),
+                  detail::widen_bits16<T>(std::uint16_t(raw.x >> 16)),
+                  detail::widen_bits16<T>(std::uint16_t(raw.y & 0xFFFFu)),
+                  detail::widen_bits16<T>(std::uint16_t(raw.y >> 16))};
   }
 }
 
@@ -112,14 +115,18 @@ __device__ __forceinline__ void load8(const T* p, float4& low, float4& high) {
   } else {
     const uint4 raw = *reinterpret_cast<const uint4*>(p);
     const auto unpack = [](std::uint32_t a, std::uint32_t b) {
-      return float4{detail::widen_bits16<T>(std::uint16_t(a & 0xFFFFu)), detail::widen_bits16<T>(std::uint16_t(a >> 16)),
-                    detail::widen_bits16<T>(std::uint16_t(b & 0xFFFFu)), detail::widen_bits16<T>(std::uint16_t(b >> 16))};
+      return float4{detail::widen_bits16<T>(std::uint16_t(a & 0xFFFFu)),
+                    detail::widen_bits16<T>(std::uint16_t(a >> 16)),
+                    detail::widen_bits16<T>(std::uint16_t(b & 0xFFFFu)),
+                    detail::widen_bits16<T>(std::uint16_t(b >> 16))};
     };
     low = unpack(raw.x, raw.y);
     high = unpack(raw.z, raw.w);
   }
 }
 
-__device__ __forceinline__ float4 scale4(float4 v, float s) { return float4{v.x * s, v.y * s, v.z * s, v.w * s}; }
+__device__ __forceinline__ float4 scale4(float4 v, float s) {
+  return float4{v.x * s, v.y * s, v.z * s, v.w * s};
+}
 
 }  // namespace fp8::cuda

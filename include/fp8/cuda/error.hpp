@@ -54,10 +54,8 @@ inline std::string cuda_hint(cudaError_t status) {
     case cudaErrorNoKernelImageForDevice:
       return "the binary holds no code for this GPU: rebuild with CMAKE_CUDA_ARCHITECTURES set to "
              "the device's compute capability (89 for Ada, 90a for Hopper)";
-    case cudaErrorMemoryAllocation:
-      return "the GPU is out of memory";
-    default:
-      return {};
+    case cudaErrorMemoryAllocation: return "the GPU is out of memory";
+    default: return {};
   }
 }
 
@@ -67,8 +65,10 @@ inline std::string cuda_hint(cudaError_t status) {
 // installation on a machine that has a GPU: callers must fail, never report "no device".
 enum class device_presence { present, absent, driver_too_old, error };
 
-inline device_presence classify_device(cudaError_t count_status, int device_count, int driver_version) noexcept {
-  if (count_status == cudaSuccess) return device_count > 0 ? device_presence::present : device_presence::absent;
+inline device_presence classify_device(cudaError_t count_status, int device_count,
+                                       int driver_version) noexcept {
+  if (count_status == cudaSuccess)
+    return device_count > 0 ? device_presence::present : device_presence::absent;
   if (count_status == cudaErrorNoDevice) return device_presence::absent;
   if (count_status == cudaErrorInsufficientDriver) {
     return driver_version == 0 ? device_presence::absent : device_presence::driver_too_old;

@@ -75,8 +75,8 @@ struct scale_source {
 // `vector`: in is 16-byte aligned and out 8-byte aligned.
 template <class Format, class T, bool WithAmax, int Threads>
 __global__ void __launch_bounds__(Threads)
-    quantize_kernel(const T* __restrict__ in, std::size_t count, bool vector, scale_source source, float* amax,
-                    std::uint8_t* __restrict__ out) {
+    quantize_kernel(const T* __restrict__ in, std::size_t count, bool vector, scale_source source,
+                    float* amax, std::uint8_t* __restrict__ out) {
   const float scale = source.resolve();
   std::uint32_t bits = 0;
   const std::size_t thread = blockIdx.x * std::size_t(Threads) + threadIdx.x;
@@ -142,7 +142,8 @@ __device__ __forceinline__ float dequantize_one(const float* table, std::uint32_
 // Four codes packed in a word (lowest byte first) to four outputs: the one copy of the 4-code step of
 // both dequantize kernels.
 template <class Format, class T>
-__device__ __forceinline__ void dequantize4(const float* table, std::uint32_t codes, float scale_inv, T* out) {
+__device__ __forceinline__ void dequantize4(const float* table, std::uint32_t codes, float scale_inv,
+                                            T* out) {
   store4(out, float4{dequantize_one<Format>(table, codes & 0xFFu, scale_inv),
                      dequantize_one<Format>(table, (codes >> 8) & 0xFFu, scale_inv),
                      dequantize_one<Format>(table, (codes >> 16) & 0xFFu, scale_inv),
@@ -151,8 +152,8 @@ __device__ __forceinline__ void dequantize4(const float* table, std::uint32_t co
 
 template <class Format, class T, int Threads>
 __global__ void __launch_bounds__(Threads)
-    dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t count, bool vector, const float* scale_inv_pointer,
-                      T* __restrict__ out) {
+    dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t count, bool vector,
+                      const float* scale_inv_pointer, T* __restrict__ out) {
   __shared__ float table[byte_codes];
   fill_decode_table<Format>(table);
   const float scale_inv = read_scale(scale_inv_pointer);
@@ -178,8 +179,8 @@ bool quantize_vector_path(const T* in, const std::uint8_t* out) {
 
 // Launches the per-tensor cast of `count` elements with the scale from `source`.
 template <class T>
-void launch_quantize(const T* in, std::size_t count, fp8_format format, const scale_source& source, float* amax,
-                     std::uint8_t* out, cudaStream_t stream) {
+void launch_quantize(const T* in, std::size_t count, fp8_format format, const scale_source& source,
+                     float* amax, std::uint8_t* out, cudaStream_t stream) {
   const bool vector = quantize_vector_path(in, out);
   const std::size_t work = vector ? count / vector_elements + count % vector_elements : count;
   const unsigned grid = grid_for(work);
@@ -187,9 +188,11 @@ void launch_quantize(const T* in, std::size_t count, fp8_format format, const sc
     using format_t = decltype(descriptor);
     constexpr int threads = block_threads;
     if (amax != nullptr) {
-      quantize_kernel<format_t, T, true, threads><<<grid, threads, 0, stream>>>(in, count, vector, source, amax, out);
+      quantize_kernel<format_t, T, true, threads>
+          <<<grid, threads, 0, stream>>>(in, count, vector, source, amax, out);
     } else {
-      quantize_kernel<format_t, T, false, threads><<<grid, threads, 0, stream>>>(in, count, vector, source, nullptr, out);
+      quantize_kernel<format_t, T, false, threads>
+          <<<grid, threads, 0, stream>>>(in, count, vector, source, nullptr, out);
     }
   });
   check_launch("fp8::cuda::detail::quantize_kernel");
@@ -214,7 +217,8 @@ void quantize(const T* in, std::size_t count, fp8_format format, const tensor_sc
   detail::check_pointer(out, count, function, "out");
   detail::check_format(format, function);
   if (count == 0 && s.scale_inv == nullptr) return;
-  detail::launch_quantize(in, count, format, detail::scale_source::given(s.scale, s.scale_inv), s.amax, out, stream);
+  detail::launch_quantize(in, count, format, detail::scale_source::given(s.scale, s.scale_inv), s.amax, out,
+                          stream);
 }
 
 // out[i] = T(decode(in[i]) * *scale_inv) (scale_inv null means 1): the exact FP8 value times the

@@ -27,8 +27,8 @@ float quantize_static(const T* x, std::size_t rows, std::size_t cols, float scal
 
 // x [rows, cols] -> codes with one scale per row from the row's amax; scale_inv [rows].
 template <class T>
-float quantize_per_token(const T* x, std::size_t rows, std::size_t cols, std::uint8_t* codes, float* scale_inv,
-                         fp8_format format = fp8_format::e4m3) {
+float quantize_per_token(const T* x, std::size_t rows, std::size_t cols, std::uint8_t* codes,
+                         float* scale_inv, fp8_format format = fp8_format::e4m3) {
   fp8::quantization recipe;
   recipe.format = format;
   recipe.granularity = fp8::granularity::per_row;
@@ -37,10 +37,11 @@ float quantize_per_token(const T* x, std::size_t rows, std::size_t cols, std::ui
 
 // The FP8 GEMM epilogue: y[m, n] *= a_scale_inv[i] * b_scale_inv[j], where each scale vector holds
 // either one entry (per tensor: a_count or b_count = 1) or one per row of y (a) / column of y (b).
-inline void apply_scales(float* y, std::size_t m, std::size_t n, const float* a_scale_inv, std::size_t a_count,
-                         const float* b_scale_inv, std::size_t b_count) {
+inline void apply_scales(float* y, std::size_t m, std::size_t n, const float* a_scale_inv,
+                         std::size_t a_count, const float* b_scale_inv, std::size_t b_count) {
   if ((a_count != 1 && a_count != m) || (b_count != 1 && b_count != n)) {
-    throw invalid_argument("fp8::inference::apply_scales: scale counts must be 1 or match the output's rows / columns");
+    throw invalid_argument(
+        "fp8::inference::apply_scales: scale counts must be 1 or match the output's rows / columns");
   }
   for (std::size_t i = 0; i < m; ++i) {
     const float a = a_scale_inv[a_count == 1 ? 0 : i];

@@ -11,10 +11,10 @@
 // contiguous (what an attention kernel reads); scales [heads] (per head) or [1] (per tensor).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -36,20 +36,28 @@ class fp8_kv_cache {
   // positive finite scale (448 / calibrated amax).
   fp8_kv_cache(int layers, int heads, int head_dim, int capacity, kv_scale_granularity granularity,
                std::vector<float> k_scales, std::vector<float> v_scales)
-      : layers_(layers), heads_(heads), head_dim_(head_dim), capacity_(capacity), granularity_(granularity),
-        k_scales_(std::move(k_scales)), v_scales_(std::move(v_scales)) {
+      : layers_(layers),
+        heads_(heads),
+        head_dim_(head_dim),
+        capacity_(capacity),
+        granularity_(granularity),
+        k_scales_(std::move(k_scales)),
+        v_scales_(std::move(v_scales)) {
     if (layers <= 0 || heads <= 0 || head_dim <= 0 || capacity <= 0) {
-      throw invalid_argument("fp8::inference::fp8_kv_cache: layers, heads, head_dim and capacity must be positive");
+      throw invalid_argument(
+          "fp8::inference::fp8_kv_cache: layers, heads, head_dim and capacity must be positive");
     }
-    const std::size_t want = std::size_t(layers) * (granularity == kv_scale_granularity::per_head ? std::size_t(heads) : 1);
+    const std::size_t want =
+        std::size_t(layers) * (granularity == kv_scale_granularity::per_head ? std::size_t(heads) : 1);
     if (k_scales_.size() != want || v_scales_.size() != want) {
-      throw invalid_argument("fp8::inference::fp8_kv_cache: expected " + std::to_string(want) + " key and value scales (" +
-                             to_string(granularity) + "); got " + std::to_string(k_scales_.size()) + " and " +
-                             std::to_string(v_scales_.size()));
+      throw invalid_argument("fp8::inference::fp8_kv_cache: expected " + std::to_string(want) +
+                             " key and value scales (" + to_string(granularity) + "); got " +
+                             std::to_string(k_scales_.size()) + " and " + std::to_string(v_scales_.size()));
     }
     for (const std::vector<float>* scales : {&k_scales_, &v_scales_}) {
       for (float s : *scales) {
-        if (!(s > 0.0f) || !(s < 3.4e38f)) throw invalid_argument("fp8::inference::fp8_kv_cache: a scale is not positive and finite");
+        if (!(s > 0.0f) || !(s < 3.4e38f))
+          throw invalid_argument("fp8::inference::fp8_kv_cache: a scale is not positive and finite");
       }
     }
     const std::size_t per_layer = std::size_t(heads) * std::size_t(capacity) * std::size_t(head_dim);
@@ -69,7 +77,9 @@ class fp8_kv_cache {
   std::uint64_t saturated_appends() const { return saturated_; }
 
   // Stored bytes: codes for the full capacity plus the float scales.
-  std::size_t bytes() const { return keys_.size() + values_.size() + (k_scales_.size() + v_scales_.size()) * sizeof(float); }
+  std::size_t bytes() const {
+    return keys_.size() + values_.size() + (k_scales_.size() + v_scales_.size()) * sizeof(float);
+  }
 
   // Appends one token's keys and values of `layer`: k and v are [heads, head_dim]. Throws
   // fp8::invalid_argument when the layer is full.
@@ -77,14 +87,16 @@ class fp8_kv_cache {
     check_layer(layer, "append");
     int& length = lengths_[std::size_t(layer)];
     if (length >= capacity_) {
-      throw invalid_argument("fp8::inference::fp8_kv_cache::append: layer " + std::to_string(layer) + " is full (" +
-                             std::to_string(capacity_) + " tokens)");
+      throw invalid_argument("fp8::inference::fp8_kv_cache::append: layer " + std::to_string(layer) +
+                             " is full (" + std::to_string(capacity_) + " tokens)");
     }
     for (int h = 0; h < heads_; ++h) {
       const std::size_t at = offset(layer, h, length);
       const std::size_t from = std::size_t(h) * std::size_t(head_dim_);
-      const float k_amax = fp8::quantize(k + from, std::size_t(head_dim_), fp8_format::e4m3, k_scale(layer, h), keys_.data() + at);
-      const float v_amax = fp8::quantize(v + from, std::size_t(head_dim_), fp8_format::e4m3, v_scale(layer, h), values_.data() + at);
+      const float k_amax = fp8::quantize(k + from, std::size_t(head_dim_), fp8_format::e4m3,
+                                         k_scale(layer, h), keys_.data() + at);
+      const float v_amax = fp8::quantize(v + from, std::size_t(head_dim_), fp8_format::e4m3,
+                                         v_scale(layer, h), values_.data() + at);
       if (!(k_amax * k_scale(layer, h) <= 448.0f) || !(v_amax * v_scale(layer, h) <= 448.0f)) ++saturated_;
     }
     ++length;
@@ -100,25 +112,31 @@ class fp8_kv_cache {
   }
 
   // The raw codes of one token of one head (for tests and for tools that export the cache).
-  const std::uint8_t* key_codes(int layer, int head, int token) const { return keys_.data() + offset(layer, head, token); }
-  const std::uint8_t* value_codes(int layer, int head, int token) const { return values_.data() + offset(layer, head, token); }
+  const std::uint8_t* key_codes(int layer, int head, int token) const {
+    return keys_.data() + offset(layer, head, token);
+  }
+  const std::uint8_t* value_codes(int layer, int head, int token) const {
+    return values_.data() + offset(layer, head, token);
+  }
 
   // Forgets every token (the scales stay).
   void clear() { std::fill(lengths_.begin(), lengths_.end(), 0); }
 
  private:
   std::size_t scale_index(int layer, int head) const {
-    return granularity_ == kv_scale_granularity::per_head ? std::size_t(layer) * std::size_t(heads_) + std::size_t(head)
-                                                          : std::size_t(layer);
+    return granularity_ == kv_scale_granularity::per_head
+               ? std::size_t(layer) * std::size_t(heads_) + std::size_t(head)
+               : std::size_t(layer);
   }
   std::size_t offset(int layer, int head, int token) const {
-    return ((std::size_t(layer) * std::size_t(heads_) + std::size_t(head)) * std::size_t(capacity_) + std::size_t(token)) *
+    return ((std::size_t(layer) * std::size_t(heads_) + std::size_t(head)) * std::size_t(capacity_) +
+            std::size_t(token)) *
            std::size_t(head_dim_);
   }
   void check_layer(int layer, const char* what) const {
     if (layer < 0 || layer >= layers_) {
-      throw invalid_argument(std::string("fp8::inference::fp8_kv_cache::") + what + ": layer " + std::to_string(layer) +
-                             " is outside [0, " + std::to_string(layers_) + ")");
+      throw invalid_argument(std::string("fp8::inference::fp8_kv_cache::") + what + ": layer " +
+                             std::to_string(layer) + " is outside [0, " + std::to_string(layers_) + ")");
     }
   }
 

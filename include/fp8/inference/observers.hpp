@@ -25,7 +25,8 @@ namespace detail {
 // Observers refuse NaN and Inf: a calibration batch with them would make every later scale useless.
 inline void check_finite_amax(float amax, const char* who) {
   if (!std::isfinite(amax)) {
-    throw invalid_argument(std::string(who) + ": the observed tensor holds NaN or Inf; calibrate on finite activations");
+    throw invalid_argument(std::string(who) +
+                           ": the observed tensor holds NaN or Inf; calibrate on finite activations");
   }
 }
 }  // namespace detail
@@ -58,7 +59,8 @@ class histogram_observer {
  public:
   explicit histogram_observer(std::size_t bins = 2048) : counts_(bins, 0) {
     if (bins < 2 || bins % 2 != 0) {
-      throw invalid_argument("fp8::inference::histogram_observer: bins must be even and >= 2; got " + std::to_string(bins));
+      throw invalid_argument("fp8::inference::histogram_observer: bins must be even and >= 2; got " +
+                             std::to_string(bins));
     }
   }
 
@@ -90,8 +92,9 @@ class histogram_observer {
   // percentile), capped at amax. fraction in (0, 1]; 1 gives amax.
   float percentile(double fraction) const {
     if (!(fraction > 0.0 && fraction <= 1.0)) {
-      throw invalid_argument("fp8::inference::histogram_observer::percentile: fraction must be in (0, 1]; got " +
-                             std::to_string(fraction));
+      throw invalid_argument(
+          "fp8::inference::histogram_observer::percentile: fraction must be in (0, 1]; got " +
+          std::to_string(fraction));
     }
     if (total_ == 0 || fraction == 1.0) return amax_;
     const double wanted = fraction * double(total_);
@@ -108,7 +111,8 @@ class histogram_observer {
   // The casts go through the library's vectorised quantize/dequantize.
   double clipping_error(float clip, fp8_format format = fp8_format::e4m3) const {
     if (!(clip > 0.0f) || !std::isfinite(clip)) {
-      throw invalid_argument("fp8::inference::histogram_observer::clipping_error: clip must be positive and finite");
+      throw invalid_argument(
+          "fp8::inference::histogram_observer::clipping_error: clip must be positive and finite");
     }
     const std::vector<float> centres = bin_centres();
     std::vector<std::uint8_t> codes(centres.size());
@@ -128,7 +132,8 @@ class histogram_observer {
   // (amax / candidates ... amax] (ties go to the larger clip). amax itself is always a candidate,
   // so the result never does worse than no clipping on this estimate.
   float mse_optimal_clip(fp8_format format = fp8_format::e4m3, int candidates = 128) const {
-    if (candidates < 1) throw invalid_argument("fp8::inference::histogram_observer::mse_optimal_clip: candidates must be >= 1");
+    if (candidates < 1)
+      throw invalid_argument("fp8::inference::histogram_observer::mse_optimal_clip: candidates must be >= 1");
     if (amax_ == 0.0f) return 0.0f;
     float best_clip = amax_;
     double best_error = clipping_error(amax_, format);
@@ -176,8 +181,8 @@ inline const char* to_string(calibration_method method) {
 }
 
 // The clip a method picks from a histogram (`fraction` is read only by the percentile method).
-inline float calibrated_clip(const histogram_observer& observed, calibration_method method, double fraction = 0.9999,
-                             fp8_format format = fp8_format::e4m3) {
+inline float calibrated_clip(const histogram_observer& observed, calibration_method method,
+                             double fraction = 0.9999, fp8_format format = fp8_format::e4m3) {
   switch (method) {
     case calibration_method::max: return observed.amax();
     case calibration_method::percentile: return observed.percentile(fraction);

@@ -50,16 +50,19 @@ struct quantized_weight {
   // Checks a weight assembled from saved parts (codes and scales read from a file).
   void validate() const {
     if (codes.size() != rows * cols) {
-      throw invalid_argument("fp8::inference::quantized_weight: " + std::to_string(codes.size()) + " codes for a " +
-                             std::to_string(rows) + " x " + std::to_string(cols) + " weight");
+      throw invalid_argument("fp8::inference::quantized_weight: " + std::to_string(codes.size()) +
+                             " codes for a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                             " weight");
     }
     const std::size_t want = granularity == weight_granularity::per_tensor ? 1 : rows;
     if (scale_inv.size() != want) {
       throw invalid_argument("fp8::inference::quantized_weight: " + std::to_string(scale_inv.size()) +
-                             " scales, expected " + std::to_string(want) + " (" + to_string(granularity) + ")");
+                             " scales, expected " + std::to_string(want) + " (" + to_string(granularity) +
+                             ")");
     }
     for (float s : scale_inv) {
-      if (!(s > 0.0f) || !(s < 3.4e38f)) throw invalid_argument("fp8::inference::quantized_weight: a scale_inv is not positive and finite");
+      if (!(s > 0.0f) || !(s < 3.4e38f))
+        throw invalid_argument("fp8::inference::quantized_weight: a scale_inv is not positive and finite");
     }
   }
 };
@@ -68,8 +71,8 @@ struct quantized_weight {
 // (E4M3), scale_inv = 1 / scale; an all-zero row gets scale 1. Throws fp8::invalid_argument on null
 // pointers or a NaN/Inf weight (a weight with them cannot be served; the error says so).
 template <class T>
-quantized_weight quantize_weight(const T* weight, std::size_t rows, std::size_t cols, weight_granularity granularity,
-                                 fp8_format format = fp8_format::e4m3) {
+quantized_weight quantize_weight(const T* weight, std::size_t rows, std::size_t cols,
+                                 weight_granularity granularity, fp8_format format = fp8_format::e4m3) {
   quantized_weight q;
   q.rows = rows;
   q.cols = cols;
@@ -82,7 +85,8 @@ quantized_weight quantize_weight(const T* weight, std::size_t rows, std::size_t 
   recipe.granularity = granularity == weight_granularity::per_tensor ? fp8::granularity::per_tensor
                                                                      : fp8::granularity::per_row;
   const float amax = fp8::quantize(weight, rows, cols, recipe, q.codes.data(), q.scale_inv.data());
-  if (!(amax < 3.4e38f)) throw invalid_argument("fp8::inference::quantize_weight: the weight holds NaN or Inf");
+  if (!(amax < 3.4e38f))
+    throw invalid_argument("fp8::inference::quantize_weight: the weight holds NaN or Inf");
   return q;
 }
 

@@ -37,19 +37,22 @@ struct small_encoding {
   static_assert(traits::total_bits <= 8 && Format::has_subnormals, "small formats with subnormals");
 
   static constexpr int drop = float_traits::mantissa_bits - traits::mantissa_bits;
-  static constexpr std::uint32_t rebias = std::uint32_t(float_traits::bias - traits::bias) << traits::mantissa_bits;
+  static constexpr std::uint32_t rebias = std::uint32_t(float_traits::bias - traits::bias)
+                                          << traits::mantissa_bits;
   static constexpr std::uint32_t round_and_rebias = ((std::uint32_t(1) << (drop - 1)) - 1) - (rebias << drop);
   static constexpr std::uint32_t max_finite_bits =
       std::uint32_t(traits::max_exponent + float_traits::bias) << float_traits::mantissa_bits |
       (std::uint32_t(traits::max_finite_code & traits::mantissa_mask) << drop);
-  static constexpr std::uint32_t min_normal_bits = std::uint32_t(traits::min_normal_exponent + float_traits::bias)
-                                                   << float_traits::mantissa_bits;
+  static constexpr std::uint32_t min_normal_bits =
+      std::uint32_t(traits::min_normal_exponent + float_traits::bias) << float_traits::mantissa_bits;
   static constexpr std::uint32_t magic_bits =
-      std::uint32_t(traits::min_normal_exponent - traits::mantissa_bits + float_traits::mantissa_bits + float_traits::bias)
+      std::uint32_t(traits::min_normal_exponent - traits::mantissa_bits + float_traits::mantissa_bits +
+                    float_traits::bias)
       << float_traits::mantissa_bits;
   static constexpr int sign_shift = 32 - traits::total_bits;
   static constexpr std::uint32_t sign_mask = traits::sign_mask;
-  static_assert(((max_finite_bits + ((max_finite_bits >> drop) & 1u) + round_and_rebias) >> drop) == traits::max_finite_code,
+  static_assert(((max_finite_bits + ((max_finite_bits >> drop) & 1u) + round_and_rebias) >> drop) ==
+                    traits::max_finite_code,
                 "clamping to the largest value must encode to the largest code");
 };
 
@@ -58,7 +61,8 @@ inline constexpr std::uint32_t float_infinity_bits = 0x7F800000u;
 // OCP MX: the E8M0 code of a finite block's scale from its amax bits. floor(log2(amax)) + 127 - emax
 // is the float's biased exponent minus emax (float subnormals have biased exponent 0 and clamp to
 // code 0); an all-zero block gets X = 1 (code 127).
-FP8_HOST_DEVICE constexpr std::uint8_t mx_scale_code_from_amax_bits(std::uint32_t amax_bits, int emax) noexcept {
+FP8_HOST_DEVICE constexpr std::uint8_t mx_scale_code_from_amax_bits(std::uint32_t amax_bits,
+                                                                    int emax) noexcept {
   if (amax_bits == 0) return std::uint8_t(format_traits<e8m0_format>::bias);
   const int code = int(amax_bits >> 23) - emax;
   return std::uint8_t(code < 0 ? 0 : code);
@@ -86,14 +90,15 @@ std::uint8_t mx_fp4_block_generic(const float* p, int emax, std::uint8_t* packed
 // Two consecutive MXFP4 blocks: the two E8M0 codes as first | second << 8.
 template <class Ops>
 std::uint32_t mx_fp4_block_pair_generic(const float* p, int emax, std::uint8_t* packed) noexcept {
-  return Ops::mx_fp4_block(p, emax, packed) | std::uint32_t(Ops::mx_fp4_block(p + 32, emax, packed + 16)) << 8;
+  return Ops::mx_fp4_block(p, emax, packed) | std::uint32_t(Ops::mx_fp4_block(p + 32, emax, packed + 16))
+                                                  << 8;
 }
 
 // Sixteen consecutive NVFP4 blocks (256 floats): their UE4M3 scale codes and packed elements. Returns
 // the mask of blocks holding NaN or Inf, whose outputs the caller overwrites.
 template <class Ops>
-std::uint32_t nvfp4_group_generic(const float* p, float encode_times_sixth, float tensor_decode, std::uint8_t* scales,
-                                  std::uint8_t* packed) noexcept {
+std::uint32_t nvfp4_group_generic(const float* p, float encode_times_sixth, float tensor_decode,
+                                  std::uint8_t* scales, std::uint8_t* packed) noexcept {
   std::uint32_t amax_bits[16];
   float multipliers[16];
   std::uint32_t non_finite = 0;
@@ -132,13 +137,14 @@ struct block_ops_scalar {
   template <class Format>
   static void encode(const float* p, std::size_t n, float multiplier, std::uint8_t* codes) noexcept {
     for (std::size_t i = 0; i < n; ++i) {
-      codes[i] = std::uint8_t(convert_bits<Format, rounding::nearest_even, overflow::saturate>(p[i] * multiplier));
+      codes[i] =
+          std::uint8_t(convert_bits<Format, rounding::nearest_even, overflow::saturate>(p[i] * multiplier));
     }
   }
   // NVFP4: the UE4M3 code of a finite block's scale and the multiplier of its elements (nvfp4.hpp):
   //   code = ue4m3(amax * encode_times_sixth),  multiplier = min(1 / (float(code) * tensor_decode), FLT_MAX)
-  static void nvfp4_scale(std::uint32_t amax_bits, float encode_times_sixth, float tensor_decode, std::uint8_t& code,
-                          float& multiplier) noexcept {
+  static void nvfp4_scale(std::uint32_t amax_bits, float encode_times_sixth, float tensor_decode,
+                          std::uint8_t& code, float& multiplier) noexcept {
     code = std::uint8_t(convert_bits<ue4m3_format>(bit_cast<float>(amax_bits) * encode_times_sixth));
     const float inverse = 1.0f / (decode<float, ue4m3_format>(code) * tensor_decode);
     multiplier = inverse < 3.40282347e+38f ? inverse : 3.40282347e+38f;
@@ -146,13 +152,17 @@ struct block_ops_scalar {
   // The same for 16 blocks at once.
   static void nvfp4_scales(const std::uint32_t* amax_bits, float encode_times_sixth, float tensor_decode,
                            std::uint8_t* codes, float* multipliers) noexcept {
-    for (int i = 0; i < 16; ++i) nvfp4_scale(amax_bits[i], encode_times_sixth, tensor_decode, codes[i], multipliers[i]);
+    for (int i = 0; i < 16; ++i)
+      nvfp4_scale(amax_bits[i], encode_times_sixth, tensor_decode, codes[i], multipliers[i]);
   }
   // E2M1 codes of p[0..n) * multiplier packed two per byte (low nibble first); n even.
-  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier, std::uint8_t* packed) noexcept {
+  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
+                                std::uint8_t* packed) noexcept {
     for (std::size_t i = 0; i < n; i += 2) {
-      const auto lo = convert_bits<e2m1_format, rounding::nearest_even, overflow::saturate>(p[i] * multiplier);
-      const auto hi = convert_bits<e2m1_format, rounding::nearest_even, overflow::saturate>(p[i + 1] * multiplier);
+      const auto lo =
+          convert_bits<e2m1_format, rounding::nearest_even, overflow::saturate>(p[i] * multiplier);
+      const auto hi =
+          convert_bits<e2m1_format, rounding::nearest_even, overflow::saturate>(p[i + 1] * multiplier);
       packed[i / 2] = std::uint8_t(lo | hi << 4);
     }
   }
@@ -162,8 +172,8 @@ struct block_ops_scalar {
   static std::uint32_t mx_fp4_block_pair(const float* p, int emax, std::uint8_t* packed) noexcept {
     return mx_fp4_block_pair_generic<block_ops_scalar>(p, emax, packed);
   }
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode, std::uint8_t* scales,
-                                   std::uint8_t* packed) noexcept {
+  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode,
+                                   std::uint8_t* scales, std::uint8_t* packed) noexcept {
     return nvfp4_group_generic<block_ops_scalar>(p, encode_times_sixth, tensor_decode, scales, packed);
   }
 };
@@ -183,10 +193,11 @@ struct block_ops_avx512 : block_ops_scalar {
     const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
     __m512i m = _mm512_setzero_si512();
     for (std::size_t i = 0; i < n; i += width) {
-      m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(p + i)), magnitude));
+      m = _mm512_maskz_max_epu32(all_lanes, m,
+                                 _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(p + i)), magnitude));
     }
     const __m256i halves = _mm256_max_epu32(_mm512_maskz_extracti64x4_epi64(all_quadwords, m, 0),
-                                             _mm512_maskz_extracti64x4_epi64(all_quadwords, m, 1));
+                                            _mm512_maskz_extracti64x4_epi64(all_quadwords, m, 1));
     __m128i r = _mm_max_epu32(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1));
     r = _mm_max_epu32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(1, 0, 3, 2)));
     r = _mm_max_epu32(r, _mm_shuffle_epi32(r, _MM_SHUFFLE(2, 3, 0, 1)));
@@ -213,14 +224,16 @@ struct block_ops_avx512 : block_ops_scalar {
     const __m512i bits = _mm512_castps_si512(x);
     const __m512i a = _mm512_maskz_min_epu32(all_lanes, _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)),
                                              _mm512_set1_epi32(int(c::max_finite_bits)));
-    const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, a, c::drop), _mm512_set1_epi32(1));
+    const __m512i lsb =
+        _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, a, c::drop), _mm512_set1_epi32(1));
     const __m512i normal = _mm512_maskz_srli_epi32(
-        all_lanes, _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32(int(c::round_and_rebias)))), c::drop);
+        all_lanes, _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32(int(c::round_and_rebias)))),
+        c::drop);
     const __m512 magic = _mm512_castsi512_ps(_mm512_set1_epi32(int(c::magic_bits)));
-    const __m512i subnormal =
-        _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)), _mm512_castps_si512(magic));
-    __m512i code = _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(int(c::min_normal_bits))),
-                                           normal, subnormal);
+    const __m512i subnormal = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)), _mm512_castps_si512(magic));
+    __m512i code = _mm512_mask_blend_epi32(
+        _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(int(c::min_normal_bits))), normal, subnormal);
     if constexpr (WithSign && c::sign_mask != 0) {
       code = _mm512_or_si512(code, _mm512_and_si512(_mm512_maskz_srli_epi32(all_lanes, bits, c::sign_shift),
                                                     _mm512_set1_epi32(int(c::sign_mask))));
@@ -238,12 +251,14 @@ struct block_ops_avx512 : block_ops_scalar {
   }
   // E2M1 codes packed two per byte; n a multiple of 16. Each 64-bit lane holds an (even, odd) pair
   // of codes c0 | c1 << 32; c0 | c1 << 4 is its low byte after x | x >> 28.
-  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier, std::uint8_t* packed) noexcept {
+  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
+                                std::uint8_t* packed) noexcept {
     const __m512 m = _mm512_set1_ps(multiplier);
     for (std::size_t i = 0; i < n; i += width) {
       const __m512i code = encode_vector<e2m1_format>(_mm512_mul_ps(_mm512_loadu_ps(p + i), m));
       const __m512i pairs = _mm512_or_si512(code, _mm512_maskz_srli_epi64(all_quadwords, code, 28));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + i / 2), _mm512_maskz_cvtepi64_epi8(all_quadwords, pairs));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + i / 2),
+                       _mm512_maskz_cvtepi64_epi8(all_quadwords, pairs));
     }
   }
   // Decodes 16 UE4M3 codes (never NaN here) to float: normal codes by rebiasing, subnormal ones as
@@ -252,9 +267,11 @@ struct block_ops_avx512 : block_ops_scalar {
     using traits = format_traits<ue4m3_format>;
     const __m512i normal = _mm512_add_epi32(_mm512_maskz_slli_epi32(all_lanes, code, 20),
                                             _mm512_set1_epi32((127 - traits::bias) << 23));
-    const __m512 subnormal = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all_lanes, code), _mm512_set1_ps(1.0f / 512.0f));
-    return _mm512_mask_blend_ps(_mm512_cmplt_epu32_mask(code, _mm512_set1_epi32(int(traits::min_normal_code))),
-                                _mm512_castsi512_ps(normal), subnormal);
+    const __m512 subnormal =
+        _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all_lanes, code), _mm512_set1_ps(1.0f / 512.0f));
+    return _mm512_mask_blend_ps(
+        _mm512_cmplt_epu32_mask(code, _mm512_set1_epi32(int(traits::min_normal_code))),
+        _mm512_castsi512_ps(normal), subnormal);
   }
   // NVFP4 block scales of 16 finite blocks from their amax bits: the codes and element multipliers
   // (see nvfp4.hpp; the same float operations as the scalar nvfp4_block_scale_from_amax).
@@ -263,15 +280,18 @@ struct block_ops_avx512 : block_ops_scalar {
     const __m512 amax = _mm512_castsi512_ps(_mm512_loadu_si512(amax_bits));
     const __m512i code = encode_vector<ue4m3_format>(_mm512_mul_ps(amax, _mm512_set1_ps(encode_times_sixth)));
     const __m512 scale = decode_ue4m3(code);
-    const __m512 inverse = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(tensor_decode)));
+    const __m512 inverse =
+        _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(tensor_decode)));
     _mm512_storeu_ps(multipliers, _mm512_maskz_min_ps(all_lanes, inverse, _mm512_set1_ps(3.40282347e+38f)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_maskz_cvtepi32_epi8(all_lanes, code));
   }
 
   // The maximum of the 16 lanes, in every lane (no trip through a general-purpose register).
   static __m512i broadcast_max(__m512i m) noexcept {
-    m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-    m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = _mm512_maskz_max_epu32(all_lanes, m,
+                               _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm512_maskz_max_epu32(all_lanes, m,
+                               _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(2, 3, 0, 1)));
     m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_epi32(all_lanes, m, _MM_PERM_BADC));
     return _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_epi32(all_lanes, m, _MM_PERM_CDAB));
   }
@@ -293,13 +313,15 @@ struct block_ops_avx512 : block_ops_scalar {
   static __m512i mx_scale_codes(__m512i amax, int emax) noexcept {
     const __m512i zero = _mm512_setzero_si512();
     const __m512i code = _mm512_maskz_max_epi32(
-        all_lanes, _mm512_sub_epi32(_mm512_maskz_srli_epi32(all_lanes, amax, 23), _mm512_set1_epi32(emax)), zero);
+        all_lanes, _mm512_sub_epi32(_mm512_maskz_srli_epi32(all_lanes, amax, 23), _mm512_set1_epi32(emax)),
+        zero);
     return _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(amax, zero),
                                  _mm512_set1_epi32(format_traits<e8m0_format>::bias));
   }
   // 2^(127 - code) in every lane.
   static __m512 mx_multipliers(__m512i code) noexcept {
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, _mm512_sub_epi32(_mm512_set1_epi32(2 * 127), code), 23));
+    return _mm512_castsi512_ps(
+        _mm512_maskz_slli_epi32(all_lanes, _mm512_sub_epi32(_mm512_set1_epi32(2 * 127), code), 23));
   }
   // E2M1 code with sign: the sign bit 31 lands on bit 3 in one ternary-logic step.
   static __m512i encode_fp4_signed(__m512 x, __m512 multiplier) noexcept {
@@ -319,15 +341,19 @@ struct block_ops_avx512 : block_ops_scalar {
     const __m512i ma = _mm512_maskz_max_epu32(all_lanes, abs_bits(a0), abs_bits(a1));
     const __m512i mb = _mm512_maskz_max_epu32(all_lanes, abs_bits(b0), abs_bits(b1));
     // Lanes 0-7: max of A's two halves; lanes 8-15: B's. Then reduce within each 256-bit half.
-    __m512i m = _mm512_maskz_max_epu32(all_lanes, _mm512_maskz_shuffle_i32x4(all_lanes, ma, mb, _MM_SHUFFLE(1, 0, 1, 0)),
-                                       _mm512_maskz_shuffle_i32x4(all_lanes, ma, mb, _MM_SHUFFLE(3, 2, 3, 2)));
-    m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m512i m = _mm512_maskz_max_epu32(
+        all_lanes, _mm512_maskz_shuffle_i32x4(all_lanes, ma, mb, _MM_SHUFFLE(1, 0, 1, 0)),
+        _mm512_maskz_shuffle_i32x4(all_lanes, ma, mb, _MM_SHUFFLE(3, 2, 3, 2)));
+    m = _mm512_maskz_max_epu32(all_lanes, m,
+                               _mm512_maskz_shuffle_i32x4(all_lanes, m, m, _MM_SHUFFLE(2, 3, 0, 1)));
     m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_epi32(all_lanes, m, _MM_PERM_BADC));
     m = _mm512_maskz_max_epu32(all_lanes, m, _mm512_maskz_shuffle_epi32(all_lanes, m, _MM_PERM_CDAB));
     const __m512i code = mx_scale_codes(m, emax);
     const __m512 multiplier = mx_multipliers(code);
-    const __m512 multiplier_a = _mm512_maskz_shuffle_f32x4(all_lanes, multiplier, multiplier, _MM_SHUFFLE(0, 0, 0, 0));
-    const __m512 multiplier_b = _mm512_maskz_shuffle_f32x4(all_lanes, multiplier, multiplier, _MM_SHUFFLE(3, 3, 3, 3));
+    const __m512 multiplier_a =
+        _mm512_maskz_shuffle_f32x4(all_lanes, multiplier, multiplier, _MM_SHUFFLE(0, 0, 0, 0));
+    const __m512 multiplier_b =
+        _mm512_maskz_shuffle_f32x4(all_lanes, multiplier, multiplier, _MM_SHUFFLE(3, 3, 3, 3));
     store_fp4_pairs(encode_fp4_signed(a0, multiplier_a), encode_fp4_signed(a1, multiplier_a), packed);
     store_fp4_pairs(encode_fp4_signed(b0, multiplier_b), encode_fp4_signed(b1, multiplier_b), packed + 16);
     const __mmask16 special = _mm512_cmpge_epu32_mask(m, _mm512_set1_epi32(int(float_infinity_bits)));
@@ -354,7 +380,8 @@ struct block_ops_avx512 : block_ops_scalar {
 
   // max(a, b) on float vectors holding magnitude bits (non-negative: unsigned compare of the bits).
   static __m512 max_bits(__m512 a, __m512 b) noexcept {
-    return _mm512_castsi512_ps(_mm512_maskz_max_epu32(all_lanes, _mm512_castps_si512(a), _mm512_castps_si512(b)));
+    return _mm512_castsi512_ps(
+        _mm512_maskz_max_epu32(all_lanes, _mm512_castps_si512(a), _mm512_castps_si512(b)));
   }
   // Lane j = largest |x| bits of the 16 floats p[16 j .. 16 j + 16): a reduction tree that halves the
   // vector count at each level while shuffling partial maxima of different blocks together (31
@@ -385,8 +412,8 @@ struct block_ops_avx512 : block_ops_scalar {
   }
 
   // Sixteen NVFP4 blocks: the block maxima gathered into one vector, all scales at once.
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode, std::uint8_t* scales,
-                                   std::uint8_t* packed) noexcept {
+  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode,
+                                   std::uint8_t* scales, std::uint8_t* packed) noexcept {
     __m512i amax = transposed_max(p);
     const __mmask16 non_finite = _mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(int(float_infinity_bits)));
     amax = _mm512_maskz_mov_epi32(__mmask16(~non_finite), amax);
@@ -443,11 +470,11 @@ struct block_ops_avx2 : block_ops_scalar {
     const __m256i a = _mm256_min_epu32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF)),
                                        _mm256_set1_epi32(int(c::max_finite_bits)));
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, c::drop), _mm256_set1_epi32(1));
-    const __m256i normal =
-        _mm256_srli_epi32(_mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32(int(c::round_and_rebias)))), c::drop);
+    const __m256i normal = _mm256_srli_epi32(
+        _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32(int(c::round_and_rebias)))), c::drop);
     const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32(int(c::magic_bits)));
-    const __m256i subnormal =
-        _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)), _mm256_castps_si256(magic));
+    const __m256i subnormal = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)), _mm256_castps_si256(magic));
     // a < min_normal_bits, with the signed compare AVX2 has (both are below 2^31).
     const __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(c::min_normal_bits)), a);
     __m256i code = _mm256_blendv_epi8(normal, subnormal, is_subnormal);
@@ -461,25 +488,30 @@ struct block_ops_avx2 : block_ops_scalar {
   static void encode(const float* p, std::size_t n, float multiplier, std::uint8_t* codes) noexcept {
     const __m256 m = _mm256_set1_ps(multiplier);
     // The low byte of each 32-bit lane: bytes 0, 4, 8, 12 of each 128-bit half, then the halves joined.
-    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                                               0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i low_bytes =
+        _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
     for (std::size_t i = 0; i < n; i += width) {
       const __m256i code = encode_vector<Format>(_mm256_mul_ps(_mm256_loadu_ps(p + i), m));
-      const __m256i packed =
-          _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, low_bytes), _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+      const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, low_bytes),
+                                                         _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
       _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), _mm256_castsi256_si128(packed));
     }
   }
   // E2M1 codes packed two per byte; n a multiple of 8 (see the AVX-512 version).
-  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier, std::uint8_t* packed) noexcept {
+  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
+                                std::uint8_t* packed) noexcept {
     const __m256 m = _mm256_set1_ps(multiplier);
-    const __m256i first_bytes = _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                                                 0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i first_bytes =
+        _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                         0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
     for (std::size_t i = 0; i < n; i += width) {
       const __m256i code = encode_vector<e2m1_format>(_mm256_mul_ps(_mm256_loadu_ps(p + i), m));
-      const __m256i pairs = _mm256_shuffle_epi8(_mm256_or_si256(code, _mm256_srli_epi64(code, 28)), first_bytes);
+      const __m256i pairs =
+          _mm256_shuffle_epi8(_mm256_or_si256(code, _mm256_srli_epi64(code, 28)), first_bytes);
       const std::uint32_t four = std::uint32_t(_mm_cvtsi128_si32(_mm256_castsi256_si128(pairs))) & 0xFFFFu;
-      const std::uint32_t high = std::uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(pairs, 1))) & 0xFFFFu;
+      const std::uint32_t high =
+          std::uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(pairs, 1))) & 0xFFFFu;
       const std::uint32_t word = four | high << 16;
       std::memcpy(packed + i / 2, &word, sizeof word);
     }
@@ -490,8 +522,8 @@ struct block_ops_avx2 : block_ops_scalar {
   static std::uint32_t mx_fp4_block_pair(const float* p, int emax, std::uint8_t* packed) noexcept {
     return mx_fp4_block_pair_generic<block_ops_avx2>(p, emax, packed);
   }
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode, std::uint8_t* scales,
-                                   std::uint8_t* packed) noexcept {
+  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode,
+                                   std::uint8_t* scales, std::uint8_t* packed) noexcept {
     return nvfp4_group_generic<block_ops_avx2>(p, encode_times_sixth, tensor_decode, scales, packed);
   }
 };

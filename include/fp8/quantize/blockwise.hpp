@@ -61,27 +61,29 @@ void decode_block(const std::uint8_t* in, std::size_t cols, std::size_t r0, std:
 inline void check_quantization(const quantization& q, const char* function, bool mx_scales) {
   try {
     q.validate();
-  } catch (const invalid_argument& e) {
-    throw invalid_argument(std::string(function) + ": " + e.what());
-  }
+  } catch (const invalid_argument& e) { throw invalid_argument(std::string(function) + ": " + e.what()); }
   const bool is_mx = q.granularity == granularity::mx_1x32;
   if (is_mx && !mx_scales) {
-    throw invalid_argument(std::string(function) + ": mx_1x32 scales are E8M0 codes; pass a std::uint8_t* scale "
+    throw invalid_argument(std::string(function) +
+                           ": mx_1x32 scales are E8M0 codes; pass a std::uint8_t* scale "
                            "buffer (the MX overload) instead of float*");
   }
   if (!is_mx && mx_scales) {
-    throw invalid_argument(std::string(function) + ": an E8M0 (std::uint8_t*) scale buffer is only for mx_1x32; " +
+    throw invalid_argument(std::string(function) +
+                           ": an E8M0 (std::uint8_t*) scale buffer is only for mx_1x32; " +
                            granularity_name(q.granularity) + " takes float* scale_inv");
   }
   if (is_mx && q.margin != 0) {
-    throw invalid_argument(std::string(function) + ": mx_1x32 follows the OCP MX rule, which has no margin; "
-                           "got margin " + std::to_string(q.margin));
+    throw invalid_argument(std::string(function) +
+                           ": mx_1x32 follows the OCP MX rule, which has no margin; "
+                           "got margin " +
+                           std::to_string(q.margin));
   }
 }
 
 template <class Ops, class T>
-float quantize_blocks_with(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
-                           float* scale_inv) {
+float quantize_blocks_with(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                           std::uint8_t* out, float* scale_inv) {
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   std::fill(scale_inv, scale_inv + layout.count, 0.0f);  // padding entries
   const float fp8_max = max_finite(q.format);
@@ -92,7 +94,8 @@ float quantize_blocks_with(const T* in, std::size_t rows, std::size_t cols, cons
                                std::size_t c1) {
       const std::uint32_t bits = block_amax_bits<Ops>(in, cols, r0, r1, c0, c1);
       tensor_bits = max_bits(tensor_bits, bits);
-      const float scale = scale_from_amax_unchecked(amax_from_bits(bits), fp8_max, q.margin, q.power_of_two_scales, 1.0f);
+      const float scale =
+          scale_from_amax_unchecked(amax_from_bits(bits), fp8_max, q.margin, q.power_of_two_scales, 1.0f);
       cast_block<Ops, format_t>(in, cols, r0, r1, c0, c1, scale, out);
       scale_inv[layout.index(i, j)] = 1.0f / scale;
     });
@@ -101,8 +104,8 @@ float quantize_blocks_with(const T* in, std::size_t rows, std::size_t cols, cons
 }
 
 template <class Ops, class T>
-float quantize_mx_with(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
-                       std::uint8_t* scale_e8m0) {
+float quantize_mx_with(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                       std::uint8_t* out, std::uint8_t* scale_e8m0) {
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   std::uint32_t tensor_bits = 0;
   visit_format(q.format, [&](auto descriptor) {
@@ -124,14 +127,15 @@ void dequantize_blocks_with(const std::uint8_t* in, std::size_t rows, std::size_
                             const float* scale_inv, T* out) {
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   // Every scale is checked before anything is written.
-  for_each_block(layout, [&](std::size_t i, std::size_t j, std::size_t, std::size_t, std::size_t, std::size_t) {
-    const float s = scale_inv[layout.index(i, j)];
-    if (!(s > 0.0f) || !(s <= std::numeric_limits<float>::max())) {
-      throw invalid_argument("fp8::dequantize: scale_inv of block (" + std::to_string(i) + ", " + std::to_string(j) +
-                             ") at index " + std::to_string(layout.index(i, j)) + " is " + std::to_string(s) +
-                             "; it must be a positive finite float");
-    }
-  });
+  for_each_block(
+      layout, [&](std::size_t i, std::size_t j, std::size_t, std::size_t, std::size_t, std::size_t) {
+        const float s = scale_inv[layout.index(i, j)];
+        if (!(s > 0.0f) || !(s <= std::numeric_limits<float>::max())) {
+          throw invalid_argument("fp8::dequantize: scale_inv of block (" + std::to_string(i) + ", " +
+                                 std::to_string(j) + ") at index " + std::to_string(layout.index(i, j)) +
+                                 " is " + std::to_string(s) + "; it must be a positive finite float");
+        }
+      });
   visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     for_each_block(layout, [&](std::size_t i, std::size_t j, std::size_t r0, std::size_t r1, std::size_t c0,
@@ -147,22 +151,25 @@ void dequantize_mx_with(const std::uint8_t* in, std::size_t rows, std::size_t co
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   for (std::size_t k = 0; k < layout.count; ++k) {
     if (format_traits<e8m0_format>::is_nan_code(scale_e8m0[k])) {
-      throw invalid_argument("fp8::dequantize: E8M0 scale at index " + std::to_string(k) + " is the NaN code 0xFF");
+      throw invalid_argument("fp8::dequantize: E8M0 scale at index " + std::to_string(k) +
+                             " is the NaN code 0xFF");
     }
   }
   visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     for_each_block(layout, [&](std::size_t i, std::size_t j, std::size_t r0, std::size_t r1, std::size_t c0,
                                std::size_t c1) {
-      decode_block<Ops, format_t>(in, cols, r0, r1, c0, c1, mx_scale_inv(scale_e8m0[layout.index(i, j)]), out);
+      decode_block<Ops, format_t>(in, cols, r0, r1, c0, c1, mx_scale_inv(scale_e8m0[layout.index(i, j)]),
+                                  out);
     });
   });
 }
 
 // Checks of the matrix functions; `high` is the float / bf16 / half side, `codes` the FP8 side.
 template <class T>
-void check_matrix_arguments(const T* high, const void* codes, const void* scales, std::size_t rows, std::size_t cols,
-                            const quantization& q, const char* function, bool mx_scales, bool quantizing) {
+void check_matrix_arguments(const T* high, const void* codes, const void* scales, std::size_t rows,
+                            std::size_t cols, const quantization& q, const char* function, bool mx_scales,
+                            bool quantizing) {
   static_check_element<T>();
   const std::size_t count = checked_size(rows, cols, function);
   check_pointer(high, count, function, quantizing ? "in" : "out");

@@ -25,7 +25,8 @@ namespace detail {
 
 template <class T>
 constexpr void static_check_element() {
-  static_assert(is_quantize_element_v<T>, "fp8 quantize/dequantize work on float, fp8::bfloat16 or fp8::float16");
+  static_assert(is_quantize_element_v<T>,
+                "fp8 quantize/dequantize work on float, fp8::bfloat16 or fp8::float16");
 }
 
 // Whether `pointer` is a multiple of `bytes`: the vector paths' test on host and device, and the

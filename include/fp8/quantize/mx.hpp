@@ -41,8 +41,9 @@ template <class Element>
 inline constexpr int mx_element_emax = format_traits<Element>::max_exponent;
 
 template <class Element>
-inline constexpr bool is_mx_element_v = std::is_same_v<Element, e2m1_format> ||
-                                        std::is_same_v<Element, e2m3_format> || std::is_same_v<Element, e3m2_format>;
+inline constexpr bool is_mx_element_v =
+    std::is_same_v<Element, e2m1_format> || std::is_same_v<Element, e2m3_format> ||
+    std::is_same_v<Element, e3m2_format>;
 
 namespace detail {
 
@@ -62,7 +63,8 @@ inline void check_block_shape(std::size_t rows, std::size_t cols, std::size_t bl
   }
 }
 
-inline void check_pointers(const void* a, const void* b, const void* c, std::size_t count, const char* function) {
+inline void check_pointers(const void* a, const void* b, const void* c, std::size_t count,
+                           const char* function) {
   if (count != 0 && (a == nullptr || b == nullptr || c == nullptr)) {
     throw invalid_argument(std::string(function) + ": null pointer for a non-empty tensor");
   }
@@ -95,8 +97,8 @@ void quantize_mx(const float* in, std::size_t rows, std::size_t cols, std::uint8
     };
     std::size_t k = 0;
     for (; k + 2 <= blocks; k += 2) {
-      const std::uint32_t codes = detail::block_ops::mx_fp4_block_pair(in + k * mx_block_size, mx_element_emax<Element>,
-                                                                       packed_out + k * bytes_per_block);
+      const std::uint32_t codes = detail::block_ops::mx_fp4_block_pair(
+          in + k * mx_block_size, mx_element_emax<Element>, packed_out + k * bytes_per_block);
       finish(k, std::uint8_t(codes));
       finish(k + 1, std::uint8_t(codes >> 8));
     }
@@ -145,7 +147,8 @@ void dequantize_mx(const std::uint8_t* packed_in, const std::uint8_t* scales_e8m
   for (std::size_t k = 0; k < blocks; ++k) {
     const float scale = decode<float, e8m0_format>(scales_e8m0[k]);
     unpack<Element>(packed_in + packed_bytes<Element>(k * mx_block_size), mx_block_size, codes);
-    for (std::size_t i = 0; i < mx_block_size; ++i) out[k * mx_block_size + i] = decode<float, Element>(codes[i]) * scale;
+    for (std::size_t i = 0; i < mx_block_size; ++i)
+      out[k * mx_block_size + i] = decode<float, Element>(codes[i]) * scale;
   }
 }
 

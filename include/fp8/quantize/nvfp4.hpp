@@ -89,8 +89,8 @@ void nvfp4_encode_block(const float* in, float multiplier, std::uint8_t* packed,
   }
   std::uint8_t codes[nvfp4_block_size];
   for (std::size_t i = 0; i < nvfp4_block_size; ++i) {
-    codes[i] = std::uint8_t(
-        convert_bits<e2m1_format, rounding::stochastic, overflow::saturate>(in[i] * multiplier, random_bits[i]));
+    codes[i] = std::uint8_t(convert_bits<e2m1_format, rounding::stochastic, overflow::saturate>(
+        in[i] * multiplier, random_bits[i]));
   }
   pack<e2m1_format>(codes, nvfp4_block_size, packed);
 }
@@ -101,9 +101,9 @@ inline namespace FP8_QUANTIZE_ABI_NAMESPACE {
 
 // 1x16 blocks along rows, with a given per-tensor scale (e.g. from an amax reduced across devices).
 // `random_bits`: null for nearest-even, else one word per element (row-major) for stochastic rounding.
-inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, nvfp4_tensor_scale tensor_scale,
-                           std::uint8_t* packed_out, std::uint8_t* scales_ue4m3,
-                           const std::uint32_t* random_bits = nullptr) {
+inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols,
+                           nvfp4_tensor_scale tensor_scale, std::uint8_t* packed_out,
+                           std::uint8_t* scales_ue4m3, const std::uint32_t* random_bits = nullptr) {
   detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::quantize_nvfp4");
   detail::check_pointers(in, packed_out, scales_ue4m3, rows * cols, "fp8::quantize_nvfp4");
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
@@ -117,7 +117,8 @@ inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, 
     for (std::size_t j = 0; non_finite != 0 && j < 16; ++j) {
       if (((non_finite >> j) & 1u) == 0) continue;
       scales_ue4m3[k + j] = detail::ue4m3_nan;
-      for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[(k + j) * nvfp4_block_size / 2 + b] = 0;
+      for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b)
+        packed_out[(k + j) * nvfp4_block_size / 2 + b] = 0;
     }
   }
   for (std::size_t k = grouped; k < blocks; ++k) {  // the rest, and every block under stochastic rounding
@@ -131,14 +132,17 @@ inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, 
     }
     const auto s = detail::nvfp4_block_scale_from_amax(amax_bits, encode_times_sixth, tensor_scale.decode);
     scales_ue4m3[k] = s.code;
-    detail::nvfp4_encode_block<detail::block_ops>(block, s.multiplier, out, random_bits ? random_bits + k * nvfp4_block_size : nullptr);
+    detail::nvfp4_encode_block<detail::block_ops>(block, s.multiplier, out,
+                                                  random_bits ? random_bits + k * nvfp4_block_size : nullptr);
   }
 }
 
 // The same, computing the per-tensor scale from this tensor's finite amax; returns it.
-inline nvfp4_tensor_scale quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols, std::uint8_t* packed_out,
-                                         std::uint8_t* scales_ue4m3, const std::uint32_t* random_bits = nullptr) {
-  const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax<detail::block_ops>(in, rows * cols));
+inline nvfp4_tensor_scale quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols,
+                                         std::uint8_t* packed_out, std::uint8_t* scales_ue4m3,
+                                         const std::uint32_t* random_bits = nullptr) {
+  const nvfp4_tensor_scale tensor_scale =
+      nvfp4_tensor_scale_from_amax(detail::finite_amax<detail::block_ops>(in, rows * cols));
   quantize_nvfp4(in, rows, cols, tensor_scale, packed_out, scales_ue4m3, random_bits);
   return tensor_scale;
 }
@@ -150,7 +154,8 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
                                             const std::uint32_t* random_bits = nullptr) {
   detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::quantize_nvfp4_2d");
   detail::check_pointers(in, packed_out, tile_scales_ue4m3, rows * cols, "fp8::quantize_nvfp4_2d");
-  const nvfp4_tensor_scale tensor_scale = nvfp4_tensor_scale_from_amax(detail::finite_amax<detail::block_ops>(in, rows * cols));
+  const nvfp4_tensor_scale tensor_scale =
+      nvfp4_tensor_scale_from_amax(detail::finite_amax<detail::block_ops>(in, rows * cols));
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t tile_cols = cols / nvfp4_block_size;
   for (std::size_t r0 = 0; r0 < rows; r0 += nvfp4_block_size) {
@@ -170,7 +175,7 @@ inline nvfp4_tensor_scale quantize_nvfp4_2d(const float* in, std::size_t rows, s
         const std::size_t first = r * cols + c0;
         if (finite) {
           detail::nvfp4_encode_block<detail::block_ops>(in + first, s.multiplier, packed_out + first / 2,
-                                     random_bits ? random_bits + first : nullptr);
+                                                        random_bits ? random_bits + first : nullptr);
         } else {
           for (std::size_t b = 0; b < nvfp4_block_size / 2; ++b) packed_out[first / 2 + b] = 0;
         }
@@ -193,8 +198,9 @@ inline void nvfp4_expand_tile_scales(const std::uint8_t* tile_scales, std::size_
 }
 
 // Back to float with 1x16 block scales: float(q) * float(s_b) * S_dec (NaN for NaN-scaled blocks).
-inline void dequantize_nvfp4(const std::uint8_t* packed_in, const std::uint8_t* scales_ue4m3, std::size_t rows,
-                             std::size_t cols, nvfp4_tensor_scale tensor_scale, float* out) {
+inline void dequantize_nvfp4(const std::uint8_t* packed_in, const std::uint8_t* scales_ue4m3,
+                             std::size_t rows, std::size_t cols, nvfp4_tensor_scale tensor_scale,
+                             float* out) {
   detail::check_block_shape(rows, cols, nvfp4_block_size, "fp8::dequantize_nvfp4");
   detail::check_pointers(packed_in, scales_ue4m3, out, rows * cols, "fp8::dequantize_nvfp4");
   const std::size_t blocks = rows * cols / nvfp4_block_size;
@@ -202,7 +208,8 @@ inline void dequantize_nvfp4(const std::uint8_t* packed_in, const std::uint8_t* 
     const float scale = decode<float, ue4m3_format>(scales_ue4m3[k]);
     for (std::size_t i = 0; i < nvfp4_block_size; ++i) {
       const std::size_t index = k * nvfp4_block_size + i;
-      out[index] = decode<float, e2m1_format>(packed_get<e2m1_format>(packed_in, index)) * scale * tensor_scale.decode;
+      out[index] =
+          decode<float, e2m1_format>(packed_get<e2m1_format>(packed_in, index)) * scale * tensor_scale.decode;
     }
   }
 }

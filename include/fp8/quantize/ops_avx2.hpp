@@ -60,11 +60,11 @@ struct avx2_ops {
     // Saturation: clamp to the largest finite value (NaN is replaced below).
     const __m256i clamped = _mm256_min_epu32(a, splat(c::max_finite_bits));
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(clamped, c::drop), splat(1));
-    const __m256i normal =
-        _mm256_srli_epi32(_mm256_add_epi32(clamped, _mm256_add_epi32(lsb, splat(c::round_and_rebias))), c::drop);
+    const __m256i normal = _mm256_srli_epi32(
+        _mm256_add_epi32(clamped, _mm256_add_epi32(lsb, splat(c::round_and_rebias))), c::drop);
     const __m256 magic = _mm256_castsi256_ps(splat(c::subnormal_magic_bits));
-    const __m256i subnormal =
-        _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)), _mm256_castps_si256(magic));
+    const __m256i subnormal = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)), _mm256_castps_si256(magic));
     __m256i code = select(greater(splat(c::min_normal_bits), a), subnormal, normal);
     code = _mm256_or_si256(code, sign);
     return select(greater(a, splat(c::infinity_bits)), splat(c::nan_code), code);
@@ -73,8 +73,9 @@ struct avx2_ops {
   static void encode_store(__m256 x, std::uint8_t* out) noexcept {
     // Gather the low byte of each 32-bit lane: bytes 0, 4, 8, 12 of each 128-bit half, then the
     // two halves' 4-byte groups side by side.
-    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                                               0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i low_bytes =
+        _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
     const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(encode<Format>(x), low_bytes),
                                                        _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
@@ -88,12 +89,15 @@ struct avx2_ops {
     const __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(magnitude, c::drop), splat(c::rebias_bits));
     const __m256 subnormal =
         _mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), _mm256_castsi256_ps(splat(c::subnormal_quantum_bits)));
-    __m256i value = select(greater(splat(c::first_normal_code), magnitude), _mm256_castps_si256(subnormal), normal);
+    __m256i value =
+        select(greater(splat(c::first_normal_code), magnitude), _mm256_castps_si256(subnormal), normal);
     if constexpr (c::traits::has_infinity) {
-      value = select(_mm256_cmpeq_epi32(magnitude, splat(c::first_special_code)), splat(c::infinity_bits), value);
+      value =
+          select(_mm256_cmpeq_epi32(magnitude, splat(c::first_special_code)), splat(c::infinity_bits), value);
       value = select(greater(magnitude, splat(c::first_special_code)), splat(c::float_quiet_nan), value);
     } else {
-      value = select(_mm256_cmpeq_epi32(magnitude, splat(c::first_special_code)), splat(c::float_quiet_nan), value);
+      value = select(_mm256_cmpeq_epi32(magnitude, splat(c::first_special_code)), splat(c::float_quiet_nan),
+                     value);
     }
     return _mm256_castsi256_ps(_mm256_or_si256(value, sign));
   }
@@ -106,18 +110,22 @@ struct avx2_ops {
   static void store(bfloat16* p, __m256 x) noexcept {
     const __m256i bits = _mm256_castps_si256(x);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, bf16_constants::shift), splat(1));
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(lsb, splat(bf16_constants::half_ulp_minus_one))),
-                                        bf16_constants::shift);
-    rounded = select(_mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)), splat(bf16_constants::canonical_nan), rounded);
+    __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(bits, _mm256_add_epi32(lsb, splat(bf16_constants::half_ulp_minus_one))),
+        bf16_constants::shift);
+    rounded = select(_mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)),
+                     splat(bf16_constants::canonical_nan), rounded);
     // 32 -> 16 bits (values fit, so the saturating pack is exact); packs work per 128-bit half.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), _MM_SHUFFLE(3, 1, 2, 0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
   }
   static void store(float16* p, __m256 x) noexcept {
     const __m128i halves = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
-    const __m128i result = _mm_blendv_epi8(halves, _mm_set1_epi16(short(fp16_constants::canonical_nan)), nan16);
+    const __m128i result =
+        _mm_blendv_epi8(halves, _mm_set1_epi16(short(fp16_constants::canonical_nan)), nan16);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), result);
   }
 

@@ -29,7 +29,8 @@ float quantize_with(const T* in, std::size_t count, fp8_format format, float sca
 
 template <class Ops, class T>
 void dequantize_with(const std::uint8_t* in, std::size_t count, fp8_format format, float scale_inv, T* out) {
-  visit_format(format, [&](auto descriptor) { decode_span<Ops, decltype(descriptor)>(in, count, scale_inv, out); });
+  visit_format(format,
+               [&](auto descriptor) { decode_span<Ops, decltype(descriptor)>(in, count, scale_inv, out); });
 }
 
 }  // namespace detail

@@ -25,9 +25,10 @@ inline constexpr std::size_t swizzle_tile_cols = 4;
 inline constexpr std::size_t swizzle_tile_bytes = swizzle_tile_rows * swizzle_tile_cols;  // 512
 
 // Bytes of the swizzled (padded) scale buffer for a rows x scale_cols scale matrix.
-FP8_HOST_DEVICE constexpr std::size_t swizzled_scale_bytes(std::size_t rows, std::size_t scale_cols) noexcept {
-  return (rows + swizzle_tile_rows - 1) / swizzle_tile_rows * ((scale_cols + swizzle_tile_cols - 1) / swizzle_tile_cols) *
-         swizzle_tile_bytes;
+FP8_HOST_DEVICE constexpr std::size_t swizzled_scale_bytes(std::size_t rows,
+                                                           std::size_t scale_cols) noexcept {
+  return (rows + swizzle_tile_rows - 1) / swizzle_tile_rows *
+         ((scale_cols + swizzle_tile_cols - 1) / swizzle_tile_cols) * swizzle_tile_bytes;
 }
 
 // Where scale (row, col) goes in the swizzled buffer.
@@ -46,7 +47,8 @@ inline void swizzle_block_scales(const std::uint8_t* scales, std::size_t rows, s
                                  std::uint8_t* out) noexcept {
   std::memset(out, 0, swizzled_scale_bytes(rows, scale_cols));
   for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t c = 0; c < scale_cols; ++c) out[swizzled_scale_offset(r, c, scale_cols)] = scales[r * scale_cols + c];
+    for (std::size_t c = 0; c < scale_cols; ++c)
+      out[swizzled_scale_offset(r, c, scale_cols)] = scales[r * scale_cols + c];
   }
 }
 
@@ -54,7 +56,8 @@ inline void swizzle_block_scales(const std::uint8_t* scales, std::size_t rows, s
 inline void unswizzle_block_scales(const std::uint8_t* swizzled, std::size_t rows, std::size_t scale_cols,
                                    std::uint8_t* scales) noexcept {
   for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t c = 0; c < scale_cols; ++c) scales[r * scale_cols + c] = swizzled[swizzled_scale_offset(r, c, scale_cols)];
+    for (std::size_t c = 0; c < scale_cols; ++c)
+      scales[r * scale_cols + c] = swizzled[swizzled_scale_offset(r, c, scale_cols)];
   }
 }
 

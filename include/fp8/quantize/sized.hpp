@@ -34,8 +34,8 @@ inline void check_span_size(std::size_t size, std::size_t needed, const char* fu
 inline std::size_t checked_elements(std::size_t rows, std::size_t cols, const char* function) {
   return checked_size(rows, cols, function);
 }
-inline std::size_t checked_scales(const quantization& q, std::size_t rows, std::size_t cols, const char* function,
-                                  bool mx_scales) {
+inline std::size_t checked_scales(const quantization& q, std::size_t rows, std::size_t cols,
+                                  const char* function, bool mx_scales) {
   check_quantization(q, function, mx_scales);
   return scale_count(q.granularity, rows, cols);
 }
@@ -53,7 +53,8 @@ float compute_amax(span<T> in) {
 template <class T>
 float quantize(span<T> in, fp8_format format, float scale, span<std::uint8_t> out) {
   detail::check_span_size(out.size(), in.size(), "fp8::quantize", "out", "one code per input element");
-  return quantize(static_cast<const std::remove_const_t<T>*>(in.data()), in.size(), format, scale, out.data());
+  return quantize(static_cast<const std::remove_const_t<T>*>(in.data()), in.size(), format, scale,
+                  out.data());
 }
 
 template <class T>
@@ -79,8 +80,10 @@ float quantize(span<T> in, std::size_t rows, std::size_t cols, const quantizatio
   const std::size_t scales = detail::checked_scales(q, rows, cols, function, false);
   detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
   detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv", "scale_count(granularity, rows, cols)");
-  return quantize(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(), scale_inv.data());
+  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv",
+                          "scale_count(granularity, rows, cols)");
+  return quantize(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(),
+                  scale_inv.data());
 }
 
 template <class T>
@@ -91,8 +94,10 @@ float quantize(span<T> in, std::size_t rows, std::size_t cols, const quantizatio
   const std::size_t scales = detail::checked_scales(q, rows, cols, function, true);
   detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
   detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0", "scale_count(mx_1x32, rows, cols)");
-  return quantize(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(), scale_e8m0.data());
+  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0",
+                          "scale_count(mx_1x32, rows, cols)");
+  return quantize(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(),
+                  scale_e8m0.data());
 }
 
 template <class T>
@@ -104,7 +109,8 @@ void dequantize(span<const std::uint8_t> in, std::size_t rows, std::size_t cols,
   const std::size_t scales = detail::checked_scales(q, rows, cols, function, false);
   detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
   detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv", "scale_count(granularity, rows, cols)");
+  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv",
+                          "scale_count(granularity, rows, cols)");
   dequantize(in.data(), rows, cols, q, scale_inv.data(), out.data());
 }
 
@@ -117,7 +123,8 @@ void dequantize(span<const std::uint8_t> in, std::size_t rows, std::size_t cols,
   const std::size_t scales = detail::checked_scales(q, rows, cols, function, true);
   detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
   detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0", "scale_count(mx_1x32, rows, cols)");
+  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0",
+                          "scale_count(mx_1x32, rows, cols)");
   dequantize(in.data(), rows, cols, q, scale_e8m0.data(), out.data());
 }
 
@@ -146,7 +153,8 @@ float quantize_transpose(span<T> in, std::size_t rows, std::size_t cols, const q
   detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
   detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
   detail::check_span_size(out_t.size(), elements, function, "out_t", "rows x cols");
-  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv", "scale_count(granularity, rows, cols)");
+  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv",
+                          "scale_count(granularity, rows, cols)");
   detail::check_span_size(scale_inv_t.size(), scales_t, function, "scale_inv_t",
                           "scale_count(granularity, cols, rows)");
   return quantize_transpose(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(),
@@ -164,8 +172,10 @@ float quantize_transpose(span<T> in, std::size_t rows, std::size_t cols, const q
   detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
   detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
   detail::check_span_size(out_t.size(), elements, function, "out_t", "rows x cols");
-  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0", "scale_count(mx_1x32, rows, cols)");
-  detail::check_span_size(scale_e8m0_t.size(), scales_t, function, "scale_e8m0_t", "scale_count(mx_1x32, cols, rows)");
+  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0",
+                          "scale_count(mx_1x32, rows, cols)");
+  detail::check_span_size(scale_e8m0_t.size(), scales_t, function, "scale_e8m0_t",
+                          "scale_count(mx_1x32, cols, rows)");
   return quantize_transpose(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(),
                             scale_e8m0.data(), out_t.data(), scale_e8m0_t.data());
 }

@@ -20,13 +20,15 @@ class span {
   constexpr span(T (&array)[N]) noexcept : data_(array), size_(N) {}  // NOLINT: implicit by design
   // A container whose data() converts to T* (so span<const float> views a std::vector<float>).
   template <class Container,
-            class = std::enable_if_t<std::is_convertible_v<decltype(std::declval<Container&>().data()), T*> &&
-                                     std::is_convertible_v<decltype(std::declval<Container&>().size()), std::size_t>>>
+            class = std::enable_if_t<
+                std::is_convertible_v<decltype(std::declval<Container&>().data()), T*> &&
+                std::is_convertible_v<decltype(std::declval<Container&>().size()), std::size_t>>>
   constexpr span(Container& container) noexcept  // NOLINT: implicit by design
       : data_(container.data()), size_(container.size()) {}
 
   // span<const T> from span<T>.
-  template <class U, class = std::enable_if_t<!std::is_same_v<U, T> && std::is_convertible_v<U (*)[], T (*)[]>>>
+  template <class U,
+            class = std::enable_if_t<!std::is_same_v<U, T> && std::is_convertible_v<U (*)[], T (*)[]>>>
   constexpr span(const span<U>& other) noexcept : data_(other.data()), size_(other.size()) {}  // NOLINT
 
   constexpr T* data() const noexcept { return data_; }

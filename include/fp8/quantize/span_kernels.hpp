@@ -69,7 +69,8 @@ template <class Ops, class T>
 inline void column_amax_span(const T* in, std::size_t n, std::uint32_t* column_bits) noexcept {
   std::size_t i = 0;
   for (; i + Ops::width <= n; i += Ops::width) {
-    Ops::store_bits(column_bits + i, Ops::max(Ops::load_bits(column_bits + i), Ops::abs_bits(Ops::load(in + i))));
+    Ops::store_bits(column_bits + i,
+                    Ops::max(Ops::load_bits(column_bits + i), Ops::abs_bits(Ops::load(in + i))));
   }
   if (i < n) {
     T staged[Ops::width] = {};
@@ -86,7 +87,8 @@ template <class Ops, class Format, class T>
 inline void decode_span(const std::uint8_t* in, std::size_t n, float scale_inv, T* out) noexcept {
   const auto s = Ops::broadcast(scale_inv);
   std::size_t i = 0;
-  for (; i + Ops::width <= n; i += Ops::width) Ops::store(out + i, Ops::mul(Ops::template decode_load<Format>(in + i), s));
+  for (; i + Ops::width <= n; i += Ops::width)
+    Ops::store(out + i, Ops::mul(Ops::template decode_load<Format>(in + i), s));
   if (i < n) {
     std::uint8_t staged_in[Ops::width] = {};
     T staged_out[Ops::width] = {};

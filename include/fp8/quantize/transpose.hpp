@@ -62,8 +62,9 @@ float quantize_transpose_with(const T* in, std::size_t rows, std::size_t cols, f
 // `panels` panels gets its scales, even an empty one (per_row of a matrix with no rows still has one
 // panel, whose amaxes are 0 and whose scales are 1, as quantize() of the transpose writes them).
 template <class Ops, class T, class MakeScales>
-void transposed_copy_with(const T* in, std::size_t rows, std::size_t cols, fp8_format format, std::size_t panel_rows,
-                          std::size_t panels, std::uint8_t* out_t, MakeScales&& make_scales) {
+void transposed_copy_with(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                          std::size_t panel_rows, std::size_t panels, std::uint8_t* out_t,
+                          MakeScales&& make_scales) {
   std::vector<std::uint32_t> column_bits(cols);
   std::vector<float> column_scales(cols);
   std::vector<std::uint8_t> codes(transpose_panel_rows * cols);
@@ -78,7 +79,8 @@ void transposed_copy_with(const T* in, std::size_t rows, std::size_t cols, fp8_f
       for (std::size_t s0 = p0; s0 < p1; s0 += transpose_panel_rows) {
         const std::size_t s1 = std::min(p1, s0 + transpose_panel_rows);
         for (std::size_t r = s0; r < s1; ++r) {
-          cast_span_scales<Ops, format_t>(in + r * cols, cols, column_scales.data(), codes.data() + (r - s0) * cols);
+          cast_span_scales<Ops, format_t>(in + r * cols, cols, column_scales.data(),
+                                          codes.data() + (r - s0) * cols);
         }
         transpose_codes(codes.data(), s1 - s0, cols, out_t, rows, s0);
       }
@@ -88,7 +90,8 @@ void transposed_copy_with(const T* in, std::size_t rows, std::size_t cols, fp8_f
 
 template <class Ops, class T>
 float quantize_transpose_blocks_with(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
-                                     std::uint8_t* out, float* scale_inv, std::uint8_t* out_t, float* scale_inv_t) {
+                                     std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
+                                     float* scale_inv_t) {
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   const scale_layout layout_t = make_scale_layout(q.granularity, cols, rows);
   const float fp8_max = max_finite(q.format);
@@ -105,7 +108,8 @@ float quantize_transpose_blocks_with(const T* in, std::size_t rows, std::size_t 
   if (q.granularity == granularity::block_128x128) {
     // A 128x128 block of X^T is a transposed block of X: same amax, same scale, transposed codes.
     for (std::size_t i = 0; i < layout.grid_rows; ++i) {
-      for (std::size_t j = 0; j < layout.grid_cols; ++j) scale_inv_t[layout_t.index(j, i)] = scale_inv[layout.index(i, j)];
+      for (std::size_t j = 0; j < layout.grid_cols; ++j)
+        scale_inv_t[layout_t.index(j, i)] = scale_inv[layout.index(i, j)];
     }
     for (std::size_t s0 = 0; s0 < rows; s0 += transpose_panel_rows) {
       transpose_codes(out + s0 * cols, std::min(rows, s0 + transpose_panel_rows) - s0, cols, out_t, rows, s0);
@@ -114,14 +118,15 @@ float quantize_transpose_blocks_with(const T* in, std::size_t rows, std::size_t 
   }
   // per_row and 1x128 tiles of X^T: columns of X, whole or in 128-row panels.
   const std::size_t panel_rows = layout_t.block_cols;
-  transposed_copy_with<Ops>(in, rows, cols, q.format, panel_rows, layout_t.grid_cols, out_t,
-                            [&](const std::vector<std::uint32_t>& bits, std::size_t panel, std::vector<float>& scales) {
-                              for (std::size_t j = 0; j < bits.size(); ++j) {
-                                scales[j] = scale_from_amax_unchecked(amax_from_bits(bits[j]), fp8_max, q.margin,
-                                                                      q.power_of_two_scales, 1.0f);
-                                scale_inv_t[layout_t.index(j, panel)] = 1.0f / scales[j];
-                              }
-                            });
+  transposed_copy_with<Ops>(
+      in, rows, cols, q.format, panel_rows, layout_t.grid_cols, out_t,
+      [&](const std::vector<std::uint32_t>& bits, std::size_t panel, std::vector<float>& scales) {
+        for (std::size_t j = 0; j < bits.size(); ++j) {
+          scales[j] = scale_from_amax_unchecked(amax_from_bits(bits[j]), fp8_max, q.margin,
+                                                q.power_of_two_scales, 1.0f);
+          scale_inv_t[layout_t.index(j, panel)] = 1.0f / scales[j];
+        }
+      });
   return amax;
 }
 
@@ -131,20 +136,22 @@ float quantize_transpose_mx_with(const T* in, std::size_t rows, std::size_t cols
                                  std::uint8_t* scale_e8m0_t) {
   const scale_layout layout_t = make_scale_layout(q.granularity, cols, rows);
   const float amax = quantize_mx_with<Ops>(in, rows, cols, q, out, scale_e8m0);
-  transposed_copy_with<Ops>(in, rows, cols, q.format, layout_t.block_cols, layout_t.grid_cols, out_t,
-                            [&](const std::vector<std::uint32_t>& bits, std::size_t panel, std::vector<float>& scales) {
-                              for (std::size_t j = 0; j < bits.size(); ++j) {
-                                const std::uint8_t code = mx_scale_code(amax_from_bits(bits[j]), q.format);
-                                scales[j] = mx_element_scale(code);
-                                scale_e8m0_t[layout_t.index(j, panel)] = code;
-                              }
-                            });
+  transposed_copy_with<Ops>(
+      in, rows, cols, q.format, layout_t.block_cols, layout_t.grid_cols, out_t,
+      [&](const std::vector<std::uint32_t>& bits, std::size_t panel, std::vector<float>& scales) {
+        for (std::size_t j = 0; j < bits.size(); ++j) {
+          const std::uint8_t code = mx_scale_code(amax_from_bits(bits[j]), q.format);
+          scales[j] = mx_element_scale(code);
+          scale_e8m0_t[layout_t.index(j, panel)] = code;
+        }
+      });
   return amax;
 }
 
 template <class T>
-void check_transpose_arguments(const T* in, std::size_t rows, std::size_t cols, const void* out, const void* out_t,
-                               const void* scales, const void* scales_t, const quantization& q, bool mx_scales) {
+void check_transpose_arguments(const T* in, std::size_t rows, std::size_t cols, const void* out,
+                               const void* out_t, const void* scales, const void* scales_t,
+                               const quantization& q, bool mx_scales) {
   constexpr const char* function = "fp8::quantize_transpose";
   check_matrix_arguments(in, out, scales, rows, cols, q, function, mx_scales, true);
   check_pointer(out_t, rows * cols, function, "out_t");
@@ -178,18 +185,21 @@ float quantize_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_fo
 // come from columns of the input (what Transformer Engine calls column-wise scaling). Per-tensor and
 // 128x128 scales are shared (the same blocks, transposed). Returns the amax of the matrix.
 template <class T>
-float quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
-                         float* scale_inv, std::uint8_t* out_t, float* scale_inv_t) {
+float quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                         std::uint8_t* out, float* scale_inv, std::uint8_t* out_t, float* scale_inv_t) {
   detail::check_transpose_arguments(in, rows, cols, out, out_t, scale_inv, scale_inv_t, q, false);
-  return detail::quantize_transpose_blocks_with<detail::simd_ops>(in, rows, cols, q, out, scale_inv, out_t, scale_inv_t);
+  return detail::quantize_transpose_blocks_with<detail::simd_ops>(in, rows, cols, q, out, scale_inv, out_t,
+                                                                  scale_inv_t);
 }
 
 // MX into both copies (1x32 blocks along the rows of each copy, i.e. 32x1 blocks of the input for out_t).
 template <class T>
-float quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
-                         std::uint8_t* scale_e8m0, std::uint8_t* out_t, std::uint8_t* scale_e8m0_t) {
+float quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                         std::uint8_t* out, std::uint8_t* scale_e8m0, std::uint8_t* out_t,
+                         std::uint8_t* scale_e8m0_t) {
   detail::check_transpose_arguments(in, rows, cols, out, out_t, scale_e8m0, scale_e8m0_t, q, true);
-  return detail::quantize_transpose_mx_with<detail::simd_ops>(in, rows, cols, q, out, scale_e8m0, out_t, scale_e8m0_t);
+  return detail::quantize_transpose_mx_with<detail::simd_ops>(in, rows, cols, q, out, scale_e8m0, out_t,
+                                                              scale_e8m0_t);
 }
 
 }  // namespace FP8_QUANTIZE_ABI_NAMESPACE

@@ -84,7 +84,8 @@ class byte_reader {
 
  private:
   const unsigned char* take(std::size_t n) {
-    if (size_ - offset_ < n) throw checkpoint_error(state_prefix(source_) + "payload shorter than its contents");
+    if (size_ - offset_ < n)
+      throw checkpoint_error(state_prefix(source_) + "payload shorter than its contents");
     const unsigned char* p = data_ + offset_;
     offset_ += n;
     return p;
@@ -97,8 +98,8 @@ class byte_reader {
 
 // Reads exactly n bytes, growing the buffer as data arrives so that a corrupted size field cannot
 // make us allocate more than the stream holds.
-inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, std::size_t n, const char* what,
-                         const std::string& source) {
+inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, std::size_t n,
+                         const char* what, const std::string& source) {
   constexpr std::size_t chunk = std::size_t(1) << 20;
   std::size_t done = 0;
   while (done < n) {
@@ -108,8 +109,9 @@ inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, s
     in.read(reinterpret_cast<char*>(buffer.data() + old_size), std::streamsize(step));
     const auto got = std::size_t(in.gcount());
     if (got != step) {
-      throw checkpoint_error(state_prefix(source) + "truncated while reading the " + std::string(what) + " (" +
-                             std::to_string(done + got) + " of " + std::to_string(n) + " bytes present)");
+      throw checkpoint_error(state_prefix(source) + "truncated while reading the " + std::string(what) +
+                             " (" + std::to_string(done + got) + " of " + std::to_string(n) +
+                             " bytes present)");
     }
     done += step;
   }
@@ -118,8 +120,8 @@ inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, s
 // Reserved bytes are written as 0 and must read as 0, so that every state has exactly one encoding.
 inline void expect_reserved_zero(std::uint8_t byte, const char* where, const std::string& source) {
   if (byte != 0) {
-    throw checkpoint_error(state_prefix(source) + "a reserved byte of " + where + " is " + std::to_string(byte) +
-                           " instead of 0");
+    throw checkpoint_error(state_prefix(source) + "a reserved byte of " + where + " is " +
+                           std::to_string(byte) + " instead of 0");
   }
 }
 
@@ -142,11 +144,12 @@ inline void check_counts(std::uint64_t history_length, std::uint64_t count, std:
                            ") does not match the payload: one tensor record would not fit in the " +
                            std::to_string(room) + " bytes of tensor records");
   }
-  const std::uint64_t per_tensor = checkpoint_tensor_fixed_bytes + 4 * history_length;  // <= room: no overflow
+  const std::uint64_t per_tensor =
+      checkpoint_tensor_fixed_bytes + 4 * history_length;  // <= room: no overflow
   if (room % per_tensor != 0 || room / per_tensor != count) {
     throw checkpoint_error(prefix + "field tensor count (" + std::to_string(count) + ") does not match the " +
-                           std::to_string(room) + " bytes of tensor records of " + std::to_string(per_tensor) +
-                           " bytes each");
+                           std::to_string(room) + " bytes of tensor records of " +
+                           std::to_string(per_tensor) + " bytes each");
   }
 }
 
@@ -211,11 +214,12 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   detail::byte_reader header(bytes.data() + sizeof(scaling_state_magic), 12, source);
   const std::uint32_t version = header.u32();
   if (version != scaling_state_version) {
-    throw checkpoint_error(prefix + "unsupported version " + std::to_string(version) + " (this build reads version " +
-                           std::to_string(scaling_state_version) + ")");
+    throw checkpoint_error(prefix + "unsupported version " + std::to_string(version) +
+                           " (this build reads version " + std::to_string(scaling_state_version) + ")");
   }
   const std::uint64_t payload_bytes = header.u64();
-  if (payload_bytes > std::numeric_limits<std::size_t>::max() - bytes.size() - detail::checkpoint_checksum_bytes) {
+  if (payload_bytes >
+      std::numeric_limits<std::size_t>::max() - bytes.size() - detail::checkpoint_checksum_bytes) {
     throw checkpoint_error(prefix + "field payload size (" + std::to_string(payload_bytes) +
                            ") does not fit in this machine's size_t");
   }
@@ -226,11 +230,12 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   const std::uint32_t stored = trailer.u32();
   const std::uint32_t computed = detail::crc32(bytes.data(), checked);
   if (stored != computed) {
-    throw checkpoint_error(prefix + "checksum mismatch (the data is corrupted): stored " + std::to_string(stored) +
-                           ", computed " + std::to_string(computed));
+    throw checkpoint_error(prefix + "checksum mismatch (the data is corrupted): stored " +
+                           std::to_string(stored) + ", computed " + std::to_string(computed));
   }
 
-  detail::byte_reader payload(bytes.data() + detail::checkpoint_header_bytes, std::size_t(payload_bytes), source);
+  detail::byte_reader payload(bytes.data() + detail::checkpoint_header_bytes, std::size_t(payload_bytes),
+                              source);
   delayed_scaling config;
   config.mix = format_mix(payload.u8());
   config.algorithm = amax_algorithm(payload.u8());
@@ -239,7 +244,8 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   config.margin = int(std::int32_t(payload.u32()));
   const std::uint64_t history_length = payload.u64();
   const std::uint64_t count = payload.u64();
-  if (power_of_two > 1) throw checkpoint_error(prefix + "bad power_of_two flag " + std::to_string(power_of_two));
+  if (power_of_two > 1)
+    throw checkpoint_error(prefix + "bad power_of_two flag " + std::to_string(power_of_two));
   config.power_of_two_scales = power_of_two == 1;
   if (history_length > std::numeric_limits<std::size_t>::max()) {
     throw checkpoint_error(prefix + "field history_length (" + std::to_string(history_length) +
@@ -248,9 +254,7 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   config.history_length = std::size_t(history_length);
   try {
     config.validate();
-  } catch (const invalid_argument& e) {
-    throw checkpoint_error(prefix + "bad config: " + e.what());
-  }
+  } catch (const invalid_argument& e) { throw checkpoint_error(prefix + "bad config: " + e.what()); }
   // payload_bytes >= the config block: the reads above would have thrown otherwise.
   detail::check_counts(history_length, count, payload_bytes - detail::checkpoint_config_bytes, source);
 
@@ -274,16 +278,15 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
   }
   try {
     return delayed_scaling_state::from_parts(config, std::move(tensors));
-  } catch (const invalid_argument& e) {
-    throw checkpoint_error(prefix + e.what());
-  }
+  } catch (const invalid_argument& e) { throw checkpoint_error(prefix + e.what()); }
 }
 
 // Restores `live` from a saved state. The saved state must have the same config (format mix, margin,
 // history length, algorithm, power-of-two) and the same tensors (count and formats); otherwise, and
 // on any corruption, fp8::checkpoint_error (naming `source`) says what differs and `live` is left
 // exactly as it was.
-inline void load_scaling_state(std::istream& in, delayed_scaling_state& live, const std::string& source = "<stream>") {
+inline void load_scaling_state(std::istream& in, delayed_scaling_state& live,
+                               const std::string& source = "<stream>") {
   delayed_scaling_state saved = read_scaling_state(in, source);
   const std::string prefix = detail::state_prefix(source);
   if (saved.config() != live.config()) {

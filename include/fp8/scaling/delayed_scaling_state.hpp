@@ -43,7 +43,8 @@ class delayed_scaling_state {
 
   // Adds a tensor and returns its index; its scale starts at 1 and its history at zeros.
   std::size_t add_tensor(fp8_format format) {
-    if (!is_valid(format)) throw invalid_argument("fp8::delayed_scaling_state::add_tensor: unknown fp8_format value");
+    if (!is_valid(format))
+      throw invalid_argument("fp8::delayed_scaling_state::add_tensor: unknown fp8_format value");
     tensors_.push_back({format, amax_history(config_.history_length), scale_pair{}});
     return tensors_.size() - 1;
   }
@@ -70,8 +71,9 @@ class delayed_scaling_state {
     // Validate everything the reducer returned before changing anything.
     for (std::size_t i = 0; i < current.size(); ++i) {
       if (current[i] < 0.0f) {
-        throw invalid_argument("fp8::delayed_scaling_state::update: the amax reducer returned a negative amax (" +
-                               std::to_string(current[i]) + ") for tensor " + std::to_string(i));
+        throw invalid_argument(
+            "fp8::delayed_scaling_state::update: the amax reducer returned a negative amax (" +
+            std::to_string(current[i]) + ") for tensor " + std::to_string(i));
       }
     }
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
@@ -120,8 +122,8 @@ class delayed_scaling_state {
     return tensors_[i];
   }
   [[noreturn]] void throw_out_of_range(std::size_t i) const {
-    throw invalid_argument("fp8::delayed_scaling_state: tensor index " + std::to_string(i) + " out of range (" +
-                           std::to_string(tensors_.size()) + " tensors)");
+    throw invalid_argument("fp8::delayed_scaling_state: tensor index " + std::to_string(i) +
+                           " out of range (" + std::to_string(tensors_.size()) + " tensors)");
   }
 
   delayed_scaling config_;

@@ -25,9 +25,8 @@ constexpr decltype(auto) visit_format(fp8_format format, Function&& f) {
 
 // Largest finite value of the format, as a float: 448 (E4M3), 57344 (E5M2).
 inline FP8_BIT_CAST_CONSTEXPR float max_finite(fp8_format format) noexcept {
-  return format == fp8_format::e5m2
-             ? decode<float, e5m2_format>(format_traits<e5m2_format>::max_finite_code)
-             : decode<float, e4m3_format>(format_traits<e4m3_format>::max_finite_code);
+  return format == fp8_format::e5m2 ? decode<float, e5m2_format>(format_traits<e5m2_format>::max_finite_code)
+                                    : decode<float, e4m3_format>(format_traits<e4m3_format>::max_finite_code);
 }
 
 // Exponent of the largest power of two of the format (emax of the OCP MX rule): 8 for E4M3, 15 for E5M2.

@@ -65,7 +65,9 @@ enum class format_mix : std::uint8_t {
   e4m3 = 1,    // E4M3 for every operand
 };
 
-constexpr bool is_valid(format_mix mix) noexcept { return mix == format_mix::hybrid || mix == format_mix::e4m3; }
+constexpr bool is_valid(format_mix mix) noexcept {
+  return mix == format_mix::hybrid || mix == format_mix::e4m3;
+}
 
 constexpr fp8_format operand_format(format_mix mix, gemm_operand operand) noexcept {
   return mix == format_mix::hybrid && is_gradient(operand) ? fp8_format::e5m2 : fp8_format::e4m3;

@@ -67,8 +67,8 @@ struct scale_layout {
   std::size_t block_cols;  // full block width
   std::size_t grid_rows;
   std::size_t grid_cols;
-  std::size_t leading;     // stride of the outer dimension of the scale buffer
-  std::size_t count;       // entries to allocate
+  std::size_t leading;  // stride of the outer dimension of the scale buffer
+  std::size_t count;    // entries to allocate
 
   // Host and device (the quantize kernels index with this same function).
   FP8_HOST_DEVICE constexpr std::size_t index(std::size_t block_row, std::size_t block_col) const noexcept {
@@ -100,8 +100,9 @@ constexpr bool product_fits(std::size_t a, std::size_t b) noexcept {
 }
 
 [[noreturn]] inline void throw_scale_count_overflow(granularity g, std::size_t rows, std::size_t cols) {
-  throw invalid_argument(std::string("fp8::make_scale_layout: the ") + granularity_name(g) + " scale count of a " +
-                         std::to_string(rows) + " x " + std::to_string(cols) + " matrix overflows size_t");
+  throw invalid_argument(std::string("fp8::make_scale_layout: the ") + granularity_name(g) +
+                         " scale count of a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                         " matrix overflows size_t");
 }
 }  // namespace detail
 

@@ -45,7 +45,8 @@ struct delayed_scaling {
   void validate() const {
     if (!is_valid(mix)) throw invalid_argument("fp8::delayed_scaling: unknown format_mix value");
     detail::check_margin(margin);
-    if (history_length == 0) throw invalid_argument("fp8::delayed_scaling: history_length must be at least 1");
+    if (history_length == 0)
+      throw invalid_argument("fp8::delayed_scaling: history_length must be at least 1");
     if (!is_valid(algorithm)) throw invalid_argument("fp8::delayed_scaling: unknown amax_algorithm value");
   }
 
@@ -126,7 +127,9 @@ class gemm_recipe {
     }
   }
 
-  const operand_recipe& operator[](gemm_operand operand) const noexcept { return operands_[std::size_t(operand)]; }
+  const operand_recipe& operator[](gemm_operand operand) const noexcept {
+    return operands_[std::size_t(operand)];
+  }
 
   // Switches one operand to delayed scaling (per tensor; `config` becomes delayed()) or to current scaling.
   gemm_recipe& use(gemm_operand operand, const delayed_scaling& config) {
@@ -145,7 +148,8 @@ class gemm_recipe {
     recipe.quant.validate();
     if (recipe.mode == scaling_mode::delayed && recipe.quant.granularity != granularity::per_tensor) {
       throw invalid_argument(std::string("fp8::gemm_recipe: delayed scaling is per tensor; ") +
-                             operand_name(operand) + " asked for " + granularity_name(recipe.quant.granularity));
+                             operand_name(operand) + " asked for " +
+                             granularity_name(recipe.quant.granularity));
     }
     operands_[std::size_t(operand)] = recipe;
     return *this;

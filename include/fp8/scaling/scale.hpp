@@ -31,7 +31,9 @@ using float_traits = format_traits<binary32_format>;
 FP8_HOST_DEVICE constexpr std::uint32_t abs_bits(std::uint32_t float_bits) noexcept {
   return float_bits & ~std::uint32_t(float_traits::sign_mask);
 }
-FP8_HOST_DEVICE constexpr std::uint32_t max_bits(std::uint32_t a, std::uint32_t b) noexcept { return a > b ? a : b; }
+FP8_HOST_DEVICE constexpr std::uint32_t max_bits(std::uint32_t a, std::uint32_t b) noexcept {
+  return a > b ? a : b;
+}
 // The amax as a float; every NaN comes out as the canonical quiet NaN so results compare bit-exact.
 inline float amax_from_bits(std::uint32_t amax_bits) noexcept {
   const std::uint32_t nan_above = float_traits::infinity_code;
@@ -54,8 +56,8 @@ FP8_HOST_DEVICE inline float power_of_two_below(float x) noexcept {
 // scale_from_amax without argument checks (callers validated margin and fallback once). The one
 // copy of the formula: the device kernels call it too (IEEE float division on both sides, nvcc's
 // default -prec-div=true, so the results are bit-identical).
-FP8_HOST_DEVICE inline float scale_from_amax_unchecked(float amax, float fp8_max, int margin, bool power_of_two,
-                                                       float fallback) noexcept {
+FP8_HOST_DEVICE inline float scale_from_amax_unchecked(float amax, float fp8_max, int margin,
+                                                       bool power_of_two, float fallback) noexcept {
   if (!usable_amax(amax)) return fallback;
   // Two float divisions, in this order, as Transformer Engine computes it; the second is exact (a
   // power of two) unless the result leaves the normal range, where the clamps below take over.
@@ -67,8 +69,10 @@ FP8_HOST_DEVICE inline float scale_from_amax_unchecked(float amax, float fp8_max
 
 inline void check_margin(int margin) {
   if (margin < 0) {
-    throw invalid_argument("fp8 scaling: margin must be >= 0 (the scale is divided by 2^margin to "
-                           "leave headroom); got " + std::to_string(margin));
+    throw invalid_argument(
+        "fp8 scaling: margin must be >= 0 (the scale is divided by 2^margin to "
+        "leave headroom); got " +
+        std::to_string(margin));
   }
 }
 
@@ -100,8 +104,8 @@ inline float scale_from_amax(float amax, fp8_format format, int margin = 0, bool
 }
 
 // Both halves at once: scale_inv = 1 / scale (a correctly rounded float division).
-inline scale_pair scale_pair_from_amax(float amax, fp8_format format, int margin = 0, bool power_of_two = false,
-                                       float fallback = 1.0f) {
+inline scale_pair scale_pair_from_amax(float amax, fp8_format format, int margin = 0,
+                                       bool power_of_two = false, float fallback = 1.0f) {
   const float scale = scale_from_amax(amax, format, margin, power_of_two, fallback);
   return {scale, 1.0f / scale};
 }
@@ -116,7 +120,8 @@ inline std::uint8_t mx_scale_code(float amax, fp8_format format) noexcept {
   using traits = format_traits<e8m0_format>;
   if (!detail::usable_amax(amax)) return std::uint8_t(traits::bias);
   // floor(log2(amax)) + 127 is the biased float exponent (0 for float denormals, which clamp anyway).
-  const int biased_exponent = int(detail::bit_cast<std::uint32_t>(amax) >> detail::float_traits::mantissa_bits);
+  const int biased_exponent =
+      int(detail::bit_cast<std::uint32_t>(amax) >> detail::float_traits::mantissa_bits);
   const int code = biased_exponent - detail::float_traits::bias + traits::bias - max_exponent(format);
   return std::uint8_t(code < 0 ? 0 : code);
 }

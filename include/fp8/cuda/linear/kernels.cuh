@@ -38,8 +38,9 @@ inline void record_amax(const float* from, float* to0, float* to1, cudaStream_t 
 // dbias[j] (+)= sum over rows of dy[i][j] (dy rows x cols, row-major), in FP32. One thread per
 // column: neighbouring threads read neighbouring elements of a row, so every load is coalesced.
 template <int Threads>
-__global__ void __launch_bounds__(Threads) column_sum_kernel(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols,
-                                  bool accumulate, float* dbias) {
+__global__ void __launch_bounds__(Threads)
+    column_sum_kernel(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols, bool accumulate,
+                      float* dbias) {
   for (std::size_t j = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
        j += std::size_t(gridDim.x) * blockDim.x) {
     float sum = 0.0f;
@@ -50,7 +51,8 @@ __global__ void __launch_bounds__(Threads) column_sum_kernel(const __nv_bfloat16
 
 inline void column_sum(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols, bool accumulate,
                        float* dbias, cudaStream_t stream) {
-  column_sum_kernel<block_threads><<<grid_for(cols), block_threads, 0, stream>>>(dy, rows, cols, accumulate, dbias);
+  column_sum_kernel<block_threads>
+      <<<grid_for(cols), block_threads, 0, stream>>>(dy, rows, cols, accumulate, dbias);
   check_launch("fp8::cuda::detail::column_sum_kernel");
 }
 
