@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The CI checks that follow the main suite (scripts/test.sh), about 15 minutes on 2 cores:
+#   0. Format: every C++ and CUDA file of the tree as clang-format (.clang-format) would write it.
 #   1. Configure without a CUDA toolkit (nvcc hidden, find_package(CUDAToolkit) disabled): the host
 #      library and its tests configure and build, and the tests whose reference is CUDA's cuda_fp8.h
 #      report themselves skipped.
@@ -22,6 +23,14 @@ step() { echo "== ci_checks [$((SECONDS - started)) s]: $*"; }
 
 "$root/scripts/setup.sh"
 mkdir -p "$work"
+
+# --- 0. Format ----------------------------------------------------------------------------------------
+step "clang-format check"
+mapfile -t sources < <(git -C "$root" ls-files '*.hpp' '*.cpp' '*.cuh' '*.cu' '*.h')
+(cd "$root" && clang-format --dry-run -Werror "${sources[@]}") || {
+  echo "ci_checks: the files above are not formatted; run: clang-format -i \$(git ls-files '*.hpp' '*.cpp' '*.cuh' '*.cu' '*.h')" >&2
+  exit 1
+}
 
 # --- 1. No CUDA toolkit ------------------------------------------------------------------------------
 step "configure without a CUDA toolkit"

@@ -10,7 +10,8 @@ packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-d
           python3-matplotlib libcli11-dev)
 
 # The CPU benchmarks: Google Benchmark. Fuzzing and the sanitizer build: clang-14 with its runtimes.
-packages+=(libbenchmark-dev clang-14 libclang-rt-14-dev)
+# The format check: clang-format (the tree follows .clang-format).
+packages+=(libbenchmark-dev clang-14 libclang-rt-14-dev clang-format)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
