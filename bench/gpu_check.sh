@@ -15,9 +15,10 @@
 #
 # Needs: CUDA toolkit (nvcc, cuBLASLt, compute-sanitizer) at /usr/local/cuda or on PATH, CMake,
 # Ninja or Make, Python 3; PyTorch for the _scaled_mm comparison, matplotlib for the plot.
-# Without doctest / Eigen / nlohmann-json packages, copies of their headers are taken from
-# .deps/include (.deps/include/doctest, .deps/include/eigen3, .deps/include/nlohmann), e.g.
-#   mkdir -p .deps/include && cp -r /usr/include/doctest /usr/include/eigen3 /usr/include/nlohmann .deps/include/
+# Without doctest / Eigen / nlohmann-json / CLI11 packages, copies of their headers are taken from
+# .deps/include (.deps/include/doctest, .deps/include/eigen3, .deps/include/nlohmann, .deps/include/CLI),
+#   mkdir -p .deps/include && cp -r /usr/include/{doctest,eigen3,nlohmann,CLI} .deps/include/
+# (the trainer's CUDA layers and their gpu test need the last two).
 # A driver older than the toolkit is a failure (first step), never a skipped test.
 # Never changes clocks, power limits or any other card setting.
 set -uo pipefail
@@ -118,12 +119,12 @@ fi
 # --- Build ----------------------------------------------------------------------------------------
 configure=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$architecture"
            -DFP8_ENABLE_CUDA=ON)
-[[ $all_tests -eq 1 ]] || configure+=(-DFP8_BUILD_EXAMPLES=OFF)
 command -v ninja >/dev/null && configure+=(-G Ninja)
 deps=$root/.deps/include
 [[ -f /usr/include/doctest/doctest.h ]] || configure+=(-DFP8_DOCTEST_INCLUDE_DIR="$deps")
 [[ -f /usr/include/eigen3/Eigen/Core ]] || configure+=(-DFP8_EIGEN_INCLUDE_DIR="$deps/eigen3")
 [[ -f /usr/include/nlohmann/json.hpp || ! -f $deps/nlohmann/json.hpp ]] || configure+=(-DFP8_JSON_INCLUDE_DIR="$deps")
+[[ -f /usr/include/CLI/CLI.hpp || ! -f $deps/CLI/CLI.hpp ]] || configure+=(-DFP8_CLI11_INCLUDE_DIR="$deps")
 for header in "$deps/doctest/doctest.h" "$deps/eigen3/Eigen/Core"; do
   system=/usr/include/${header#"$deps/"}
   if [[ ! -f $system && ! -f $header ]]; then
@@ -133,8 +134,12 @@ for header in "$deps/doctest/doctest.h" "$deps/eigen3/Eigen/Core"; do
 done
 step "configure" "$logs/configure.log" 120 cmake "${configure[@]}" || {
   echo; python3 "$root/bench/cuda/summarize.py" "$logs"; exit 1; }
-gpu_targets=(test_device_convert test_device_quantize test_cublaslt_gemm test_cublaslt_paths test_cublaslt_checks
-             test_cublaslt_wrapper test_kernel_arguments bench_gemm bench_quantize bench_layer)
+gpu_targets=(test_device_convert test_device_quantize test_device_small_formats test_cublaslt_gemm test_cublaslt_paths
+             test_cublaslt_checks test_cublaslt_wrapper test_kernel_arguments test_linear_plan test_linear_layer
+             bench_gemm bench_quantize bench_layer)
+# The trainer's CUDA layers, where its dependencies (nlohmann-json, CLI11) were found.
+[[ -z $(grep -l "trainer_test_cuda_layers" "$build/examples/trainer/tests/CTestTestfile.cmake" 2>/dev/null) ]] ||
+  gpu_targets+=(trainer_test_cuda_layers)
 step "build (GPU tests and benchmarks)" "$logs/build.log" 360 cmake --build "$build" -j "$(nproc)" --target "${gpu_targets[@]}"
 if [[ $all_tests -eq 1 ]]; then
   step "build (everything)" "$logs/build_all.log" 300 cmake --build "$build" -j "$(nproc)"
@@ -160,7 +165,7 @@ gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $
 # the benchmarks, so that a slow host cannot crowd the figures out of the time budget.
 step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E test_device_convert)"
 step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
-  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments' --output-on-failure"
+  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan' --output-on-failure"
 if [[ $all_tests -eq 1 ]]; then
   step "ctest (all)" "$logs/ctest_all.log" 600 bash -c "cd '$build' && ctest --output-on-failure -j 4 --timeout 600"
 fi
@@ -193,6 +198,7 @@ if command -v compute-sanitizer >/dev/null; then
   sanitize initcheck test_device_quantize "$exclude"
   sanitize memcheck test_device_convert "$exclude"
   sanitize memcheck test_cublaslt_gemm
+  sanitize memcheck test_linear_layer
 else
   echo "compute-sanitizer,NOT RUN (not on PATH),0" >>"$steps"
   failures=$((failures + 1))

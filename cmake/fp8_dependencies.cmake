@@ -30,3 +30,15 @@ else()
                         "FP8_EIGEN_INCLUDE_DIR to a directory holding Eigen/Core")
   endif()
 endif()
+
+# The examples' command lines: CLI11 (Debian's libcli11-dev, header-only), or FP8_CLI11_INCLUDE_DIR
+# pointing at a copy of its headers (the directory holding CLI/CLI.hpp). The examples that need it
+# are skipped with a warning where neither is found.
+set(FP8_CLI11_INCLUDE_DIR "" CACHE PATH "Directory that contains CLI/CLI.hpp, if no package is found")
+if(FP8_CLI11_INCLUDE_DIR)
+  add_library(fp8_cli11 INTERFACE)
+  target_include_directories(fp8_cli11 SYSTEM INTERFACE ${FP8_CLI11_INCLUDE_DIR})
+  add_library(CLI11::CLI11 ALIAS fp8_cli11)
+else()
+  find_package(CLI11 CONFIG QUIET)
+endif()
