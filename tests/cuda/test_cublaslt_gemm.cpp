@@ -27,6 +27,7 @@
 #include <fp8/quantize.hpp>
 #include <fp8/scaling.hpp>
 
+#include "device_buffer.hpp"
 #include "gpu_skip.hpp"
 
 namespace lt = fp8::cublaslt;
@@ -35,31 +36,7 @@ using fp8::granularity;
 
 namespace {
 
-template <class T>
-class device_buffer {
- public:
-  explicit device_buffer(std::size_t count) : count_(count) {
-    FP8_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), (count == 0 ? 1 : count) * sizeof(T)));
-  }
-  explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
-    if (!host.empty())
-      FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  ~device_buffer() { cudaFree(data_); }
-  T* data() const { return data_; }
-  std::vector<T> download() const {
-    FP8_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> host(count_);
-    FP8_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* data_ = nullptr;
-  std::size_t count_;
-};
+using fp8_test::device_buffer;
 
 lt::data_type lt_type(fp8_format format) {
   return format == fp8_format::e5m2 ? lt::data_type::e5m2 : lt::data_type::e4m3;

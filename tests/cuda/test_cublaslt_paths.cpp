@@ -20,38 +20,14 @@
 #include <fp8/cublaslt.hpp>
 #include <fp8/fp8.hpp>
 
+#include "device_buffer.hpp"
 #include "gpu_skip.hpp"
 
 namespace lt = fp8::cublaslt;
 
 namespace {
 
-template <class T>
-class device_buffer {
- public:
-  explicit device_buffer(std::size_t count) : count_(count) {
-    FP8_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), (count == 0 ? 1 : count) * sizeof(T)));
-    FP8_CUDA_CHECK(cudaMemset(data_, 0, (count == 0 ? 1 : count) * sizeof(T)));
-  }
-  explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
-    if (!host.empty())
-      FP8_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  ~device_buffer() { cudaFree(data_); }
-  T* data() const { return data_; }
-  std::vector<T> download() const {
-    FP8_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> host(count_);
-    FP8_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* data_ = nullptr;
-  std::size_t count_;
-};
+using fp8_test::device_buffer;
 
 // A rows x cols row-major matrix of integers in [-3, 3], its E4M3 codes and its values.
 struct int_matrix {
