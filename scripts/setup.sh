@@ -12,6 +12,9 @@ packages=(cmake ninja-build g++ clang doctest-dev libeigen3-dev nlohmann-json3-d
 # The CPU benchmarks: Google Benchmark. Fuzzing and the sanitizer build: clang-14 with its runtimes.
 # The format check: clang-format (the tree follows .clang-format).
 packages+=(libbenchmark-dev clang-14 libclang-rt-14-dev clang-format)
+
+# Data-parallel training and the distributed tests: OpenMPI (mpirun, mpicxx and the headers).
+packages+=(openmpi-bin libopenmpi-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
