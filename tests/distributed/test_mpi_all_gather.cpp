@@ -137,7 +137,7 @@ TEST_CASE("null pointers and shards too large for one MPI call are refused befor
 
   fp8::distributed::mpi_fp8_all_gather gather(MPI_COMM_WORLD, {16, 1});
   std::vector<std::uint8_t> codes(16), all_codes(16 * std::size_t(mpi_world::size()));
-  std::vector<float> scales(1, 1.0f), all_scales(std::size_t(mpi_world::size()));
+  std::vector<float> scales(1, 1.0f), all_scales(static_cast<std::size_t>(mpi_world::size()));
   const std::size_t calls = mpi_call_log::counts().iallgather;
   CHECK_THROWS_WITH_AS(gather.gather(nullptr, scales.data(), all_codes.data(), all_scales.data()),
                        doctest::Contains(": codes is null"), fp8::invalid_argument);
