@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fp8/cuda/delayed_scaling.cuh>
+#include <fp8/cuda/linear/scaling.cuh>
 #include <fp8/distributed/nccl.hpp>
 #include <fp8/scaling.hpp>
 
@@ -166,6 +167,47 @@ TEST_CASE("delayed_scaling_device_state::update(reducer): every device gets the 
       CHECK(bits(downloaded[std::size_t(d)].scale(i)) == bits(single.scale(i)));
       CHECK(bits(downloaded[std::size_t(d)].history(i).at(1)) == bits(single.history(i).at(1)));
     }
+  }
+}
+
+TEST_CASE("linear_scaling with an NCCL reducer: end_step reduces on the stream, then updates") {
+  devices group;
+  const int n = group.size();
+  const fp8::gemm_recipe recipe;  // delayed scaling for all six operands of a layer
+  auto amaxes_of_slot = [&](int d) {
+    std::vector<float> a(fp8::gemm_operand_count);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(i + 1) * (d == n - 1 ? 64.0f : 1.0f) + float(d);
+    return a;
+  };
+  std::vector<fp8::delayed_scaling_state> downloaded(static_cast<std::size_t>(n),
+                                                     fp8::delayed_scaling_state(recipe.delayed()));
+  std::vector<std::vector<fp8::fp8_format>> formats(static_cast<std::size_t>(n));
+  const auto errors = group.on_each([&](int d) {
+    cudaStream_t stream = group.streams[std::size_t(d)];
+    fp8::distributed::nccl_amax_reducer reducer(group.comms[std::size_t(d)]);
+    fp8::cuda::linear_scaling scaling(recipe, 1, reducer);
+    const std::vector<float> mine = amaxes_of_slot(d);
+    cudaMemcpyAsync(scaling.state().current_amaxes(), mine.data(), mine.size() * sizeof(float),
+                    cudaMemcpyHostToDevice, stream);
+    scaling.end_step(stream);
+    downloaded[std::size_t(d)] = scaling.state().download(stream);
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      formats[std::size_t(d)].push_back(scaling.state().format(i));
+    if (reducer.calls() != 1u) throw fp8::error("expected one reduction per end_step");
+  });
+  for (int d = 0; d < n; ++d) {
+    CAPTURE(d);
+    REQUIRE(errors[std::size_t(d)] == "");
+    fp8::delayed_scaling_state single(recipe.delayed());
+    for (std::size_t i = 0; i < formats[std::size_t(d)].size(); ++i) {
+      single.add_tensor(formats[std::size_t(d)][i]);
+      float amax = 0.0f;
+      for (int r = 0; r < n; ++r) amax = std::max(amax, amaxes_of_slot(r)[i]);
+      single.record(i, amax);
+    }
+    single.update();
+    for (std::size_t i = 0; i < single.size(); ++i)
+      CHECK(bits(downloaded[std::size_t(d)].scale(i)) == bits(single.scale(i)));
   }
 }
 
