@@ -25,7 +25,7 @@ namespace fp8::distributed {
 class mpi_fp8_all_gather {
  public:
   mpi_fp8_all_gather(MPI_Comm comm, fp8_shard_shape shape, mpi_timeout timeout = {})
-      : comm_(comm), shape_(shape), timeout_(timeout) {
+      : comm_(comm), shape_(shape), timeout_(timeout), guard_(who_, "MPI_Iallgather (fp8 shard)") {
     timeout_.validate(who_);
     const auto int_max = static_cast<std::size_t>(std::numeric_limits<int>::max());
     if (shape.elements > int_max || shape.scales > int_max)
@@ -46,10 +46,7 @@ class mpi_fp8_all_gather {
   // all_codes: ranks() * elements bytes, all_scales: ranks() * scales floats, filled in rank order.
   // Throws fp8::invalid_argument on a null pointer, fp8::error if MPI fails or the deadline passes.
   void gather(const std::uint8_t* codes, const float* scales, std::uint8_t* all_codes, float* all_scales) {
-    if (timed_out_) {
-      throw error(std::string(who_) + ": an earlier " + call_ + " timed out on rank " +
-                  std::to_string(comm_.rank()) + "; the ranks no longer agree, so no further gather can run");
-    }
+    guard_.require_usable(comm_.get());
     if (shape_.elements > 0 && (codes == nullptr || all_codes == nullptr))
       throw invalid_argument(std::string(who_) + ": " + (codes == nullptr ? "codes" : "all_codes") +
                              " is null");
@@ -60,19 +57,16 @@ class mpi_fp8_all_gather {
     const int elements = static_cast<int>(shape_.elements);
     const int scale_count = static_cast<int>(shape_.scales);
     if (elements > 0) {
-      mpi_check(
+      guard_.check_start(
           MPI_Iallgather(codes, elements, MPI_BYTE, all_codes, elements, MPI_BYTE, comm_.get(), &requests[0]),
-          call_, comm_.get());
+          comm_.get());
     }
     if (scale_count > 0) {
-      mpi_check(MPI_Iallgather(scales, scale_count, MPI_FLOAT, all_scales, scale_count, MPI_FLOAT,
-                               comm_.get(), &requests[1]),
-                call_, comm_.get());
+      guard_.check_start(MPI_Iallgather(scales, scale_count, MPI_FLOAT, all_scales, scale_count, MPI_FLOAT,
+                                        comm_.get(), &requests[1]),
+                         comm_.get());
     }
-    if (!detail::mpi_wait_all(requests, 2, call_, comm_.get(), timeout_)) {
-      timed_out_ = true;
-      detail::throw_mpi_timeout(call_, comm_.get(), timeout_);
-    }
+    guard_.wait(requests, 2, comm_.get(), timeout_);
     bytes_sent_ += shape_.fp8_bytes();
   }
 
@@ -84,12 +78,11 @@ class mpi_fp8_all_gather {
 
  private:
   static constexpr const char* who_ = "fp8::distributed::mpi_fp8_all_gather";
-  static constexpr const char* call_ = "MPI_Iallgather (fp8 shard)";
   mpi_communicator comm_;
   fp8_shard_shape shape_;
   mpi_timeout timeout_;
+  detail::mpi_collective_guard guard_;
   int ranks_ = 0;
-  bool timed_out_ = false;
   std::size_t bytes_sent_ = 0;
 };
 

@@ -32,15 +32,18 @@ inline void keep_for_pending_collective(std::vector<std::uint32_t>&& buffer) {
 // pattern, so it is sent as +0.0; a negative amax is a caller's bug and is refused before any call.
 //
 // Usage (every rank, once per step, after the casts):
-//   fp8::distributed::mpi_amax_reducer reducer(MPI_COMM_WORLD);            // or {comm, {30.0}}: 30 s
-//   deadline state.update(reducer);                       // fp8::delayed_scaling_state: one MPI call per
-//   step reducer.reduce_max(amaxes, count);           // or directly, e.g. current scaling's weight amaxes
+//   fp8::distributed::mpi_amax_reducer reducer(MPI_COMM_WORLD);  // or (comm, {30.0}): a 30 s deadline
+//   state.update(reducer);              // fp8::delayed_scaling_state: one MPI call per step
+//   reducer.reduce_max(amaxes, count);  // or directly, e.g. current scaling's amaxes
 // With a timeout, a call that has not completed after that many seconds throws fp8::error naming the
 // call, the rank and the seconds; the reducer then refuses every later call (the ranks no longer
 // agree), and the job should end. All ranks must use the reducer in the same order.
 class mpi_amax_reducer final : public amax_reducer {
  public:
-  explicit mpi_amax_reducer(MPI_Comm comm, mpi_timeout timeout = {}) : comm_(comm), timeout_(timeout) {
+  explicit mpi_amax_reducer(MPI_Comm comm, mpi_timeout timeout = {})
+      : comm_(comm),
+        timeout_(timeout),
+        guard_("fp8::distributed::mpi_amax_reducer", "MPI_Iallreduce (amax max)") {
     timeout_.validate("fp8::distributed::mpi_amax_reducer");
   }
   ~mpi_amax_reducer() override {
@@ -56,35 +59,30 @@ class mpi_amax_reducer final : public amax_reducer {
 
   // Replaces amaxes[0..count) by their maxima over all ranks, with one MPI call. Throws
   // fp8::invalid_argument (before any MPI call, amaxes unchanged) on a null pointer, a count above
-  // INT_MAX or a negative amax; fp8::error if MPI fails or the deadline passes.
+  // INT_MAX or a negative amax; fp8::error if MPI fails or the deadline passes (amaxes unchanged).
   void reduce_max(float* amaxes, std::size_t count) override {
-    const char* who = "fp8::distributed::mpi_amax_reducer";
-    if (timed_out_) {
-      throw error(std::string(who) + ": an earlier " + call_ + " timed out on rank " +
-                  std::to_string(comm_.rank()) +
-                  "; the ranks no longer agree, so no further step can be reduced");
-    }
+    const std::string who = "fp8::distributed::mpi_amax_reducer";
+    guard_.require_usable(comm_.get());
     if (count == 0) return;
-    if (amaxes == nullptr) throw invalid_argument(std::string(who) + ": amaxes is null");
+    if (amaxes == nullptr) throw invalid_argument(who + ": amaxes is null");
     if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      throw invalid_argument(std::string(who) + ": " + std::to_string(count) +
+      throw invalid_argument(who + ": " + std::to_string(count) +
                              " amaxes are more than one MPI call can carry (at most INT_MAX)");
     bits_.resize(count);
     for (std::size_t i = 0; i < count; ++i) {
       const float amax = amaxes[i];
       if (amax < 0.0f)
-        throw invalid_argument(std::string(who) + ": amax " + std::to_string(i) + " is negative (" +
-                               std::to_string(amax) + ")");
+        throw invalid_argument(who + ": amax " + std::to_string(i) + " is negative (" + std::to_string(amax) +
+                               ")");
       std::memcpy(&bits_[i], &amax, sizeof amax);
       if (amax == 0.0f) bits_[i] = 0;  // -0.0 as +0.0
     }
-    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(count), MPI_UINT32_T, MPI_MAX,
-                             comm_.get(), &pending_),
-              call_, comm_.get());
-    if (!detail::mpi_wait_all(&pending_, 1, call_, comm_.get(), timeout_)) {
-      timed_out_ = true;  // bits_ stays in MPI's use
-      detail::throw_mpi_timeout(call_, comm_.get(), timeout_);
-    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    guard_.check_start(MPI_Iallreduce(MPI_IN_PLACE, bits_.data(), static_cast<int>(count), MPI_UINT32_T,
+                                      MPI_MAX, comm_.get(), &request),
+                       comm_.get());
+    pending_ = request;
+    guard_.wait(&pending_, 1, comm_.get(), timeout_);  // on a timeout bits_ stays in MPI's use
     ++calls_;
     for (std::size_t i = 0; i < count; ++i) std::memcpy(&amaxes[i], &bits_[i], sizeof(float));
   }
@@ -95,12 +93,11 @@ class mpi_amax_reducer final : public amax_reducer {
   std::size_t calls() const noexcept { return calls_; }
 
  private:
-  static constexpr const char* call_ = "MPI_Iallreduce (amax max)";
   mpi_communicator comm_;
   mpi_timeout timeout_;
+  detail::mpi_collective_guard guard_;
   std::vector<std::uint32_t> bits_;
   MPI_Request pending_ = MPI_REQUEST_NULL;
-  bool timed_out_ = false;
   std::size_t calls_ = 0;
 };
 

@@ -96,9 +96,8 @@ namespace detail {
 
 // Completes `count` requests started by `call`: MPI_Waitall without a deadline, else MPI_Testall
 // polled (spinning briefly, then sleeping 100 us between polls, which also drives MPI's progress)
-// until it succeeds or the deadline passes. On a timeout the requests stay active and their buffers
-// stay in MPI's use: the caller keeps them alive and refuses further collectives on this communicator.
-// Returns whether they completed; throws fp8::error on an MPI error.
+// until it succeeds or the deadline passes. Returns whether they completed; throws fp8::error on an
+// MPI error. On a timeout the requests stay active and their buffers stay in MPI's use.
 inline bool mpi_wait_all(MPI_Request* requests, int count, const char* call, MPI_Comm comm,
                          const mpi_timeout& timeout) {
   if (!timeout.enabled()) {
@@ -106,9 +105,8 @@ inline bool mpi_wait_all(MPI_Request* requests, int count, const char* call, MPI
     return true;
   }
   using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto deadline =
-      start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout.seconds));
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                           std::chrono::duration<double>(timeout.seconds));
   for (long polls = 0;; ++polls) {
     int done = 0;
     mpi_check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), call, comm);
@@ -118,15 +116,51 @@ inline bool mpi_wait_all(MPI_Request* requests, int count, const char* call, MPI
   }
 }
 
-// The error of a collective that missed its deadline: the call, the rank, the seconds waited.
-[[noreturn]] inline void throw_mpi_timeout(const char* call, MPI_Comm comm, const mpi_timeout& timeout) {
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%g", timeout.seconds);
-  throw error(std::string(call) + " timed out on rank " + std::to_string(mpi_rank(comm)) + " after " +
-              seconds +
-              " s: another rank has died, hangs or skipped the call; the ranks no longer agree, so "
-              "end the job (MPI_Abort)");
-}
+// The state of an object that runs one kind of collective (`call`) on its communicator, step after
+// step. Once a call has failed or missed its deadline the ranks no longer agree on which step they
+// are in (and MPI cannot cancel a collective), so every later call is refused.
+class mpi_collective_guard {
+ public:
+  mpi_collective_guard(const char* who, const char* call) : who_(who), call_(call) {}
+
+  // Throws fp8::error if an earlier call failed or timed out.
+  void require_usable(MPI_Comm comm) const {
+    if (!broken_) return;
+    throw error(std::string(who_) + ": an earlier " + call_ + " failed or timed out on rank " +
+                std::to_string(mpi_rank(comm)) + "; the ranks no longer agree, so no further call can run");
+  }
+  // Throws fp8::error naming call_ unless rc (of the call starting a request) is MPI_SUCCESS.
+  void check_start(int rc, MPI_Comm comm) {
+    if (rc != MPI_SUCCESS) broken_ = true;
+    mpi_check(rc, call_, comm);
+  }
+  // Completes the requests (see mpi_wait_all); throws fp8::error naming the call, the rank and the
+  // seconds waited if the deadline passes.
+  void wait(MPI_Request* requests, int count, MPI_Comm comm, const mpi_timeout& timeout) {
+    bool done = false;
+    try {
+      done = mpi_wait_all(requests, count, call_, comm, timeout);
+    } catch (...) {
+      broken_ = true;
+      throw;
+    }
+    if (done) return;
+    broken_ = true;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout.seconds);
+    throw error(std::string(call_) + " timed out on rank " + std::to_string(mpi_rank(comm)) + " after " +
+                seconds +
+                " s: another rank has died, hangs or skipped the call; the ranks no longer agree, so end the "
+                "job (MPI_Abort)");
+  }
+  bool broken() const noexcept { return broken_; }
+  const char* call() const noexcept { return call_; }
+
+ private:
+  const char* who_;
+  const char* call_;
+  bool broken_ = false;
+};
 
 }  // namespace detail
 }  // namespace fp8::distributed

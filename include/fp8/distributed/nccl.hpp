@@ -86,7 +86,7 @@ class device_bytes {
 // communicator's asynchronous error. Without a deadline (seconds 0) it polls until done. With one,
 // after `seconds` it aborts the communicator (ncclCommAbort, which ends its pending kernels; the
 // communicator is then unusable) and throws fp8::error naming `call`, the rank and the seconds. An
-// asynchronous NCCL error (a peer that died, a network failure) throws at once, also after an abort.
+// asynchronous NCCL error (a peer that died, a network failure) aborts it and throws at once.
 inline void nccl_wait(ncclComm_t comm, cudaStream_t stream, double seconds, const char* call) {
   if (!(seconds >= 0.0) || std::isinf(seconds))
     throw invalid_argument(
@@ -121,8 +121,8 @@ inline void nccl_wait(ncclComm_t comm, cudaStream_t stream, double seconds, cons
 
 // Amaxes recorded by the library's casts are |x| bit patterns: non-negative floats or NaN, which order
 // like their values as unsigned integers (every NaN above +Inf). One ncclAllReduce with ncclMax over
-// ncclUint32 is therefore an exact maximum that keeps NaN dominant across ranks, where ncclMax over
-// ncclFloat32 would follow the device's fmax and could drop a NaN. The call is queued on the stream
+// ncclUint32 is therefore an exact maximum that keeps NaN dominant across ranks, where a maximum over
+// floats may drop a NaN, depending on how it is computed. The call is queued on the stream
 // given: work queued after it (the scale update) sees the reduced amaxes; nothing is synchronised.
 //
 // Usage (one rank per GPU, once per step):
