@@ -18,6 +18,7 @@
 #include "../scaling/delayed_scaling_state.hpp"
 #include "../scaling/recipe.hpp"
 #include "amax.cuh"
+#include "device_amax_reducer.hpp"
 #include "error.hpp"
 #include "launch.cuh"
 #include "scale.cuh"
@@ -111,9 +112,10 @@ class device_array {
 // Per step:
 //   fp8::cuda::quantize(x, n, state.format(i), {state.scale(i), nullptr, state.amax(i)}, x_fp8, stream);
 //   ... GEMMs read state.scale_inv(i) ...
-//   (multi-GPU: all-reduce the tensor_count floats at current_amaxes() with a max over their bits as
-//    uint32, e.g. ncclAllReduce(p, p, n, ncclUint32, ncclMax, ...), which keeps NaN on top)
 //   state.update(stream);   // roll, new scales: step N + 1 uses amaxes up to step N
+// Multi-GPU: state.update(reducer, stream) first reduces the tensor_count floats at current_amaxes()
+// across ranks (one call, e.g. fp8::distributed::nccl_amax_reducer: ncclAllReduce with ncclMax over
+// their bits as uint32, which keeps NaN on top), then updates, both in order on `stream`.
 // download(stream) / upload(host, stream) convert to and from the host fp8::delayed_scaling_state
 // (checkpoints). They are ordered on `stream` like every other call: pass the stream that ran the
 // casts and update(), so that a checkpoint sees the state after them (a plain cudaMemcpy would not
@@ -163,6 +165,13 @@ class delayed_scaling_device_state {
             max_finite(fp8_format::e4m3), max_finite(fp8_format::e5m2), config_.algorithm, config_.margin,
             config_.power_of_two_scales, scale_.data(), scale_inv_.data());
     detail::check_launch("fp8::cuda::detail::update_history_kernel");
+  }
+
+  // The same after reducing this step's amaxes across ranks with one reducer call on `stream`.
+  void update(device_amax_reducer& reducer, cudaStream_t stream = nullptr) {
+    if (formats_.empty()) return;
+    reducer.reduce_max(current_amaxes(), formats_.size(), stream);
+    update(stream);
   }
 
   // The state as a host object, after the work already queued on `stream` (which it waits for).

@@ -6,16 +6,12 @@
 
 namespace fp8 {
 
-// Implement reduce_max with your engine, e.g. for MPI:
-//   struct mpi_amax_reducer final : fp8::amax_reducer {
-//     void reduce_max(float* amaxes, std::size_t count) override {
-//       // Amaxes are non-negative floats or NaN, whose bit patterns order like their values (NaN
-//       // highest), so a max over the patterns as unsigned integers is exact and keeps NaN.
-//       MPI_Allreduce(MPI_IN_PLACE, amaxes, int(count), MPI_UINT32_T, MPI_MAX, comm);
-//     }
-//   };
-// or ncclAllReduce(..., ncclFloat32, ncclMax, ...) on device buffers. One call reduces the current
-// amaxes of all tensors of a state at once (one collective per step, not one per tensor).
+// fp8/distributed/mpi.hpp implements it for MPI (fp8::distributed::mpi_amax_reducer), and
+// fp8/distributed/nccl.hpp the device-side counterpart (fp8::cuda::device_amax_reducer) for NCCL.
+// Amaxes are non-negative floats or NaN, whose bit patterns order like their values (NaN highest), so
+// a max over the patterns as unsigned integers is exact and keeps NaN (a max over floats may drop it).
+// One call reduces the current amaxes of all tensors of a state at once (one collective per step,
+// not one per tensor). See docs/distributed.md.
 class amax_reducer {
  public:
   virtual ~amax_reducer() = default;

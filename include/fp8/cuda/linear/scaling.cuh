@@ -31,6 +31,10 @@ class linear_scaling {
   // (may be null: one process) makes amaxes agree across ranks; it must outlive this object.
   linear_scaling(const gemm_recipe& recipe, std::size_t layers, amax_reducer* reducer = nullptr)
       : layers_(layers), reducer_(reducer), state_(recipe.delayed(), formats(recipe, layers)) {}
+  // With a device-side reducer (e.g. fp8::distributed::nccl_amax_reducer), which end_step() queues on
+  // the step's stream without waiting for it; it must outlive this object.
+  linear_scaling(const gemm_recipe& recipe, std::size_t layers, device_amax_reducer& reducer)
+      : layers_(layers), device_reducer_(&reducer), state_(recipe.delayed(), formats(recipe, layers)) {}
 
   std::size_t layers() const noexcept { return layers_; }
   std::size_t slot(std::size_t layer, gemm_operand operand) const {
@@ -53,7 +57,11 @@ class linear_scaling {
       FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
       reducer_->reduce_max(state_.current_amaxes(), state_.tensor_count());
     }
-    state_.update(stream);
+    if (device_reducer_ != nullptr) {
+      state_.update(*device_reducer_, stream);  // the reduction, then the update, in order on the stream
+    } else {
+      state_.update(stream);
+    }
     ++steps_;
   }
 
@@ -69,7 +77,8 @@ class linear_scaling {
   }
 
   std::size_t layers_;
-  amax_reducer* reducer_;
+  amax_reducer* reducer_ = nullptr;
+  device_amax_reducer* device_reducer_ = nullptr;
   delayed_scaling_device_state state_;
   std::uint64_t steps_ = 0;
 };
