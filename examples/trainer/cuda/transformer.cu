@@ -18,30 +18,9 @@ namespace trainer::cuda {
 
 namespace {
 
-fp8::cuda::gemm_precision precision_of(gemm_mode mode) {
-  return mode == gemm_mode::fp8 ? fp8::cuda::gemm_precision::fp8 : fp8::cuda::gemm_precision::bf16;
-}
-
 std::size_t max_of(std::initializer_list<std::size_t> values) { return std::max(values); }
 
 }  // namespace
-
-fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit) {
-  fp8::cuda::linear_precision p = fp8::cuda::linear_precision::bf16();
-  if (policy.base != precision::fp8) return p;
-  p.fprop = precision_of(policy.linear_mode(unit, fp8::gemm_kind::fprop));
-  p.dgrad = precision_of(policy.linear_mode(unit, fp8::gemm_kind::dgrad));
-  p.wgrad = precision_of(policy.linear_mode(unit, fp8::gemm_kind::wgrad));
-  return p;
-}
-
-fp8::gemm_recipe device_recipe(const fp8::gemm_recipe& recipe, const fp8::delayed_scaling& delayed) {
-  fp8::gemm_recipe out(delayed);
-  for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op) {
-    out.use(fp8::gemm_operand(op), recipe[fp8::gemm_operand(op)]);
-  }
-  return out;
-}
 
 device_transformer::device_transformer(const model_options& shape, int batch, const parameter_set& host,
                                        const std::vector<linear_layer_info>& linears,
@@ -78,15 +57,9 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_), V = std::size_t(vocab_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
-  // (in, out) features of each linear layer, in the order of `linears`.
   for (std::size_t i = 0; i < linears.size(); ++i) {
-    const bool head = i + 1 == linears.size();
-    std::int64_t k = std::int64_t(C), n = std::int64_t(V);
-    if (!head) {
-      const std::size_t which = i % 4;  // wqkv, wo, w_gate_up, w_down
-      k = std::int64_t(which == 3 ? F : C);
-      n = std::int64_t(which == 0 ? 3 * C : which == 2 ? 2 * F : C);
-    }
+    const linear_features features = transformer_linear_features(shape, i);
+    const std::int64_t k = features.in, n = features.out;
     fp8::cuda::linear_config config{k, n, std::int64_t(N), false, recipe, {}};
     config.precision = linear_precision_of(policy, linears[i].unit);
     try {

@@ -19,6 +19,7 @@
 #include "attention.hpp"
 #include "batched_gemm.hpp"
 #include "device_buffer.hpp"
+#include "linear_policy.hpp"
 #include "phase_profile.hpp"
 #include "rope.hpp"
 
@@ -27,16 +28,6 @@ namespace trainer::cuda {
 // What a forward pass is for: a training step records amaxes (and its backward follows), an
 // evaluation records nothing, a shadow pass runs every GEMM in BF16 and records nothing.
 enum class pass_kind { train, evaluate, shadow };
-
-// The linear-layer precision of one layer: each GEMM class in FP8 or BF16, from the trainer's policy
-// (bf16 runs, --bf16-layers, --first-last-bf16, the LM head, --fprop/--dgrad/--wgrad bf16). Fake
-// quantization has no GPU form yet: the options refuse it before this is called.
-fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit);
-
-// The layer's recipe with the delayed-scaling configuration `delayed` (the host scaling state's), so
-// that the device state converts to and from the checkpoint's host state even when no operand is
-// delayed (current scaling keeps warm histories with that configuration on both devices).
-fp8::gemm_recipe device_recipe(const fp8::gemm_recipe& recipe, const fp8::delayed_scaling& delayed);
 
 class device_transformer {
  public:
