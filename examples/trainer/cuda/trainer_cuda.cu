@@ -34,22 +34,17 @@ class cuda_training_run final : public training_run {
   step_record train_step(tensor_stats_log* stats) override {
     if (stats != nullptr) throw fp8::invalid_argument("--stats-every is not supported on --device cuda");
     step_record record;
-    device_parameters& params = device_->parameters();
     loader_->next(inputs_.data(), targets_.data());
-    params.zero_grad(stream_);
+    device_->parameters().zero_grad(stream_);
     record.train_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::train);
     device_->backward();
     if (options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0) {
       // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
       record.shadow_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::shadow);
     }
-    record.grad_norm = gradient_norm(params, stream_);
-    clip_gradients(params, record.grad_norm, options_.clip_norm, stream_);
     const float lr = schedule_.at(step_);
     record.learning_rate = lr;
-    adamw_update(params, options_.adamw, lr, step_, stream_);
-    device_->weights_changed();
-    device_->scaling().end_step(stream_);
+    record.grad_norm = optimizer_step(*device_, options_.adamw, lr, step_, options_.clip_norm);
     ++step_;
     record.step = step_;
     record.tokens = step_ * long(inputs_.size());

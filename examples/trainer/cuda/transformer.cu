@@ -277,4 +277,17 @@ void device_transformer::drop_weight_copies() {
   for (auto& l : layers_shadow_) l->weights_changed();
 }
 
+double optimizer_step(device_transformer& model, const adamw_options& options, float learning_rate, long step,
+                      float clip_norm, phase_profile* profile) {
+  if (profile != nullptr) profile->mark(phase::optimizer);
+  device_parameters& params = model.parameters();
+  const double norm = gradient_norm(params, model.stream());
+  clip_gradients(params, norm, clip_norm, model.stream());
+  adamw_update(params, options, learning_rate, step, model.stream());
+  model.weights_changed();
+  model.scaling().end_step(model.stream());
+  if (profile != nullptr) profile->stop();
+  return norm;
+}
+
 }  // namespace trainer::cuda

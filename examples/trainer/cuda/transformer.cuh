@@ -41,6 +41,7 @@ class device_transformer {
 
   device_parameters& parameters() { return params_; }
   fp8::cuda::linear_scaling& scaling() { return scaling_; }
+  cudaStream_t stream() const { return stream_; }
   // Times the phases of later passes (null: none). The profile must outlive its use.
   void set_profile(phase_profile* profile) { profile_ = profile; }
 
@@ -107,5 +108,12 @@ class device_transformer {
   // BF16 operands and results of the linear layers: x and dx [N, max(C, F)], y and dy [N, max(3C, 2F, V)].
   device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
 };
+
+// The optimizer half of a training step, after forward(train) and backward(): the gradient norm
+// (returned; read on the host), clipping to clip_norm (<= 0: none), AdamW at `step` with
+// `learning_rate`, the new compute weights, and the end of the FP8 scaling step (amax histories roll,
+// next scales). The CPU run's order (../trainer.cpp).
+double optimizer_step(device_transformer& model, const adamw_options& options, float learning_rate, long step,
+                      float clip_norm, phase_profile* profile = nullptr);
 
 }  // namespace trainer::cuda
