@@ -24,11 +24,6 @@ void check_device_options(const run_options& o, bool cuda_built) {
   if (o.model.kind != "transformer") {
     refuse("--model " + o.model.kind + " trains on --device cpu only; the GPU runs the transformer");
   }
-  if (o.base_precision == precision::fp32) {
-    refuse(
-        "--precision fp32 is not supported on the GPU (the FP8 linear layer runs BF16 and FP8 GEMMs "
-        "only); use --precision bf16 or fp8, or --device cpu");
-  }
   for (int c = 0; c < gemm_kind_count; ++c) {
     if (o.linear_modes[std::size_t(c)] == gemm_mode::fake_fp8) {
       refuse(std::string("fake quantization (--fake-quant or --") + to_string(fp8::gemm_kind(c)) +

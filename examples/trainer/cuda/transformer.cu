@@ -33,9 +33,12 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
       heads_(shape.heads),
       hidden_(shape.hidden),
       vocab_(shape.vocab),
+      fp32_(policy.base == precision::fp32),
+      stored_(policy.activation_storage()),
+      attention_mode_(policy.other_mode()),
       stream_(stream),
       params_(host),
-      weights16_(host.size()),
+      weights16_(policy.base == precision::fp32 ? 0 : host.size()),
       wte_(host.index_of("wte")),
       final_norm_(host.index_of("final_norm")),
       lm_head_(host.index_of("lm_head")),
@@ -57,8 +60,11 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_), V = std::size_t(vocab_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
+  std::size_t largest_weight = 0;
   for (std::size_t i = 0; i < linears.size(); ++i) {
     const linear_features features = transformer_linear_features(shape, i);
+    largest_weight = std::max(largest_weight, std::size_t(features.in) * std::size_t(features.out));
+    if (fp32_) continue;  // FP32 products through cuBLAS, no layer objects
     const std::int64_t k = features.in, n = features.out;
     fp8::cuda::linear_config config{k, n, std::int64_t(N), false, recipe, {}};
     config.precision = linear_precision_of(policy, linears[i].unit);
@@ -107,11 +113,15 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   dlogits_ = device_buffer<float>(N * V);
   norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
   mean_scratch_ = device_buffer<double>(1);
-  x16_ = device_buffer<std::uint16_t>(N * max_of({C, F}));
-  dx16_ = device_buffer<std::uint16_t>(N * max_of({C, F}));
-  y16_ = device_buffer<std::uint16_t>(N * max_of({3 * C, 2 * F, V, C}));
-  dy16_ = device_buffer<std::uint16_t>(N * max_of({3 * C, 2 * F, V, C}));
-  to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
+  if (fp32_) {
+    wgrad_scratch_ = device_buffer<float>(largest_weight);
+  } else {
+    x16_ = device_buffer<std::uint16_t>(N * max_of({C, F}));
+    dx16_ = device_buffer<std::uint16_t>(N * max_of({C, F}));
+    y16_ = device_buffer<std::uint16_t>(N * max_of({3 * C, 2 * F, V, C}));
+    dy16_ = device_buffer<std::uint16_t>(N * max_of({3 * C, 2 * F, V, C}));
+    to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
+  }
 }
 
 const __nv_bfloat16* device_transformer::weight16(std::size_t tensor) const {
@@ -131,6 +141,11 @@ fp8::cuda::linear_layer& device_transformer::layer(std::size_t linear, pass_kind
 void device_transformer::linear_forward(std::size_t linear, pass_kind kind, float* y, const float* x,
                                         std::size_t weight, int m, int k, int n) {
   const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
+  if (fp32_) {
+    mark(phase::linear);
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {x, m, k}, {compute(weight), n, k}, y, 0, 1, stream_);
+    return;
+  }
   mark(phase::staging);
   to_bf16(x16_.data(), x, mk, stream_);
   mark(phase::linear);
@@ -148,6 +163,18 @@ void device_transformer::linear_forward(std::size_t linear, pass_kind kind, floa
 void device_transformer::linear_backward(std::size_t linear, float* dx, std::size_t weight, const float* dy,
                                          const float* x, int m, int k, int n) {
   const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
+  if (fp32_) {
+    mark(phase::linear);
+    // dx[M, K] = dy[M, N] . W[N, K]  (W read as its transpose [K, N]).
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy, m, n}, {compute(weight), n, k, true}, dx, 0, 1,
+                 stream_);
+    // dW[N, K] += dy^T[N, M] . x[M, K]: the product, then added to the gradient.
+    const std::size_t nk = std::size_t(n) * std::size_t(k);
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy, m, n, true}, {x, m, k, true}, wgrad_scratch_.data(), 0,
+                 1, stream_);
+    residual_forward(grad(weight), grad(weight), wgrad_scratch_.data(), nk, storage::fp32, stream_);
+    return;
+  }
   mark(phase::staging);
   to_bf16(dy16_.data(), dy, mn, stream_);
   to_bf16(x16_.data(), x, mk, stream_);  // read by a BF16 wgrad (an FP8 wgrad uses the forward's copy)
@@ -179,8 +206,8 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
                                           pass_kind kind) {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
   const std::size_t NC = std::size_t(N) * std::size_t(C);
-  const storage stored = storage::bf16;  // bf16 and fp8 runs only (--precision fp32 is refused)
-  const gemm_mode attention_mode = gemm_mode::bf16;
+  const storage stored = stored_;
+  const gemm_mode attention_mode = attention_mode_;
   if (inputs != inputs_.data()) {
     FP8_CUDA_CHECK(cudaMemcpyAsync(inputs_.data(), inputs, inputs_.size() * sizeof(std::int32_t),
                                    cudaMemcpyDeviceToDevice, stream_));
@@ -228,8 +255,8 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
 
 void device_transformer::backward() {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
-  const storage stored = storage::bf16;
-  const gemm_mode attention_mode = gemm_mode::bf16;
+  const storage stored = stored_;
+  const gemm_mode attention_mode = attention_mode_;
   // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf.
   linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, dlogits_.data(), lnf_.data(), N, C,
                   V);
@@ -267,8 +294,8 @@ void device_transformer::backward() {
 }
 
 void device_transformer::weights_changed() {
-  params_.refresh_compute(storage::bf16, stream_);
-  to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
+  params_.refresh_compute(stored_, stream_);
+  if (!fp32_) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
   drop_weight_copies();
 }
 
@@ -285,7 +312,7 @@ double optimizer_step(device_transformer& model, const adamw_options& options, f
   clip_gradients(params, norm, clip_norm, model.stream());
   adamw_update(params, options, learning_rate, step, model.stream());
   model.weights_changed();
-  model.scaling().end_step(model.stream());
+  if (model.records_scaling()) model.scaling().end_step(model.stream());
   if (profile != nullptr) profile->stop();
   return norm;
 }

@@ -1,7 +1,8 @@
 // The transformer of ../transformer.hpp on the device: the same layers in the same order, with the
 // CUDA twins of the non-GEMM layers and fp8::cuda::linear_layer for every linear layer (BF16 or FP8
-// per GEMM class and precision unit, as the precision policy says). nvcc only (the layer is device
-// code); the training loop (trainer_cuda.cu) and the speed benchmark drive it.
+// per GEMM class and precision unit, as the precision policy says; an fp32 run's linear layers are
+// FP32 cuBLAS products instead, the layer having no FP32 path). nvcc only (the layer is device code);
+// the training loop (trainer_cuda.cu) and the speed benchmark drive it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,6 +43,9 @@ class device_transformer {
   device_parameters& parameters() { return params_; }
   fp8::cuda::linear_scaling& scaling() { return scaling_; }
   cudaStream_t stream() const { return stream_; }
+  // False in fp32 runs: they keep no FP8 statistics, and the scaling state stays as it is (as on
+  // the CPU, whose fp32 passes get no scaling state).
+  bool records_scaling() const { return !fp32_; }
   // Times the phases of later passes (null: none). The profile must outlive its use.
   void set_profile(phase_profile* profile) { profile_ = profile; }
 
@@ -83,9 +87,12 @@ class device_transformer {
                        int m, int k, int n);
 
   int batch_, context_, channels_, layers_, heads_, hidden_, vocab_;
+  bool fp32_;                 // --precision fp32: FP32 storage and products, no linear_layer
+  storage stored_;            // activations and compute weights: fp32, or BF16 values in floats
+  gemm_mode attention_mode_;  // attention's products: fp32 or bf16
   cudaStream_t stream_;
   device_parameters params_;
-  device_buffer<std::uint16_t> weights16_;  // [size] BF16 copy of the compute weights
+  device_buffer<std::uint16_t> weights16_;  // [size] BF16 copy of the compute weights (not in fp32 runs)
   std::size_t wte_, final_norm_, lm_head_;
   std::vector<block_parameters> blocks_;
   attention_shape shape_;
@@ -107,6 +114,7 @@ class device_transformer {
   device_buffer<double> mean_scratch_;   // [1]
   // BF16 operands and results of the linear layers: x and dx [N, max(C, F)], y and dy [N, max(3C, 2F, V)].
   device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
+  device_buffer<float> wgrad_scratch_;  // fp32 runs: [max N x K] one wgrad product before it is added
 };
 
 // The optimizer half of a training step, after forward(train) and backward(): the gradient norm

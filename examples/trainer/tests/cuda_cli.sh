@@ -32,7 +32,6 @@ refused() {
   fi
 }
 
-refused "fp32" "^fp8_trainer: --device cuda: --precision fp32 is not supported" --precision fp32
 refused "mlp" "^fp8_trainer: --device cuda: --model mlp trains on --device cpu only" --model mlp
 refused "fake quantization" "--fake-quant" --fake-quant
 refused "fake wgrad" "--wgrad fake" --wgrad fake
