@@ -22,6 +22,7 @@ class cuda_training_run final : public training_run {
   explicit cuda_training_run(run_options options) : training_run(std::move(options)) {
     int devices = 0;
     FP8_CUDA_CHECK(cudaGetDeviceCount(&devices));
+    if (devices == 0) throw fp8::error("--device cuda: no CUDA device is visible (check nvidia-smi)");
     const recipe_switches switches{options_.recipe, options_.power_of_two_scales,
                                    options_.current_scaling_for};
     const fp8::gemm_recipe recipe = device_recipe(scaling_->recipe(), delayed_config(switches));
