@@ -21,9 +21,6 @@ void check_device_options(const run_options& o, bool cuda_built) {
         "this fp8_trainer was built without CUDA (nvcc was not found when it was configured); rebuild "
         "it with the CUDA toolkit, or use --device cpu");
   }
-  if (o.model.kind != "transformer") {
-    refuse("--model " + o.model.kind + " trains on --device cpu only; the GPU runs the transformer");
-  }
   for (int c = 0; c < gemm_kind_count; ++c) {
     if (o.linear_modes[std::size_t(c)] == gemm_mode::fake_fp8) {
       refuse(std::string("fake quantization (--fake-quant or --") + to_string(fp8::gemm_kind(c)) +

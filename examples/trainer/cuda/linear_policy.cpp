@@ -40,6 +40,16 @@ linear_features transformer_linear_features(const model_options& shape, std::siz
   return {F, C};
 }
 
+linear_features mlp_linear_features(const model_options& shape, std::size_t linear) {
+  const std::size_t layers = std::size_t(shape.layers);
+  if (linear > layers) {
+    throw fp8::invalid_argument("trainer::cuda::mlp_linear_features: linear layer " + std::to_string(linear) +
+                                " of an MLP with " + std::to_string(layers + 1));
+  }
+  const std::int64_t in = linear == 0 ? std::int64_t(shape.window) * shape.channels : shape.hidden;
+  return {in, linear == layers ? std::int64_t(shape.vocab) : std::int64_t(shape.hidden)};
+}
+
 fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit) {
   fp8::cuda::linear_precision p = fp8::cuda::linear_precision::bf16();
   if (policy.base == precision::bf16) return p;

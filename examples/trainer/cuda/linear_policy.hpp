@@ -22,6 +22,8 @@ struct linear_features {
   std::int64_t out = 0;  // N
 };
 linear_features transformer_linear_features(const model_options& shape, std::size_t linear);
+// The same for the MLP (../mlp.hpp): fc1 (W*E -> M), fc2 .. fcL (M -> M), then head (M -> V).
+linear_features mlp_linear_features(const model_options& shape, std::size_t linear);
 
 // The GEMM classes of the linear layers of precision unit `unit` (a block or the head): all BF16 in
 // a bf16 run, and in an fp8 run FP8 or BF16 as policy.linear_mode says (--bf16-layers,

@@ -11,7 +11,7 @@
 
 #include "../scaling_state.hpp"
 #include "adamw.hpp"
-#include "transformer.cuh"
+#include "device_model.cuh"
 
 namespace trainer::cuda {
 
@@ -26,9 +26,8 @@ class cuda_training_run final : public training_run {
     const recipe_switches switches{options_.recipe, options_.power_of_two_scales,
                                    options_.current_scaling_for};
     const fp8::gemm_recipe recipe = device_recipe(scaling_->recipe(), delayed_config(switches));
-    device_ = std::make_unique<device_transformer>(options_.model, options_.batch, model_->parameters(),
-                                                   model_->linear_layers(), policy_, recipe,
-                                                   options_.shadow_every > 0, stream_);
+    device_ = make_device_model(options_.model, options_.batch, *model_, policy_, recipe,
+                                options_.shadow_every > 0, stream_);
     upload_scaling();
   }
 
@@ -92,7 +91,7 @@ class cuda_training_run final : public training_run {
   void upload_scaling() { device_->scaling().state().upload(scaling_->delayed(), stream_); }
 
   cudaStream_t stream_ = nullptr;  // the legacy default stream: the host copies order with it
-  std::unique_ptr<device_transformer> device_;
+  std::unique_ptr<device_model> device_;
 };
 
 }  // namespace

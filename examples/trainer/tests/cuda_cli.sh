@@ -32,7 +32,6 @@ refused() {
   fi
 }
 
-refused "mlp" "^fp8_trainer: --device cuda: --model mlp trains on --device cpu only" --model mlp
 refused "fake quantization" "--fake-quant" --fake-quant
 refused "fake wgrad" "--wgrad fake" --wgrad fake
 refused "statistics" "--stats-every is not supported on the GPU" --stats-every 5

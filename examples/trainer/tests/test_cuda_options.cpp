@@ -1,5 +1,5 @@
 // --device on the CPU: parsing, the refusals of what the GPU loop lacks (a program built without
-// CUDA, the MLP, fake quantization, tensor statistics, MX), and the host planning of the GPU
+// CUDA, fake quantization, tensor statistics, MX), and the host planning of the GPU
 // transformer's linear layers (sizes, per-class precision, the device scaling recipe). No device
 // needed.
 #include <doctest/doctest.h>
@@ -73,6 +73,7 @@ TEST_CASE("--device cuda accepts what the GPU loop supports") {
            {"--device", "cuda"},
            {"--device", "cuda", "--precision", "bf16"},
            {"--device", "cuda", "--precision", "fp32"},
+           {"--device", "cuda", "--model", "mlp", "--bf16-layers", "0"},
            {"--device", "cuda", "--fprop", "bf16", "--wgrad", "bf16"},
            {"--device", "cuda", "--bf16-layers", "0,head", "--first-last-bf16"},
            {"--device", "cuda", "--fp8-head", "--shadow-every", "10"},
@@ -85,14 +86,13 @@ TEST_CASE("--device cuda accepts what the GPU loop supports") {
 
 TEST_CASE("--device cuda refuses what the GPU loop lacks, naming the switch") {
   CHECK(contains(device_error({"--device", "cuda"}, /*cuda_built=*/false), "built without CUDA"));
-  CHECK(contains(device_error({"--device", "cuda", "--model", "mlp"}), "--model mlp"));
   CHECK(contains(device_error({"--device", "cuda", "--fake-quant"}), "--fake-quant"));
   CHECK(contains(device_error({"--device", "cuda", "--dgrad", "fake"}), "--dgrad fake"));
   CHECK(contains(device_error({"--device", "cuda", "--stats-every", "10"}), "--stats-every"));
   CHECK(contains(device_error({"--device", "cuda", "--scaling", "current", "--granularity", "mx"}),
                  "--granularity mx"));
   // Every refusal starts with the switch that asked for the GPU and points at the documentation.
-  const std::string message = device_error({"--device", "cuda", "--model", "mlp"});
+  const std::string message = device_error({"--device", "cuda", "--stats-every", "3"});
   CHECK(message.rfind("--device cuda: ", 0) == 0);
   CHECK(contains(message, "docs/trainer_cuda.md"));
 }
@@ -116,6 +116,28 @@ TEST_CASE("the GPU transformer's linear layers have the host model's weight shap
     CHECK(f.in == w[1]);
   }
   CHECK_THROWS_AS(cuda::transformer_linear_features(shape, linears.size()), fp8::invalid_argument);
+}
+
+TEST_CASE("the GPU MLP's linear layers have the host model's weight shapes") {
+  model_options shape;
+  shape.kind = "mlp";
+  shape.context = 8;
+  shape.window = 3;
+  shape.channels = 16;
+  shape.layers = 3;
+  shape.hidden = 40;
+  const std::unique_ptr<model> host = make_model(shape, 2);
+  const std::vector<linear_layer_info>& linears = host->linear_layers();
+  REQUIRE(linears.size() == 4);
+  const parameter_set& params = host->parameters();
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    CAPTURE(linears[i].name);
+    const std::vector<int>& w = params.specs()[params.index_of(linears[i].name)].shape;  // [N, K]
+    const cuda::linear_features f = cuda::mlp_linear_features(shape, i);
+    CHECK(f.out == w[0]);
+    CHECK(f.in == w[1]);
+  }
+  CHECK_THROWS_AS(cuda::mlp_linear_features(shape, linears.size()), fp8::invalid_argument);
 }
 
 TEST_CASE("each GEMM class of each unit gets the policy's precision on the GPU") {
