@@ -139,7 +139,7 @@ gpu_targets=(test_device_convert test_device_quantize test_device_small_formats 
              bench_gemm bench_quantize bench_layer)
 # The trainer's CUDA layers, where its dependencies (nlohmann-json, CLI11) were found.
 [[ -z $(grep -l "trainer_test_cuda_layers" "$build/examples/trainer/tests/CTestTestfile.cmake" 2>/dev/null) ]] ||
-  gpu_targets+=(trainer_test_cuda_layers)
+  gpu_targets+=(trainer_test_cuda_layers trainer_test_cuda_training)
 # The NCCL reducer and all-gather, where NCCL was found beside the toolkit (else the test is not a gpu test).
 if grep -q '/tests/distributed/test_nccl"' "$build/tests/distributed/CTestTestfile.cmake" 2>/dev/null; then
   gpu_targets+=(test_nccl)
@@ -167,7 +167,11 @@ run_gpu_tests() {
 gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $*"; }
 # The exhaustive conversion sweeps (2^32 floats per policy, host reference on every core) run after
 # the benchmarks, so that a slow host cannot crowd the figures out of the time budget.
-step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E test_device_convert)"
+step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E "'test_device_convert|trainer_test_cuda_training'")"
+# The trainer's GPU loop against its CPU loop (trains on both devices: mostly CPU time).
+if [[ " ${gpu_targets[*]} " == *" trainer_test_cuda_training "* ]]; then
+  step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 240 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
+fi
 step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
   bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan' --output-on-failure"
 if [[ $all_tests -eq 1 ]]; then

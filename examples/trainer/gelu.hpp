@@ -8,6 +8,10 @@
 
 namespace trainer {
 
+// The tanh approximation's constants, shared with the device twin (cuda/gelu.cu).
+inline constexpr float gelu_sqrt_2_over_pi = 0.7978845608028654f;
+inline constexpr float gelu_cubic_coefficient = 0.044715f;
+
 // out[i] = gelu(inp[i]) for i < count.
 void gelu_forward(float* out, const float* inp, std::size_t count, storage out_storage);
 

@@ -4,10 +4,15 @@
 // directory), found before anything large is allocated.
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 
+#include "device_options.hpp"
 #include "options.hpp"
 #include "trainer.hpp"
+#ifdef FP8_TRAINER_CUDA
+#include "cuda/trainer_cuda.hpp"
+#endif
 
 namespace {
 
@@ -24,6 +29,20 @@ int finish_stdout(int code) {
   return code;
 }
 
+#ifdef FP8_TRAINER_CUDA
+constexpr bool cuda_built = true;
+#else
+constexpr bool cuda_built = false;
+#endif
+
+// The run on the device --device names (check_device_options has accepted it).
+std::unique_ptr<trainer::training_run> make_run(const trainer::run_options& options) {
+#ifdef FP8_TRAINER_CUDA
+  if (options.device == trainer::device_kind::cuda) return trainer::cuda::make_training_run(options);
+#endif
+  return std::make_unique<trainer::training_run>(options);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,14 +57,15 @@ int main(int argc, char** argv) {
       std::printf("%s\n", trainer::version_text().c_str());
       return finish_stdout(0);
     }
+    trainer::check_device_options(options, cuda_built);
     trainer::check_output_directory(options);
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "fp8_trainer: %s\n", e.what());
     return exit_usage;
   }
   try {
-    trainer::training_run run(options);
-    run.run();
+    const std::unique_ptr<trainer::training_run> run = make_run(options);
+    run->run();
   } catch (const std::invalid_argument& e) {
     // Options that only the data can refute (a batch larger than the text holds), found before the
     // model is allocated.

@@ -85,10 +85,14 @@ std::vector<std::pair<std::string, std::string>> mlp::shape_description() const 
           {"hidden", std::to_string(hidden_)}};
 }
 
+std::int32_t mlp_window_byte(const std::int32_t* inputs, int context, int window, int n, int w) {
+  const int t = n % context;
+  const int source = t - (window - 1) + w;
+  return source < 0 ? 0 : inputs[std::size_t(n - t + source)];
+}
+
 std::int32_t mlp::window_byte(int n, int w) const {
-  const int t = n % context_;
-  const int source = t - (window_ - 1) + w;
-  return source < 0 ? 0 : inputs_[std::size_t(n - t + source)];
+  return mlp_window_byte(inputs_.data(), context_, window_, n, w);
 }
 
 void mlp::init_weights(rng& generator) {

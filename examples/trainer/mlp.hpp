@@ -9,6 +9,11 @@
 
 namespace trainer {
 
+// The byte that prediction n (sequence n / T, position t = n % T) reads at window slot w of its W:
+// byte t - W + 1 + w of its sequence in `inputs` ([B, T]), or 0 (a byte plain text never holds)
+// before the sequence starts. Shared with the device model (cuda/mlp.cu).
+std::int32_t mlp_window_byte(const std::int32_t* inputs, int context, int window, int n, int w);
+
 class mlp final : public model {
  public:
   // Throws std::invalid_argument on a bad shape option.

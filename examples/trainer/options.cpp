@@ -209,6 +209,8 @@ void declare_options(CLI::App& app, parse_state& s) {
             "seed of the initial weights and the data order (default 1)");
   o.integer("--threads", "N", r.threads, 1, max_threads,
             "threads for GEMMs and attention (default: all cores)");
+  o.choice("--device", "D", r.device, {device_kind::cpu, device_kind::cuda},
+           "cpu (default) or cuda (bf16 and fp8 transformer runs on the GPU; see docs/trainer_cuda.md)");
   // --- FP8 recipe ---
   o.choice("--scaling", "R", r.recipe.recipe, {fp8::scaling_mode::delayed, fp8::scaling_mode::current},
            "delayed (scales from an amax history, default) or current (each tensor's own amax)");
@@ -512,6 +514,7 @@ std::string run_name(const run_options& o) {
   for (char& c : data) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
   }
+  if (o.device == device_kind::cuda) name += "-cuda";
   return name + "-lr" + rate + "-" + std::to_string(o.steps) + "steps-" + data + "-s" +
          std::to_string(o.seed);
 }

@@ -12,6 +12,10 @@
 
 namespace trainer {
 
+// Where the model trains (--device): the CPU trainer, or the CUDA loop of cuda/trainer_cuda.hpp.
+enum class device_kind { cpu, cuda };
+inline const char* to_string(device_kind value) { return value == device_kind::cuda ? "cuda" : "cpu"; }
+
 struct run_options {
   // What to train.
   model_options model;
@@ -28,6 +32,7 @@ struct run_options {
   float clip_norm = 1.0f;
   unsigned long long seed = 1;
   int threads = 0;  // 0: as many as OpenMP offers
+  device_kind device = device_kind::cpu;
 
   // The FP8 recipe.
   fp8_recipe recipe;

@@ -31,6 +31,8 @@ class training_run {
   // Loads the data, builds and initialises the model (or restores --resume), prints nothing.
   // Throws std::invalid_argument / std::runtime_error / fp8::checkpoint_error with a message for the user.
   explicit training_run(run_options options);
+  // The GPU run (cuda/trainer_cuda.hpp) overrides the step, the evaluation, save and load.
+  virtual ~training_run() = default;
   // The data loader refers to the text this object owns: a run stays where it was built.
   training_run(const training_run&) = delete;
   training_run& operator=(const training_run&) = delete;
@@ -41,14 +43,14 @@ class training_run {
   double run();
 
   // One optimizer step on the next training batch; returns its record (losses, norm, lr).
-  step_record train_step(tensor_stats_log* stats = nullptr);
+  virtual step_record train_step(tensor_stats_log* stats = nullptr);
   // Mean validation loss with the current weights (records nothing, changes nothing).
-  double evaluate();
+  virtual double evaluate();
 
   // Writes / restores a checkpoint. load() checks everything before changing anything: on error the
   // run is exactly as it was.
-  void save(const std::string& path) const;
-  void load(const std::string& path);
+  virtual void save(const std::string& path) const;
+  virtual void load(const std::string& path);
 
   long step() const { return step_; }
   model& net() { return *model_; }
@@ -57,9 +59,9 @@ class training_run {
   const scaling_state& scaling() const { return *scaling_; }
   double unigram() const { return unigram_; }
   // What this run trains, in a few lines (printed at the start of run()).
-  std::string describe() const;
+  virtual std::string describe() const;
 
- private:
+ protected:
   pass_context training_pass(tensor_stats_log* stats);
 
   run_options options_;

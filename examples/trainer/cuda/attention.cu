@@ -11,6 +11,7 @@
 
 #include "batched_gemm.hpp"
 #include "kernel_support.cuh"
+#include "storage.hpp"
 
 namespace trainer::cuda {
 
@@ -65,15 +66,6 @@ __global__ void tokens_from_heads_kernel(float* dst, const float* src, head_layo
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     dst[layout.token_offset(i)] = detail::store_value(stored, src[i]);
-  }
-}
-
-// out: [count] BF16 copies of in: [count]. Exact when the floats hold BF16 values (the bf16 mode's
-// precondition); otherwise rounded to nearest even.
-__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t count) {
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    out[i] = __float2bfloat16_rn(in[i]);
   }
 }
 
@@ -142,12 +134,6 @@ void tokens_from_heads(float* dst, const float* src, int tensors, const attentio
   tokens_from_heads_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(dst, src, layout,
                                                                                           stored);
   detail::check_launch("tokens_from_heads_kernel");
-}
-
-void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream) {
-  to_bf16_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
-      reinterpret_cast<__nv_bfloat16*>(out), in, count);
-  detail::check_launch("to_bf16_kernel");
 }
 
 unsigned softmax_grid(std::size_t rows) { return detail::grid_for_rows(rows, detail::warps_per_block); }

@@ -1,6 +1,8 @@
 // Element-wise BF16 rounding kernels (grid-stride loops).
 #include "storage.hpp"
 
+#include <cuda_bf16.h>
+
 #include "kernel_support.cuh"
 
 namespace trainer::cuda {
@@ -11,6 +13,22 @@ __global__ void store_copy_kernel(float* out, const float* in, std::size_t count
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     out[i] = detail::store_value(where, in[i]);
+  }
+}
+
+// out: [count] BF16 copies of in: [count] (round to nearest even; exact for BF16 values).
+__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t count) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    out[i] = __float2bfloat16_rn(in[i]);
+  }
+}
+
+// out: [count] = in: [count] widened to float (exact).
+__global__ void from_bf16_kernel(float* out, const __nv_bfloat16* in, std::size_t count) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    out[i] = __bfloat162float(in[i]);
   }
 }
 }  // namespace
@@ -29,6 +47,24 @@ void round_to_bf16(float* data, std::size_t count, cudaStream_t stream) {
 
 void store(storage where, float* data, std::size_t count, cudaStream_t stream) {
   store_copy(where, data, data, count, stream);
+}
+
+void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream) {
+  detail::check_pointer(out, count, "trainer::cuda::to_bf16", "out");
+  detail::check_pointer(in, count, "trainer::cuda::to_bf16", "in");
+  if (count == 0) return;
+  to_bf16_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
+      reinterpret_cast<__nv_bfloat16*>(out), in, count);
+  detail::check_launch("to_bf16_kernel");
+}
+
+void from_bf16(float* out, const std::uint16_t* in, std::size_t count, cudaStream_t stream) {
+  detail::check_pointer(out, count, "trainer::cuda::from_bf16", "out");
+  detail::check_pointer(in, count, "trainer::cuda::from_bf16", "in");
+  if (count == 0) return;
+  from_bf16_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
+      out, reinterpret_cast<const __nv_bfloat16*>(in), count);
+  detail::check_launch("from_bf16_kernel");
 }
 
 }  // namespace trainer::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "../precision.hpp"
 
@@ -18,5 +19,12 @@ void store(storage where, float* data, std::size_t count, cudaStream_t stream);
 
 // out: [count] = in, rounded when `where` is storage::bf16 (the compute copy of the master weights).
 void store_copy(storage where, float* out, const float* in, std::size_t count, cudaStream_t stream);
+
+// out: [count] raw __nv_bfloat16 bits of in: [count], rounded to nearest even. Exact when the floats
+// hold BF16 values (every stored tensor of a bf16 or fp8 run): the operands of BF16 and FP8 products.
+void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream);
+
+// out: [count] = the BF16 values in: [count] (raw __nv_bfloat16 bits) as floats, exactly.
+void from_bf16(float* out, const std::uint16_t* in, std::size_t count, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -12,6 +12,7 @@
 #include "cuda/batched_gemm.hpp"
 #include "cuda/cross_entropy.hpp"
 #include "cuda/embedding.hpp"
+#include "cuda/gelu.hpp"
 #include "cuda/rmsnorm.hpp"
 #include "cuda/storage.hpp"
 #include "cuda/swiglu.hpp"
@@ -58,6 +59,9 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
   expect_refusal([] { cuda::cross_entropy_forward(some, some, some, tokens, 2, 2, nullptr, nullptr); },
                  "mean_scratch");
   expect_refusal([] { cuda::store(storage::bf16, nullptr, 5, nullptr); }, "out is null");
+  expect_refusal([] { cuda::gelu_backward(some, some, nullptr, 3, storage::bf16, nullptr); },
+                 "trainer::cuda::gelu_backward: inp is null");
+  expect_refusal([] { cuda::to_bf16(nullptr, some, 3, nullptr); }, "trainer::cuda::to_bf16: out is null");
 }
 
 TEST_CASE("attention's batched products refuse FP8 and mismatched contractions") {

@@ -47,6 +47,7 @@
 #include "cuda/cross_entropy.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/embedding.hpp"
+#include "cuda/gelu.hpp"
 #include "cuda/residual.hpp"
 #include "cuda/rmsnorm.hpp"
 #include "cuda/rope.hpp"
@@ -54,6 +55,7 @@
 #include "cuda/swiglu.hpp"
 #include "cuda_layer_check.hpp"
 #include "embedding.hpp"
+#include "gelu.hpp"
 #include "gpu_skip.hpp"
 #include "parallel.hpp"
 #include "rmsnorm.hpp"
@@ -67,6 +69,9 @@ using trainer::cuda::device_buffer;
 namespace {
 
 constexpr tolerance elementwise_fp32{2e-6, 1e-6, 1.0};
+// GELU's derivative holds 1 - tanh^2, which cancels for |x| > 3: two ulp of tanh there are up to
+// about 1e-5 of the result.
+constexpr tolerance gelu_fp32{1e-5, 1e-6, 1.0};
 constexpr tolerance reduction_fp32{1e-5, 1e-5, 1.0};
 constexpr tolerance attention_fp32{1e-4, 1e-5, 1.0};
 constexpr tolerance stored_bf16{0.0078125, 1e-5, 0.01};
@@ -323,6 +328,24 @@ TEST_CASE("swiglu forward and backward match the CPU layer") {
     synchronize();
     expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
     expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
+  }
+}
+
+TEST_CASE("gelu forward and backward match the CPU layer") {
+  const std::size_t count = 3001;  // more than one block, not a multiple of 32
+  for (storage stored : {storage::fp32, storage::bf16}) {
+    CAPTURE(name_of(stored));
+    const std::vector<float> inp = random_values(count, 42, 4.0f, stored);
+    const std::vector<float> dout = random_values(count, 43, 1.0f, stored);
+    std::vector<float> out(count), dinp(count);
+    gelu_forward(out.data(), inp.data(), count, stored);
+    gelu_backward(dinp.data(), dout.data(), inp.data(), count, stored);
+    device_buffer<float> inp_d(inp), dout_d(dout), out_d(count), dinp_d(count);
+    cuda::gelu_forward(out_d.data(), inp_d.data(), count, stored, nullptr);
+    cuda::gelu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), count, stored, nullptr);
+    synchronize();
+    expect_close("gelu out", out_d.to_host(), out, for_storage(stored, gelu_fp32));
+    expect_close("gelu dinp", dinp_d.to_host(), dinp, for_storage(stored, gelu_fp32));
   }
 }
 

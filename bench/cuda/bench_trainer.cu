@@ -1,0 +1,247 @@
+// Training speed of the trainer's GPU transformer (examples/trainer/cuda) at a given shape, BF16 and
+// FP8 in the same run: tokens/s, model TFLOP/s and where the step's GPU time goes (linear layers with
+// their FP8 casts, float <-> BF16 staging, attention, other layers, optimizer).
+//
+//   bench_trainer [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
+//                 [--batch 2] [--warmup 3] [--steps 10] [--profile-steps 3] [--precisions bf16,fp8]
+//                 [--out DIR]
+//
+// The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
+// byte vocabulary, 4 blocks (0.97 B parameters; as many as fit with the trainer's materialised
+// attention). Random tokens; weights drawn once, the same for both precisions. Writes DIR/speed.csv
+// and DIR/profile.csv with --out, and prints both as Markdown tables.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/phase_profile.hpp"
+#include "cuda/transformer.cuh"
+#include "options.hpp"
+#include "rng.hpp"
+#include "scaling_state.hpp"
+
+namespace {
+
+struct bench_options {
+  trainer::model_options shape;
+  int batch = 2;
+  int warmup = 3;
+  int steps = 10;
+  int profile_steps = 3;
+  std::vector<trainer::precision> precisions{trainer::precision::bf16, trainer::precision::fp8};
+  std::string out;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr, "bench_trainer: %s\n(see the comment at the top of bench/cuda/bench_trainer.cu)\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int positive(const std::string& option, const char* text) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value <= 0 || value > (1L << 20)) usage(option + " expects a positive whole number");
+  return int(value);
+}
+
+bench_options parse(int argc, char** argv) {
+  bench_options o;
+  o.shape.channels = 4096;
+  o.shape.hidden = 14336;
+  o.shape.heads = 32;
+  o.shape.context = 2048;
+  o.shape.layers = 4;
+  for (int i = 1; i < argc; ++i) {
+    const std::string option = argv[i];
+    if (i + 1 >= argc) usage(option + " needs a value");
+    const char* value = argv[++i];
+    if (option == "--d-model")
+      o.shape.channels = positive(option, value);
+    else if (option == "--hidden")
+      o.shape.hidden = positive(option, value);
+    else if (option == "--heads")
+      o.shape.heads = positive(option, value);
+    else if (option == "--context")
+      o.shape.context = positive(option, value);
+    else if (option == "--layers")
+      o.shape.layers = positive(option, value);
+    else if (option == "--batch")
+      o.batch = positive(option, value);
+    else if (option == "--warmup")
+      o.warmup = positive(option, value);
+    else if (option == "--steps")
+      o.steps = positive(option, value);
+    else if (option == "--profile-steps")
+      o.profile_steps = positive(option, value);
+    else if (option == "--out")
+      o.out = value;
+    else if (option == "--precisions") {
+      o.precisions.clear();
+      std::stringstream list(value);
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        if (item == "bf16")
+          o.precisions.push_back(trainer::precision::bf16);
+        else if (item == "fp8")
+          o.precisions.push_back(trainer::precision::fp8);
+        else
+          usage("--precisions takes bf16 and fp8; got '" + item + "'");
+      }
+    } else
+      usage("unknown option '" + option + "'");
+  }
+  return o;
+}
+
+// FLOPs of one training token (forward + backward = 3x forward): 6 per parameter of every linear
+// layer, plus attention's two T x T products (4 T C per token and layer forward, computed in full:
+// the trainer does not skip the masked half).
+double flops_per_token(const trainer::model_options& s) {
+  const double C = s.channels, F = s.hidden, V = s.vocab, T = s.context, L = s.layers;
+  const double linear_parameters = L * (4.0 * C * C + 3.0 * C * F) + V * C;
+  return 6.0 * linear_parameters + 12.0 * L * T * C;
+}
+
+struct result {
+  trainer::precision precision;
+  double seconds_per_step = 0.0, tokens_per_second = 0.0, tflops = 0.0, loss = 0.0;
+  std::vector<double> phase_ms;  // per step
+};
+
+result measure(const bench_options& o, trainer::precision p, const trainer::model& host,
+               const std::vector<std::int32_t>& tokens) {
+  using namespace trainer;
+  run_options ro;
+  ro.model = o.shape;
+  ro.base_precision = p;  // the trainer's defaults otherwise: delayed HYBRID, LM head in BF16
+  const precision_policy policy = make_policy(ro, host);
+  const recipe_switches switches{ro.recipe, ro.power_of_two_scales, ro.current_scaling_for};
+  std::vector<std::string> names;
+  for (const linear_layer_info& info : host.linear_layers()) names.push_back(info.name);
+  const scaling_state state(switches, names);
+  cuda::device_transformer model(o.shape, o.batch, host.parameters(), host.linear_layers(), policy,
+                                 cuda::device_recipe(state.recipe(), delayed_config(switches)), false,
+                                 nullptr);
+  cuda::device_buffer<std::int32_t> inputs(tokens);
+  const std::int32_t* in = inputs.data();
+  const std::int32_t* target = inputs.data() + 1;  // the next byte; tokens holds n + 1
+  adamw_options adamw;
+  long step = 0;
+  result r;
+  r.precision = p;
+  const auto train = [&](cuda::phase_profile* profile) {
+    model.set_profile(profile);
+    model.parameters().zero_grad(nullptr);
+    r.loss = model.forward_device(in, target, cuda::pass_kind::train);
+    model.backward();
+    cuda::optimizer_step(model, adamw, 1e-4f, step++, 1.0f, profile);
+  };
+  for (int s = 0; s < o.warmup; ++s) train(nullptr);
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto start = std::chrono::steady_clock::now();
+  for (int s = 0; s < o.steps; ++s) train(nullptr);
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  r.seconds_per_step =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o.steps;
+  const double step_tokens = double(o.batch) * double(o.shape.context);
+  r.tokens_per_second = step_tokens / r.seconds_per_step;
+  r.tflops = flops_per_token(o.shape) * r.tokens_per_second / 1e12;
+  cuda::phase_profile profile(nullptr);
+  for (int s = 0; s < o.profile_steps; ++s) {
+    train(&profile);
+    profile.collect();
+  }
+  model.set_profile(nullptr);
+  for (std::size_t ph = 0; ph < cuda::phase_count; ++ph) {
+    r.phase_ms.push_back(profile.milliseconds(cuda::phase(ph)) / o.profile_steps);
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench_options o = parse(argc, argv);
+  try {
+    int device = 0;
+    cudaDeviceProp properties{};
+    FP8_CUDA_CHECK(cudaGetDevice(&device));
+    FP8_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    // The parameter layout from the CPU model (batch 1: its activations are not used).
+    const std::unique_ptr<trainer::model> host = trainer::make_model(o.shape, 1);
+    trainer::parameter_set& params = host->parameters();
+    // Uniform weights with the trainer's standard deviation (0.02; fast to draw for a billion), gains 1.
+    trainer::rng generator(1);
+    for (std::size_t t = 0; t < params.tensor_count(); ++t) {
+      const bool gain = params.specs()[t].shape.size() == 1;
+      float* w = params.master.data() + params.offset(t);
+      for (std::size_t i = 0; i < params.specs()[t].size(); ++i) {
+        w[i] = gain ? 1.0f : float((generator.uniform() - 0.5) * 0.0693);  // 0.0693 / sqrt(12) = 0.02
+      }
+    }
+    params.refresh_compute(trainer::storage::bf16);
+    const std::size_t n = std::size_t(o.batch) * std::size_t(o.shape.context);
+    std::vector<std::int32_t> tokens(n + 1);
+    for (std::int32_t& t : tokens) t = std::int32_t(generator.below(std::uint64_t(o.shape.vocab)));
+
+    std::printf(
+        "bench_trainer: %s; d_model %d, SwiGLU %d, %d heads, context %d, %d blocks, vocab %d, "
+        "%zu parameters; batch %d (%zu tokens per step); %d warmup, %d timed, %d profiled steps\n",
+        properties.name, o.shape.channels, o.shape.hidden, o.shape.heads, o.shape.context, o.shape.layers,
+        o.shape.vocab, params.size(), o.batch, n, o.warmup, o.steps, o.profile_steps);
+    std::vector<result> results;
+    for (trainer::precision p : o.precisions) {
+      results.push_back(measure(o, p, *host, tokens));
+      std::fflush(stdout);
+    }
+    std::ostringstream speed, profile;
+    speed << "precision,tokens_per_s,model_tflops,ms_per_step,loss\n";
+    std::printf(
+        "\n| precision | tokens/s | model TFLOP/s | ms/step | speedup vs first |\n|---|---|---|---|---|\n");
+    for (const result& r : results) {
+      std::printf("| %s | %.0f | %.1f | %.1f | %.2fx |\n", trainer::to_string(r.precision),
+                  r.tokens_per_second, r.tflops, r.seconds_per_step * 1e3,
+                  r.tokens_per_second / results.front().tokens_per_second);
+      speed << trainer::to_string(r.precision) << "," << r.tokens_per_second << "," << r.tflops << ","
+            << r.seconds_per_step * 1e3 << "," << r.loss << "\n";
+    }
+    std::printf(
+        "\nGPU time per step by phase (ms, CUDA events; the FP8 casts are inside the linear layers):\n\n"
+        "| phase |");
+    for (const result& r : results) std::printf(" %s |", trainer::to_string(r.precision));
+    std::printf("\n|---|");
+    for (std::size_t i = 0; i < results.size(); ++i) std::printf("---|");
+    std::printf("\n");
+    profile << "phase";
+    for (const result& r : results) profile << "," << trainer::to_string(r.precision) << "_ms";
+    profile << "\n";
+    for (std::size_t ph = 0; ph < trainer::cuda::phase_count; ++ph) {
+      const char* name = trainer::cuda::phase_name(trainer::cuda::phase(ph));
+      std::printf("| %s |", name);
+      profile << '"' << name << '"';
+      for (const result& r : results) {
+        std::printf(" %.1f |", r.phase_ms[ph]);
+        profile << "," << r.phase_ms[ph];
+      }
+      std::printf("\n");
+      profile << "\n";
+    }
+    if (!o.out.empty()) {
+      std::ofstream(o.out + "/speed.csv") << speed.str();
+      std::ofstream(o.out + "/profile.csv") << profile.str();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_trainer: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,181 @@
+// The linear layers of the device models, what the models share, and the optimizer step.
+#include "device_model.cuh"
+
+#include <algorithm>
+#include <string>
+
+#include <fp8/cuda/error.hpp>
+
+#include "mlp.cuh"
+#include "residual.hpp"
+#include "storage.hpp"
+#include "transformer.cuh"
+
+namespace trainer::cuda {
+
+device_linears::device_linears(const std::vector<linear_features>& features,
+                               const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
+                               const precision_policy& policy, const fp8::gemm_recipe& recipe,
+                               bool with_shadow)
+    : features_(features), fp32_(policy.base == precision::fp32), scaling_(recipe, features.size()) {
+  if (infos.size() != features.size()) {
+    throw fp8::invalid_argument("trainer::cuda::device_linears: " + std::to_string(features.size()) +
+                                " layer sizes for " + std::to_string(infos.size()) + " layers");
+  }
+  std::size_t widest_in = 0, widest_out = 0, largest = 0;
+  for (std::size_t i = 0; i < features.size(); ++i) {
+    const std::int64_t k = features[i].in, n = features[i].out;
+    widest_in = std::max(widest_in, std::size_t(k));
+    widest_out = std::max(widest_out, std::size_t(n));
+    largest = std::max(largest, std::size_t(k) * std::size_t(n));
+    if (fp32_) continue;  // FP32 products through cuBLAS, no layer objects
+    fp8::cuda::linear_config config{k, n, max_tokens, false, recipe, {}};
+    config.precision = linear_precision_of(policy, infos[i].unit);
+    try {
+      layers_.push_back(std::make_unique<fp8::cuda::linear_layer>(config, scaling_, i, lt_));
+      if (with_shadow) {
+        config.precision = fp8::cuda::linear_precision::bf16();
+        shadow_layers_.push_back(std::make_unique<fp8::cuda::linear_layer>(config, scaling_, i, lt_));
+      }
+    } catch (const fp8::invalid_argument& e) {
+      throw fp8::invalid_argument("linear layer " + infos[i].name + " (" + std::to_string(k) + " -> " +
+                                  std::to_string(n) + ", " + std::to_string(max_tokens) +
+                                  " tokens) does not fit the GPU's FP8 products: " + e.what() +
+                                  " (keep it in BF16 with --bf16-layers, or change the shape)");
+    }
+  }
+  const std::size_t m = std::size_t(max_tokens);
+  if (fp32_) {
+    wgrad_scratch_ = device_buffer<float>(largest);
+  } else {
+    x16_ = device_buffer<std::uint16_t>(m * widest_in);
+    dx16_ = device_buffer<std::uint16_t>(m * widest_in);
+    y16_ = device_buffer<std::uint16_t>(m * widest_out);
+    dy16_ = device_buffer<std::uint16_t>(m * widest_out);
+  }
+}
+
+fp8::cuda::linear_layer& device_linears::layer(std::size_t linear, pass_kind kind) {
+  if (kind == pass_kind::shadow) {
+    if (shadow_layers_.empty()) {
+      throw fp8::invalid_argument("trainer::cuda::device_linears: a shadow pass needs with_shadow");
+    }
+    return *shadow_layers_.at(linear);
+  }
+  return *layers_.at(linear);
+}
+
+void device_linears::forward(std::size_t linear, pass_kind kind, float* y, const float* x, const float* w,
+                             const __nv_bfloat16* w16, int m, cudaStream_t stream) {
+  const int k = int(features_.at(linear).in), n = int(features_.at(linear).out);
+  const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
+  if (fp32_) {
+    mark(phase::linear);
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {x, m, k}, {w, n, k}, y, 0, 1, stream);
+    return;
+  }
+  mark(phase::staging);
+  to_bf16(x16_.data(), x, mk, stream);
+  mark(phase::linear);
+  fp8::cuda::linear_layer::forward_args args;
+  args.x = reinterpret_cast<const __nv_bfloat16*>(x16_.data());
+  args.w = w16;
+  args.y = reinterpret_cast<__nv_bfloat16*>(y16_.data());
+  args.m = m;
+  args.record_amax = kind == pass_kind::train;
+  layer(linear, kind).forward(args, stream);
+  mark(phase::staging);
+  from_bf16(y, y16_.data(), mn, stream);
+}
+
+void device_linears::backward(std::size_t linear, float* dx, float* dw, const float* dy, const float* x,
+                              const float* w, const __nv_bfloat16* w16, int m, cudaStream_t stream) {
+  const int k = int(features_.at(linear).in), n = int(features_.at(linear).out);
+  const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
+  if (fp32_) {
+    mark(phase::linear);
+    // dx[M, K] = dy[M, N] . W[N, K]  (W read as its transpose [K, N]).
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy, m, n}, {w, n, k, true}, dx, 0, 1, stream);
+    // dW[N, K] += dy^T[N, M] . x[M, K]: the product, then added to the gradient.
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy, m, n, true}, {x, m, k, true}, wgrad_scratch_.data(), 0,
+                 1, stream);
+    residual_forward(dw, dw, wgrad_scratch_.data(), std::size_t(n) * std::size_t(k), storage::fp32, stream);
+    return;
+  }
+  mark(phase::staging);
+  to_bf16(dy16_.data(), dy, mn, stream);
+  to_bf16(x16_.data(), x, mk, stream);  // read by a BF16 wgrad (an FP8 wgrad uses the forward's copy)
+  mark(phase::linear);
+  fp8::cuda::linear_layer::backward_args args;
+  args.dy = reinterpret_cast<const __nv_bfloat16*>(dy16_.data());
+  args.x = reinterpret_cast<const __nv_bfloat16*>(x16_.data());
+  args.w = w16;
+  args.dx = reinterpret_cast<__nv_bfloat16*>(dx16_.data());
+  args.dw = dw;
+  args.m = m;
+  args.accumulate = true;  // into the gradients zero_grad() cleared, as the CPU's wgrad does
+  args.record_amax = true;
+  layer(linear, pass_kind::train).backward(args, stream);
+  mark(phase::staging);
+  from_bf16(dx, dx16_.data(), mk, stream);
+}
+
+void device_linears::drop_weight_copies() {
+  for (auto& l : layers_) l->weights_changed();
+  for (auto& l : shadow_layers_) l->weights_changed();
+}
+
+device_model::device_model(const parameter_set& host, const std::vector<linear_features>& features,
+                           const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
+                           const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
+                           cudaStream_t stream)
+    : stream_(stream),
+      stored_(policy.activation_storage()),
+      attention_mode_(policy.other_mode()),
+      params_(host),
+      weights16_(policy.base == precision::fp32 ? 0 : host.size()),
+      linears_(features, infos, max_tokens, policy, recipe, with_shadow) {
+  if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
+}
+
+const __nv_bfloat16* device_model::weight16(std::size_t tensor) const {
+  if (weights16_.size() == 0) return nullptr;  // fp32 runs read the float weights
+  return reinterpret_cast<const __nv_bfloat16*>(weights16_.data() + params_.offset(tensor));
+}
+
+void device_model::weights_changed() {
+  params_.refresh_compute(stored_, stream_);
+  if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
+  linears_.drop_weight_copies();
+}
+
+std::unique_ptr<device_model> make_device_model(const model_options& shape, int batch, const model& host,
+                                                const precision_policy& policy,
+                                                const fp8::gemm_recipe& recipe, bool with_shadow,
+                                                cudaStream_t stream) {
+  if (shape.kind == "transformer") {
+    return std::make_unique<device_transformer>(shape, batch, host.parameters(), host.linear_layers(), policy,
+                                                recipe, with_shadow, stream);
+  }
+  if (shape.kind == "mlp") {
+    return std::make_unique<device_mlp>(shape, batch, host.parameters(), host.linear_layers(), policy, recipe,
+                                        with_shadow, stream);
+  }
+  throw fp8::invalid_argument("trainer::cuda::make_device_model: no device form of the model '" + shape.kind +
+                              "'");
+}
+
+double optimizer_step(device_model& model, const adamw_options& options, float learning_rate, long step,
+                      float clip_norm, phase_profile* profile) {
+  if (profile != nullptr) profile->mark(phase::optimizer);
+  device_parameters& params = model.parameters();
+  const double norm = gradient_norm(params, model.stream());
+  clip_gradients(params, norm, clip_norm, model.stream());
+  adamw_update(params, options, learning_rate, step, model.stream());
+  model.weights_changed();
+  if (model.records_scaling()) model.scaling().end_step(model.stream());
+  if (profile != nullptr) profile->stop();
+  return norm;
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,162 @@
+// What the GPU training loop sees of a model on the device (the CUDA form of ../model.hpp): its
+// parameters, the FP8 scaling state of its linear layers, a forward pass with a loss, a backward
+// pass; and the part every such model shares: the linear layers (device_linears) and the BF16 copy
+// of the compute weights they read. nvcc only: the linear layer is device code.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <fp8/cublaslt/handle.hpp>
+#include <fp8/cuda/linear.cuh>
+
+#include "../model.hpp"
+#include "../precision.hpp"
+#include "adamw.hpp"
+#include "batched_gemm.hpp"
+#include "device_buffer.hpp"
+#include "linear_policy.hpp"
+#include "phase_profile.hpp"
+
+namespace trainer::cuda {
+
+// What a forward pass is for: a training step records amaxes (and its backward follows), an
+// evaluation records nothing, a shadow pass runs every GEMM in BF16 and records nothing.
+enum class pass_kind { train, evaluate, shadow };
+
+// The linear layers of a model: one fp8::cuda::linear_layer each in the policy's precision (BF16 or
+// FP8 per GEMM class and unit), all-BF16 twins for shadow passes, the float <-> BF16 copies around
+// them, and the scaling state they share; in fp32 runs FP32 cuBLAS products instead (the layer has
+// no FP32 path). Layer i has features[i] and the precision unit infos[i].unit, and is slot i of
+// the scaling state (the host scaling state's order).
+class device_linears {
+ public:
+  // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
+  device_linears(const std::vector<linear_features>& features, const std::vector<linear_layer_info>& infos,
+                 std::int64_t max_tokens, const precision_policy& policy, const fp8::gemm_recipe& recipe,
+                 bool with_shadow);
+
+  fp8::cuda::linear_scaling& scaling() { return scaling_; }
+  bool fp32() const { return fp32_; }
+  void set_profile(phase_profile* profile) { profile_ = profile; }
+
+  // y[M, N] = x[M, K] . W[N, K]^T through layer `linear`. w: the compute weights (floats, read in
+  // fp32 runs), w16: their BF16 copy (read by the layer; unused in fp32 runs).
+  void forward(std::size_t linear, pass_kind kind, float* y, const float* x, const float* w,
+               const __nv_bfloat16* w16, int m, cudaStream_t stream);
+  // dx[M, K] = dy[M, N] . W; dw[N, K] += dy^T . x (FP32, into gradients zero_grad cleared).
+  void backward(std::size_t linear, float* dx, float* dw, const float* dy, const float* x, const float* w,
+                const __nv_bfloat16* w16, int m, cudaStream_t stream);
+  // The weights changed (or an evaluation cast them without recording): W's FP8 copies are remade
+  // at their next use.
+  void drop_weight_copies();
+
+ private:
+  fp8::cuda::linear_layer& layer(std::size_t linear, pass_kind kind);
+  void mark(phase p) {
+    if (profile_ != nullptr) profile_->mark(p);
+  }
+
+  std::vector<linear_features> features_;
+  bool fp32_;
+  cublas_handle cublas_;  // fp32 runs' products
+  fp8::cublaslt::handle lt_;
+  fp8::cuda::linear_scaling scaling_;
+  std::vector<std::unique_ptr<fp8::cuda::linear_layer>> layers_;         // the policy's precision
+  std::vector<std::unique_ptr<fp8::cuda::linear_layer>> shadow_layers_;  // all BF16 (shadow passes)
+  phase_profile* profile_ = nullptr;
+  // BF16 operands and results: x and dx [M, max K], y and dy [M, max N]; fp32 runs: one wgrad
+  // product [max N x K] before it is added to the gradient.
+  device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
+  device_buffer<float> wgrad_scratch_;
+};
+
+// A model on the device. Holds what every model shares (parameters, their BF16 copy, the linear
+// layers, the stream, the storage precision); forward and backward are the model's.
+class device_model {
+ public:
+  virtual ~device_model() = default;
+  device_model(const device_model&) = delete;
+  device_model& operator=(const device_model&) = delete;
+
+  device_parameters& parameters() { return params_; }
+  fp8::cuda::linear_scaling& scaling() { return linears_.scaling(); }
+  cudaStream_t stream() const { return stream_; }
+  // False in fp32 runs: they keep no FP8 statistics, and the scaling state stays as it is (as on
+  // the CPU, whose fp32 passes get no scaling state).
+  bool records_scaling() const { return !linears_.fp32(); }
+  // Times the phases of later passes (null: none). The profile must outlive its use.
+  virtual void set_profile(phase_profile* profile) {
+    profile_ = profile;
+    linears_.set_profile(profile);
+  }
+
+  // inputs, targets: host [B, T] bytes. Returns the mean cross-entropy; keeps the activations and
+  // the loss gradient for backward() (waits for the stream: the loss is read on the host).
+  virtual double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) = 0;
+  // Accumulates the gradients of the last training forward pass into parameters().grad.
+  virtual void backward() = 0;
+
+  // After the optimizer (or a load): compute = master (in BF16 unless fp32), its BF16 copy for the
+  // layers, and every layer's FP8 weight copies dropped (remade, with their amaxes recorded, at the
+  // next use).
+  void weights_changed();
+  // Drops the FP8 weight copies only (after an evaluation, which casts W without recording its
+  // amax: the next training step casts it again and records).
+  void drop_weight_copies() { linears_.drop_weight_copies(); }
+
+ protected:
+  // host: the parameter layout and values (all five buffers are copied); features: each linear
+  // layer's (in, out) in the order of `infos`, the host model's linear layers.
+  device_model(const parameter_set& host, const std::vector<linear_features>& features,
+               const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
+               const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
+               cudaStream_t stream);
+
+  float* compute(std::size_t tensor) { return params_.compute.data() + params_.offset(tensor); }
+  float* grad(std::size_t tensor) { return params_.grad.data() + params_.offset(tensor); }
+  const __nv_bfloat16* weight16(std::size_t tensor) const;
+  void mark(phase p) {
+    if (profile_ != nullptr) profile_->mark(p);
+  }
+  void stop_profile() {
+    if (profile_ != nullptr) profile_->stop();
+  }
+  // Linear layer `linear` with the parameter tensor `weight` as W.
+  void linear_forward(std::size_t linear, pass_kind kind, float* y, const float* x, std::size_t weight,
+                      int m) {
+    linears_.forward(linear, kind, y, x, compute(weight), weight16(weight), m, stream_);
+  }
+  void linear_backward(std::size_t linear, float* dx, std::size_t weight, const float* dy, const float* x,
+                       int m) {
+    linears_.backward(linear, dx, grad(weight), dy, x, compute(weight), weight16(weight), m, stream_);
+  }
+
+  cudaStream_t stream_;
+  storage stored_;            // activations and compute weights: fp32, or BF16 values in floats
+  gemm_mode attention_mode_;  // products other than linear layers: fp32 or bf16
+  device_parameters params_;
+  device_buffer<std::uint16_t> weights16_;  // [size] BF16 copy of the compute weights (not in fp32 runs)
+  device_linears linears_;
+  phase_profile* profile_ = nullptr;
+};
+
+// The device model of the host model `host` (a transformer or an MLP) for batches of `batch`
+// sequences, with host's parameters. Throws fp8::invalid_argument for another kind of model.
+std::unique_ptr<device_model> make_device_model(const model_options& shape, int batch, const model& host,
+                                                const precision_policy& policy,
+                                                const fp8::gemm_recipe& recipe, bool with_shadow,
+                                                cudaStream_t stream);
+
+// The optimizer half of a training step, after forward(train) and backward(): the gradient norm
+// (returned; read on the host), clipping to clip_norm (<= 0: none), AdamW at `step` with
+// `learning_rate`, the new compute weights, and the end of the FP8 scaling step (amax histories roll,
+// next scales; not in fp32 runs). The CPU run's order (../trainer.cpp).
+double optimizer_step(device_model& model, const adamw_options& options, float learning_rate, long step,
+                      float clip_norm, phase_profile* profile = nullptr);
+
+}  // namespace trainer::cuda

@@ -1,0 +1,39 @@
+// Host-side planning of the GPU transformer's linear layers: their sizes, the precision of each GEMM
+// class from the trainer's precision policy, and the recipe the device scaling state is built from.
+// Plain host code (no CUDA), tested on the CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <fp8/cuda/linear/config.hpp>
+#include <fp8/scaling/recipe.hpp>
+
+#include "../model.hpp"
+#include "../precision.hpp"
+
+namespace trainer::cuda {
+
+// In and out features (K, N) of linear layer `linear` of the transformer `shape`, in the host
+// model's scaling-state order: per block wqkv (C -> 3C), wo (C -> C), w_gate_up (C -> 2F), w_down
+// (F -> C), then lm_head (C -> V). Throws fp8::invalid_argument past the last layer.
+struct linear_features {
+  std::int64_t in = 0;   // K
+  std::int64_t out = 0;  // N
+};
+linear_features transformer_linear_features(const model_options& shape, std::size_t linear);
+// The same for the MLP (../mlp.hpp): fc1 (W*E -> M), fc2 .. fcL (M -> M), then head (M -> V).
+linear_features mlp_linear_features(const model_options& shape, std::size_t linear);
+
+// The GEMM classes of the linear layers of precision unit `unit` (a block or the head): all BF16 in
+// a bf16 run, and in an fp8 run FP8 or BF16 as policy.linear_mode says (--bf16-layers,
+// --first-last-bf16, the LM head unless --fp8-head, --fprop/--dgrad/--wgrad bf16). Fake quantization
+// has no GPU form: it is refused (fp8::invalid_argument) here as well as by the options.
+fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit);
+
+// `recipe`'s operands with `delayed` as its delayed-scaling configuration (the host scaling state's),
+// so that the device state converts to and from the checkpoint's host state even when every operand
+// uses current scaling (their amax histories stay warm with that configuration on both devices).
+fp8::gemm_recipe device_recipe(const fp8::gemm_recipe& recipe, const fp8::delayed_scaling& delayed);
+
+}  // namespace trainer::cuda

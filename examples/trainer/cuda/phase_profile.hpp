@@ -1,0 +1,80 @@
+// Where a training step's GPU time goes: CUDA events recorded on the stream at the boundaries of
+// its phases (FP8/BF16 linear layers, the float <-> BF16 copies around them, attention, the other
+// layers, the optimizer), summed per phase. A host header: no kernels, no nsys needed.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include <fp8/cuda/error.hpp>
+
+namespace trainer::cuda {
+
+enum class phase : int {
+  linear,     // fp8::cuda::linear_layer calls: the FP8 casts (with their transposes) and the GEMMs
+  staging,    // float <-> BF16 copies of linear-layer operands and results
+  attention,  // attention forward and backward (head split/merge, RoPE, products, softmax)
+  other,      // embedding, RMSNorm, SwiGLU, residual, cross-entropy
+  optimizer,  // gradient norm, clipping, AdamW, compute copy, amax histories
+};
+inline constexpr std::size_t phase_count = 5;
+inline const char* phase_name(phase p) {
+  constexpr std::array<const char*, phase_count> names{"linear (casts + GEMMs)", "float<->BF16 staging",
+                                                       "attention", "other layers", "optimizer"};
+  return names[std::size_t(p)];
+}
+
+class phase_profile {
+ public:
+  explicit phase_profile(cudaStream_t stream) : stream_(stream) {}
+  ~phase_profile() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);  // errors ignored: a destructor must not throw
+  }
+  phase_profile(const phase_profile&) = delete;
+  phase_profile& operator=(const phase_profile&) = delete;
+
+  // Ends the running phase here (in stream order) and starts `next`.
+  void mark(phase next) { record(int(next)); }
+  // Ends the running phase; the time until the next mark() counts nowhere.
+  void stop() { record(idle); }
+  // Waits for the stream and adds each closed interval to its phase; forgets the marks.
+  void collect() {
+    stop();
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (std::size_t i = 0; i + 1 < used_; ++i) {
+      if (phases_[i] == idle) continue;
+      float ms = 0.0f;
+      FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+      totals_[std::size_t(phases_[i])] += double(ms);
+    }
+    used_ = 0;
+    phases_.clear();
+  }
+  double milliseconds(phase p) const { return totals_[std::size_t(p)]; }
+  void reset() { totals_.fill(0.0); }
+
+ private:
+  static constexpr int idle = -1;
+
+  // An event here; the interval it opens belongs to `next` (or to no phase: idle).
+  void record(int next) {
+    if (used_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      FP8_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    FP8_CUDA_CHECK(cudaEventRecord(events_[used_++], stream_));
+    phases_.push_back(next);
+  }
+
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;  // a pool, reused every step
+  std::size_t used_ = 0;
+  std::vector<int> phases_;  // phases_[i] runs from events_[i] to events_[i + 1] (idle: none)
+  std::array<double, phase_count> totals_{};
+};
+
+}  // namespace trainer::cuda

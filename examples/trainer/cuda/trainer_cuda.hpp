@@ -1,0 +1,20 @@
+// The training run of --device cuda: the CPU run's data order, schedule, logs and checkpoint format
+// (../trainer.hpp), with the model, its gradients, AdamW and the FP8 scaling state on the GPU. A
+// host header: main() includes it where the trainer is built with CUDA (FP8_TRAINER_CUDA).
+#pragma once
+
+#include <memory>
+
+#include "../options.hpp"
+#include "../trainer.hpp"
+
+namespace trainer::cuda {
+
+// Builds the GPU run for `options` (which check_device_options accepted): loads the data, builds
+// the host model (the parameter layout and the checkpoint's copy), restores --resume on the host
+// and uploads everything. The host model's parameters and scaling() are refreshed from the device
+// by save(); between saves they are stale. Throws like training_run's constructor, and
+// fp8::cuda_error when no GPU can be used.
+std::unique_ptr<training_run> make_training_run(const run_options& options);
+
+}  // namespace trainer::cuda

@@ -1,0 +1,194 @@
+// The transformer's forward and backward passes on the device, in the CPU model's order
+// (../transformer.cpp), with the linear layers through fp8::cuda::linear_layer.
+#include "transformer.cuh"
+
+#include <algorithm>
+#include <string>
+
+#include <fp8/cuda/error.hpp>
+
+#include "cross_entropy.hpp"
+#include "embedding.hpp"
+#include "residual.hpp"
+#include "rmsnorm.hpp"
+#include "storage.hpp"
+#include "swiglu.hpp"
+
+namespace trainer::cuda {
+
+namespace {
+
+std::vector<linear_features> features_of(const model_options& shape, std::size_t count) {
+  std::vector<linear_features> features;
+  for (std::size_t i = 0; i < count; ++i) features.push_back(transformer_linear_features(shape, i));
+  return features;
+}
+
+}  // namespace
+
+device_transformer::device_transformer(const model_options& shape, int batch, const parameter_set& host,
+                                       const std::vector<linear_layer_info>& linears,
+                                       const precision_policy& policy, const fp8::gemm_recipe& recipe,
+                                       bool with_shadow, cudaStream_t stream)
+    : device_model(host, features_of(shape, linears.size()), linears,
+                   std::int64_t(batch) * std::int64_t(shape.context), policy, recipe, with_shadow, stream),
+      batch_(batch),
+      context_(shape.context),
+      channels_(shape.channels),
+      layers_(shape.layers),
+      heads_(shape.heads),
+      hidden_(shape.hidden),
+      vocab_(shape.vocab),
+      wte_(host.index_of("wte")),
+      final_norm_(host.index_of("final_norm")),
+      lm_head_(host.index_of("lm_head")),
+      shape_{batch, shape.context, shape.channels, shape.heads},
+      rope_(make_rope_table(shape.context, shape.channels / shape.heads)),
+      attention_(shape_) {
+  if (linears.size() != std::size_t(4 * layers_ + 1)) {
+    throw fp8::invalid_argument("trainer::cuda::device_transformer: expected " +
+                                std::to_string(4 * layers_ + 1) + " linear layers, got " +
+                                std::to_string(linears.size()));
+  }
+  for (int l = 0; l < layers_; ++l) {
+    const std::string prefix = "blocks." + std::to_string(l) + ".";
+    blocks_.push_back({host.index_of(prefix + "attn_norm"), host.index_of(prefix + "wqkv"),
+                       host.index_of(prefix + "wo"), host.index_of(prefix + "mlp_norm"),
+                       host.index_of(prefix + "w_gate_up"), host.index_of(prefix + "w_down")});
+  }
+  const std::size_t N = std::size_t(batch_) * std::size_t(context_);
+  const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_), V = std::size_t(vocab_);
+  const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
+  inputs_ = device_buffer<std::int32_t>(N);
+  targets_ = device_buffer<std::int32_t>(N);
+  encoded_ = device_buffer<float>(N * C);
+  acts_.resize(std::size_t(layers_));
+  for (block_activations& a : acts_) {
+    a.ln1 = device_buffer<float>(N * C);
+    a.ln1_rstd = device_buffer<float>(N);
+    a.qkv = device_buffer<float>(N * 3 * C);
+    a.qkvr = device_buffer<float>(N * 3 * C);
+    a.att = device_buffer<float>(BH * T * T);
+    a.atty = device_buffer<float>(N * C);
+    a.attproj = device_buffer<float>(N * C);
+    a.residual2 = device_buffer<float>(N * C);
+    a.ln2 = device_buffer<float>(N * C);
+    a.ln2_rstd = device_buffer<float>(N);
+    a.gate_up = device_buffer<float>(N * 2 * F);
+    a.swiglu = device_buffer<float>(N * F);
+    a.mlp_out = device_buffer<float>(N * C);
+    a.residual3 = device_buffer<float>(N * C);
+  }
+  lnf_ = device_buffer<float>(N * C);
+  lnf_rstd_ = device_buffer<float>(N);
+  logits_ = device_buffer<float>(N * V);
+  losses_ = device_buffer<float>(N);
+  dresidual_ = device_buffer<float>(N * C);
+  dbuffer_c_ = device_buffer<float>(N * C);
+  dbuffer_3c_ = device_buffer<float>(N * 3 * C);
+  dbuffer_f_ = device_buffer<float>(N * F);
+  dbuffer_2f_ = device_buffer<float>(N * 2 * F);
+  dlogits_ = device_buffer<float>(N * V);
+  norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
+  mean_scratch_ = device_buffer<double>(1);
+}
+
+double device_transformer::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
+  const std::size_t bytes = inputs_.size() * sizeof(std::int32_t);
+  FP8_CUDA_CHECK(cudaMemcpyAsync(inputs_.data(), inputs, bytes, cudaMemcpyHostToDevice, stream_));
+  FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, bytes, cudaMemcpyHostToDevice, stream_));
+  // The host vectors may change as soon as this returns: the copies must be done.
+  FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return forward_device(inputs_.data(), targets_.data(), kind);
+}
+
+double device_transformer::forward_device(const std::int32_t* inputs, const std::int32_t* targets,
+                                          pass_kind kind) {
+  const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
+  const std::size_t NC = std::size_t(N) * std::size_t(C);
+  const storage stored = stored_;
+  const gemm_mode attention_mode = attention_mode_;
+  if (inputs != inputs_.data()) {
+    FP8_CUDA_CHECK(cudaMemcpyAsync(inputs_.data(), inputs, inputs_.size() * sizeof(std::int32_t),
+                                   cudaMemcpyDeviceToDevice, stream_));
+  }
+  if (targets != targets_.data()) {
+    FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, targets_.size() * sizeof(std::int32_t),
+                                   cudaMemcpyDeviceToDevice, stream_));
+  }
+  mark(phase::other);
+  embedding_forward(encoded_.data(), compute(wte_), inputs_.data(), N, C, V, stream_);
+  const float* residual = encoded_.data();
+  for (int l = 0; l < layers_; ++l) {
+    block_activations& a = acts_[std::size_t(l)];
+    const block_parameters& p = blocks_[std::size_t(l)];
+    const std::size_t linear = std::size_t(4 * l);
+    mark(phase::other);
+    rmsnorm_forward(a.ln1.data(), a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stored, stream_);
+    linear_forward(linear + 0, kind, a.qkv.data(), a.ln1.data(), p.wqkv, N);
+    mark(phase::attention);
+    attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape_, attention_mode,
+                      stored, attention_, cublas_.get(), stream_);
+    linear_forward(linear + 1, kind, a.attproj.data(), a.atty.data(), p.wo, N);
+    mark(phase::other);
+    residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored, stream_);
+    rmsnorm_forward(a.ln2.data(), a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stored,
+                    stream_);
+    linear_forward(linear + 2, kind, a.gate_up.data(), a.ln2.data(), p.w_gate_up, N);
+    mark(phase::other);
+    swiglu_forward(a.swiglu.data(), a.gate_up.data(), N, F, stored, stream_);
+    linear_forward(linear + 3, kind, a.mlp_out.data(), a.swiglu.data(), p.w_down, N);
+    mark(phase::other);
+    residual_forward(a.residual3.data(), a.residual2.data(), a.mlp_out.data(), NC, stored, stream_);
+    residual = a.residual3.data();
+  }
+  rmsnorm_forward(lnf_.data(), lnf_rstd_.data(), residual, compute(final_norm_), N, C, stored, stream_);
+  linear_forward(std::size_t(4 * layers_), kind, logits_.data(), lnf_.data(), lm_head_, N);
+  mark(phase::other);
+  // The loss and its gradient in one pass (bit-identical to the CPU's forward, then backward).
+  const double loss =
+      cross_entropy_forward_backward(losses_.data(), dlogits_.data(), logits_.data(), targets_.data(), N, V,
+                                     stored, mean_scratch_.data(), stream_);
+  stop_profile();
+  return loss;
+}
+
+void device_transformer::backward() {
+  const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
+  const storage stored = stored_;
+  const gemm_mode attention_mode = attention_mode_;
+  // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf.
+  linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, dlogits_.data(), lnf_.data(), N);
+  mark(phase::other);
+  FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
+  const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();
+  rmsnorm_backward(dresidual_.data(), grad(final_norm_), dbuffer_c_.data(), last, compute(final_norm_),
+                   lnf_rstd_.data(), N, C, stored, norm_workspace_.data(), stream_);
+  for (int l = layers_ - 1; l >= 0; --l) {
+    block_activations& a = acts_[std::size_t(l)];
+    const block_parameters& p = blocks_[std::size_t(l)];
+    const std::size_t linear = std::size_t(4 * l);
+    const float* block_input = l == 0 ? encoded_.data() : acts_[std::size_t(l - 1)].residual3.data();
+    // MLP branch: residual3 = residual2 + down(swiglu(gate_up(rmsnorm(residual2)))).
+    linear_backward(linear + 3, dbuffer_f_.data(), p.w_down, dresidual_.data(), a.swiglu.data(), N);
+    mark(phase::other);
+    swiglu_backward(dbuffer_2f_.data(), dbuffer_f_.data(), a.gate_up.data(), N, F, stored, stream_);
+    linear_backward(linear + 2, dbuffer_c_.data(), p.w_gate_up, dbuffer_2f_.data(), a.ln2.data(), N);
+    mark(phase::other);
+    rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dbuffer_c_.data(), a.residual2.data(),
+                     compute(p.mlp_norm), a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
+    // Attention branch: residual2 = input + wo(attention(wqkv(rmsnorm(input)))).
+    linear_backward(linear + 1, dbuffer_c_.data(), p.wo, dresidual_.data(), a.atty.data(), N);
+    mark(phase::attention);
+    attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
+                       attention_mode, stored, attention_, cublas_.get(), stream_);
+    linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dbuffer_3c_.data(), a.ln1.data(), N);
+    mark(phase::other);
+    rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dbuffer_c_.data(), block_input,
+                     compute(p.attn_norm), a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
+  }
+  embedding_backward(grad(wte_), dresidual_.data(), inputs_.data(), N, C, V, stream_);
+  stop_profile();
+}
+
+}  // namespace trainer::cuda

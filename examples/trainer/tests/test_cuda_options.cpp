@@ -1,0 +1,200 @@
+// --device on the CPU: parsing, the refusals of what the GPU loop lacks (a program built without
+// CUDA, fake quantization, tensor statistics, MX), and the host planning of the GPU
+// transformer's linear layers (sizes, per-class precision, the device scaling recipe). No device
+// needed.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fp8/error.hpp>
+
+#include "cuda/linear_policy.hpp"
+#include "device_options.hpp"
+#include "options.hpp"
+#include "scaling_state.hpp"
+
+using namespace trainer;
+
+namespace {
+
+run_options parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "fp8_trainer");
+  return parse_options(int(args.size()), args.data());
+}
+
+// The message check_device_options gives for these options, or "" if it accepts them.
+std::string device_error(std::vector<const char*> args, bool cuda_built = true) {
+  const run_options o = parse(std::move(args));
+  try {
+    check_device_options(o, cuda_built);
+  } catch (const std::invalid_argument& e) { return e.what(); }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("--device is cpu by default and takes cpu or cuda") {
+  CHECK(parse({}).device == device_kind::cpu);
+  CHECK(parse({"--device", "cuda"}).device == device_kind::cuda);
+  CHECK(parse({"--device=cuda", "--device", "cpu"}).device == device_kind::cpu);  // the last one wins
+  try {
+    parse({"--device", "gpu"});
+    FAIL("--device gpu was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(contains(e.what(), "--device must be one of cpu, cuda; got 'gpu'"));
+  }
+}
+
+TEST_CASE("a GPU run gets its own default output directory") {
+  const std::string cpu = run_name(parse({}));
+  const std::string gpu = run_name(parse({"--device", "cuda"}));
+  CHECK(cpu != gpu);
+  CHECK(contains(gpu, "-cuda-"));
+  CHECK_FALSE(contains(cpu, "cuda"));
+}
+
+TEST_CASE("--device cpu accepts every switch") {
+  CHECK(device_error({"--precision", "fp32"}) == "");
+  CHECK(device_error({"--model", "mlp"}) == "");
+  CHECK(device_error({"--fake-quant"}) == "");
+  CHECK(device_error({"--stats-every", "5"}) == "");
+  CHECK(device_error({"--scaling", "current", "--granularity", "mx"}, false) == "");
+}
+
+TEST_CASE("--device cuda accepts what the GPU loop supports") {
+  for (const std::vector<const char*>& args : std::vector<std::vector<const char*>>{
+           {"--device", "cuda"},
+           {"--device", "cuda", "--precision", "bf16"},
+           {"--device", "cuda", "--precision", "fp32"},
+           {"--device", "cuda", "--model", "mlp", "--bf16-layers", "0"},
+           {"--device", "cuda", "--fprop", "bf16", "--wgrad", "bf16"},
+           {"--device", "cuda", "--bf16-layers", "0,head", "--first-last-bf16"},
+           {"--device", "cuda", "--fp8-head", "--shadow-every", "10"},
+           {"--device", "cuda", "--scaling", "current", "--granularity", "block"},
+           {"--device", "cuda", "--current-scaling-for", "dgrad", "--amax-algo", "most_recent"}}) {
+    CAPTURE(args.size());
+    CHECK(device_error(args) == "");
+  }
+}
+
+TEST_CASE("--device cuda refuses what the GPU loop lacks, naming the switch") {
+  CHECK(contains(device_error({"--device", "cuda"}, /*cuda_built=*/false), "built without CUDA"));
+  CHECK(contains(device_error({"--device", "cuda", "--fake-quant"}), "--fake-quant"));
+  CHECK(contains(device_error({"--device", "cuda", "--dgrad", "fake"}), "--dgrad fake"));
+  CHECK(contains(device_error({"--device", "cuda", "--stats-every", "10"}), "--stats-every"));
+  CHECK(contains(device_error({"--device", "cuda", "--scaling", "current", "--granularity", "mx"}),
+                 "--granularity mx"));
+  // Every refusal starts with the switch that asked for the GPU and points at the documentation.
+  const std::string message = device_error({"--device", "cuda", "--stats-every", "3"});
+  CHECK(message.rfind("--device cuda: ", 0) == 0);
+  CHECK(contains(message, "docs/trainer_cuda.md"));
+}
+
+TEST_CASE("the GPU transformer's linear layers have the host model's weight shapes") {
+  model_options shape;
+  shape.context = 16;
+  shape.channels = 48;
+  shape.layers = 3;
+  shape.heads = 4;
+  shape.hidden = 80;
+  const std::unique_ptr<model> host = make_model(shape, 2);
+  const std::vector<linear_layer_info>& linears = host->linear_layers();
+  REQUIRE(linears.size() == 13);
+  const parameter_set& params = host->parameters();
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    CAPTURE(linears[i].name);
+    const std::vector<int>& w = params.specs()[params.index_of(linears[i].name)].shape;  // [N, K]
+    const cuda::linear_features f = cuda::transformer_linear_features(shape, i);
+    CHECK(f.out == w[0]);
+    CHECK(f.in == w[1]);
+  }
+  CHECK_THROWS_AS(cuda::transformer_linear_features(shape, linears.size()), fp8::invalid_argument);
+}
+
+TEST_CASE("the GPU MLP's linear layers have the host model's weight shapes") {
+  model_options shape;
+  shape.kind = "mlp";
+  shape.context = 8;
+  shape.window = 3;
+  shape.channels = 16;
+  shape.layers = 3;
+  shape.hidden = 40;
+  const std::unique_ptr<model> host = make_model(shape, 2);
+  const std::vector<linear_layer_info>& linears = host->linear_layers();
+  REQUIRE(linears.size() == 4);
+  const parameter_set& params = host->parameters();
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    CAPTURE(linears[i].name);
+    const std::vector<int>& w = params.specs()[params.index_of(linears[i].name)].shape;  // [N, K]
+    const cuda::linear_features f = cuda::mlp_linear_features(shape, i);
+    CHECK(f.out == w[0]);
+    CHECK(f.in == w[1]);
+  }
+  CHECK_THROWS_AS(cuda::mlp_linear_features(shape, linears.size()), fp8::invalid_argument);
+}
+
+TEST_CASE("each GEMM class of each unit gets the policy's precision on the GPU") {
+  using fp8::cuda::gemm_precision;
+  run_options o = parse({"--device", "cuda", "--bf16-layers", "1", "--wgrad", "bf16"});
+  const std::unique_ptr<model> host = make_model(o.model, 1);
+  const precision_policy fp8_policy = make_policy(o, *host);
+  // Block 0: fprop and dgrad in FP8, wgrad as --wgrad says.
+  const fp8::cuda::linear_precision block0 = cuda::linear_precision_of(fp8_policy, 0);
+  CHECK(block0.fprop == gemm_precision::fp8);
+  CHECK(block0.dgrad == gemm_precision::fp8);
+  CHECK(block0.wgrad == gemm_precision::bf16);
+  // Block 1 (--bf16-layers) and the head (BF16 unless --fp8-head): everything BF16.
+  for (int unit : {1, host->unit_count() - 1}) {
+    const fp8::cuda::linear_precision p = cuda::linear_precision_of(fp8_policy, unit);
+    CHECK(p.fprop == gemm_precision::bf16);
+    CHECK(p.dgrad == gemm_precision::bf16);
+    CHECK(p.wgrad == gemm_precision::bf16);
+  }
+  // A bf16 run: BF16 everywhere. The fast-accumulation defaults are the layer's.
+  o.base_precision = precision::bf16;
+  const fp8::cuda::linear_precision bf16 = cuda::linear_precision_of(make_policy(o, *host), 0);
+  CHECK(bf16.fprop == gemm_precision::bf16);
+  CHECK(bf16.wgrad == gemm_precision::bf16);
+  CHECK(bf16.fast_accumulation_fprop == fp8::cuda::linear_precision{}.fast_accumulation_fprop);
+  // Modes the layer does not have are refused, not mapped silently.
+  precision_policy fake = fp8_policy;
+  fake.linear_modes[0] = gemm_mode::fake_fp8;
+  CHECK_THROWS_AS(cuda::linear_precision_of(fake, 0), fp8::invalid_argument);
+  o.base_precision = precision::fp32;
+  CHECK_THROWS_AS(cuda::linear_precision_of(make_policy(o, *host), 0), fp8::invalid_argument);
+}
+
+TEST_CASE("the device recipe keeps every operand and takes the host state's delayed configuration") {
+  for (const std::vector<const char*>& args : std::vector<std::vector<const char*>>{
+           {"--device", "cuda"},
+           {"--device", "cuda", "--amax-history", "16", "--amax-algo", "most_recent", "--margin", "2"},
+           {"--device", "cuda", "--scaling", "current", "--margin", "1", "--format", "e4m3"},
+           {"--device", "cuda", "--scaling", "current", "--granularity", "block"},
+           {"--device", "cuda", "--current-scaling-for", "fprop,wgrad", "--pow2-scales"}}) {
+    const run_options o = parse(args);
+    const recipe_switches switches{o.recipe, o.power_of_two_scales, o.current_scaling_for};
+    const scaling_state host(switches, {"a", "b"});
+    const fp8::gemm_recipe device = cuda::device_recipe(host.recipe(), delayed_config(switches));
+    // The configuration the device state is built with is the host state's: uploads and downloads
+    // of a checkpoint's state need it.
+    CHECK(device.delayed() == host.delayed().config());
+    for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op) {
+      const fp8::operand_recipe& a = device[fp8::gemm_operand(op)];
+      const fp8::operand_recipe& b = host.recipe()[fp8::gemm_operand(op)];
+      CHECK(a.mode == b.mode);
+      CHECK(a.quant.format == b.quant.format);
+      CHECK(a.quant.granularity == b.quant.granularity);
+      CHECK(a.quant.margin == b.quant.margin);
+      CHECK(a.quant.power_of_two_scales == b.quant.power_of_two_scales);
+      // The host state's slot of this operand holds the format the layer casts a delayed operand to.
+      CHECK(host.delayed()[host.tensor_index(1, fp8::gemm_operand(op))].format == a.quant.format);
+    }
+  }
+}
