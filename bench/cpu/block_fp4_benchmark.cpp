@@ -4,9 +4,13 @@
 //   taskset -c 0 ./bench_cpu_block_fp4 [--benchmark_repetitions=5] [--benchmark_format=json]
 //
 // bytes_per_second counts bytes read + written (float input, packed elements, scales). The counter
-// x_memcpy divides it by the rate of a memcpy that moves as many bytes (a copy of half the traffic),
-// run right after each quantization in the same conditions. Both sides are timed in this thread's
-// CPU time, so other processes on a shared machine slow neither directly.
+// x_memcpy divides it by the rate of a memcpy that moves as many bytes (a copy of half the traffic:
+// it reads that half and writes it), run right after each quantization in the same conditions (the
+// same cache state and neighbours' load); x_memcpy = memcpy time / quantization time, so 0.5 means
+// the quantizer moves its bytes at half memcpy's speed. Both sides are timed in this thread's CPU
+// time, so other processes on a shared machine slow neither directly. (The bm_memcpy rows copy the
+// whole float input in a loop of their own: a scale for the GB/s column, not the x_memcpy baseline.)
+// The context line fp8_block_kernels names the kernel set (with "vbmi lookup" on AVX-512 VBMI CPUs).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -133,7 +137,7 @@ BENCHMARK(bm_nvfp4_given_scale)
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("fp8_block_kernels", fp8::quantize_isa);
+  benchmark::AddCustomContext("fp8_block_kernels", fp8::detail::block_kernels_name);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
