@@ -315,31 +315,6 @@ struct block_ops_avx512 : block_ops_scalar {
     }
   }
 #endif
-  // Decodes 16 UE4M3 codes (0x7F, NaN, to 480) to float: normal codes by rebiasing, subnormal ones as
-  // code * 2^-9.
-  static __m512 decode_ue4m3(__m512i code) noexcept {
-    using traits = format_traits<ue4m3_format>;
-    const __m512i normal = _mm512_add_epi32(_mm512_maskz_slli_epi32(all_lanes, code, 20),
-                                            _mm512_set1_epi32((127 - traits::bias) << 23));
-    const __m512 subnormal =
-        _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all_lanes, code), _mm512_set1_ps(1.0f / 512.0f));
-    return _mm512_mask_blend_ps(
-        _mm512_cmplt_epu32_mask(code, _mm512_set1_epi32(int(traits::min_normal_code))),
-        _mm512_castsi512_ps(normal), subnormal);
-  }
-  // The multipliers of nvfp4_multipliers, 16 codes at a time: the same float operations (an exact
-  // decode, then one rounded product, one rounded quotient and the clamp), so the same bits.
-  static void nvfp4_multipliers(float tensor_decode, float* multipliers_by_code) noexcept {
-    for (int c = 0; c < 128; c += 16) {
-      const __m512i code = _mm512_add_epi32(
-          _mm512_set1_epi32(c), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-      const __m512 inverse = _mm512_div_ps(_mm512_set1_ps(1.0f),
-                                           _mm512_mul_ps(decode_ue4m3(code), _mm512_set1_ps(tensor_decode)));
-      _mm512_storeu_ps(multipliers_by_code + c,
-                       _mm512_maskz_min_ps(all_lanes, inverse, _mm512_set1_ps(3.40282347e+38f)));
-    }
-  }
-
   // The maximum of the 16 lanes, in every lane (no trip through a general-purpose register).
   static __m512i broadcast_max(__m512i m) noexcept {
     m = _mm512_maskz_max_epu32(all_lanes, m,
