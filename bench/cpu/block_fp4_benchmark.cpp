@@ -1,5 +1,5 @@
-// float32 -> MXFP4 / MXFP6 / NVFP4 quantization throughput on one core, beside memcpy of the same
-// traffic, on Google Benchmark.
+// float32 -> MXFP4 / MXFP6 / NVFP4 (and MXFP8, for comparison) quantization throughput on one core, beside
+// memcpy of the same traffic, on Google Benchmark.
 //
 //   taskset -c 0 ./bench_cpu_block_fp4 [--benchmark_repetitions=5] [--benchmark_format=json]
 //
@@ -19,6 +19,7 @@
 #include <ctime>
 #include <vector>
 
+#include <fp8/quantize.hpp>
 #include <fp8/quantize/isa.hpp>
 #include <fp8/quantize/mx.hpp>
 #include <fp8/quantize/nvfp4.hpp>
@@ -91,6 +92,18 @@ void bm_mx(benchmark::State& state) {
       [&] { fp8::quantize_mx<Element>(in.data(), rows, cols, packed.data(), scales.data()); });
 }
 
+// MXFP8 (E4M3 elements, one byte each) through fp8::quantize's mx_1x32 granularity, for comparison.
+void bm_mxfp8(benchmark::State& state) {
+  const auto n = std::size_t(state.range(0));
+  const std::size_t cols = 4096, rows = n / cols;
+  const auto in = make_input(n);
+  std::vector<std::uint8_t> codes(n), scales(n / fp8::mx_block_size);
+  const fp8::quantization q{fp8::fp8_format::e4m3, fp8::granularity::mx_1x32};
+  run(state, n * sizeof(float) + codes.size() + scales.size(), [&] {
+    benchmark::DoNotOptimize(fp8::quantize(in.data(), rows, cols, q, codes.data(), scales.data()));
+  });
+}
+
 void bm_nvfp4(benchmark::State& state) {
   const auto n = std::size_t(state.range(0));
   const std::size_t cols = 4096, rows = n / cols;
@@ -127,6 +140,7 @@ BENCHMARK(bm_mx<fp8::e3m2_format>)
     ->Arg(small_size)
     ->Arg(large_size)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_mxfp8)->Name("mxfp8_e4m3")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_nvfp4)->Name("nvfp4")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_nvfp4_given_scale)
     ->Name("nvfp4_given_tensor_scale")
