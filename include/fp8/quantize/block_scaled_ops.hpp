@@ -1,8 +1,10 @@
 // The kernels under the MX / NVFP4 block quantizers (mx.hpp, nvfp4.hpp): block maxima, the two scale
 // rules (E8M0 for MX, UE4M3 for NVFP4), float -> small-format encoding (nearest even, saturating) and
-// FP4 nibble packing, 16 (AVX-512), 8 (AVX2) or 1 (scalar) floats at a time. block_ops names the set
-// this translation unit uses (isa.hpp). Every vector result equals the scalar one, which is
-// fp8::convert_bits<Format, nearest_even, saturate> itself; the tests check this in all three builds.
+// FP4 / FP6 packing, 16 (AVX-512), 8 (AVX2) or 1 (scalar) floats at a time; with AVX-512 VBMI the FP4
+// encoder is a table lookup that the scalar conversion fills. block_ops names the set this translation
+// unit uses (isa.hpp, and FP8_BLOCK_FP4_LOOKUP below). Every vector result equals the scalar one,
+// which is fp8::convert_bits<Format, nearest_even, saturate> itself; the tests check this in all four
+// builds (scalar, AVX2, AVX-512, AVX-512 with VBMI).
 #pragma once
 
 #include <cstddef>
