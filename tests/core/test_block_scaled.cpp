@@ -275,8 +275,9 @@ TEST_CASE("NVFP4 1x16 and 16x16 quantization equal the scalar model bit for bit"
 }
 
 TEST_CASE("NVFP4 equals the scalar model on every binade and with NaN / Inf in the 16-block kernels") {
-  // 16-block groups plus 1..15 blocks left over; random bit patterns reach the extreme tensor and block
-  // scales (multipliers clamped at FLT_MAX, UE4M3 subnormal scales, scales that round to 0).
+  // 16-block groups plus 1..15 blocks left over. Random bit patterns span every binade, so block scales
+  // that round to UE4M3 zero (multiplier clamped at FLT_MAX), subnormal scales and normal ones all occur.
+  std::size_t zero_scales = 0, subnormal_scales = 0;
   for (const std::size_t blocks : {16, 17, 31, 33, 47, 64}) {
     CAPTURE(blocks);
     auto x = random_finite_tensor(blocks * 16, unsigned(100 + blocks));
@@ -293,9 +294,15 @@ TEST_CASE("NVFP4 equals the scalar model on every binade and with NaN / Inf in t
       CHECK(s.decode == expected.tensor_decode);
       CHECK(scales == expected.scales);
       CHECK(unpacked_codes<fp8::e2m1_format>(packed, x.size()) == expected.codes);
+      for (const std::uint8_t code : scales) {
+        zero_scales += code == 0;
+        subnormal_scales += code > 0 && code < 8;
+      }
     }
   }
-  // Small magnitudes only: the tensor scale S_enc is large and every block scale is a normal UE4M3.
+  CHECK(zero_scales > 0);
+  CHECK(subnormal_scales > 0);
+  // The ties, zero blocks and float subnormals of test_tensor, with NaN and -0 sprinkled in.
   auto x = test_tensor(9, 16 * 40, 14);
   for (std::size_t i = 0; i < x.size(); i += 37)
     x[i] = i % 2 ? std::numeric_limits<float>::quiet_NaN() : -0.0f;
