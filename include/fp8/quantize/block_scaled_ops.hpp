@@ -589,22 +589,34 @@ struct block_ops_avx512 : block_ops_scalar {
     return non_finite;
   }
 
-#if FP8_BLOCK_FP4_LOOKUP
   static constexpr bool has_mx_fp6_group = true;
   // Two vectors of FP6 codes (elements 0-15 and 16-31, one per 32-bit lane) packed into 24 bytes.
   // packus puts, in 128-bit lane i, codes 4i..4i+3 of both vectors side by side as 16-bit values;
   // madd with (1, 64) joins each pair into a 12-bit value, and x | x >> 20 on each 64-bit lane joins
   // two of those into the 3 bytes of four codes (c0 | c1 << 6 | c2 << 12 | c3 << 18, packed.hpp's
-  // layout); one byte permutation gathers the eight 3-byte groups in element order.
+  // layout, the fourth byte zero). Group g (codes 4g..4g+3) is then 32-bit lane 4 (g % 4) + 2 (g / 4).
   static void store_fp6(__m512i codes_low, __m512i codes_high, std::uint8_t* packed) noexcept {
     const __m512i words = _mm512_maskz_packus_epi32(~__mmask32(0), codes_low, codes_high);
     const __m512i pairs = _mm512_maskz_madd_epi16(all_lanes, words, _mm512_set1_epi32(0x00400001));
     const __m512i groups = _mm512_or_si512(pairs, _mm512_maskz_srli_epi64(all_quadwords, pairs, 20));
-    // Group g (codes 4g..4g+3) sits in 128-bit lane g % 4, 64-bit half g / 4.
+#if FP8_BLOCK_FP4_LOOKUP
+    // One byte permutation gathers the eight 3-byte groups in element order.
     alignas(64) static constexpr std::uint8_t order[64] = {0, 1, 2,  16, 17, 18, 32, 33, 34, 48, 49, 50,
                                                            8, 9, 10, 24, 25, 26, 40, 41, 42, 56, 57, 58};
     const __m512i bytes = _mm512_maskz_permutexvar_epi8(all_bytes, _mm512_load_si512(order), groups);
     _mm256_mask_storeu_epi8(packed, 0xFFFFFF, _mm512_maskz_extracti64x4_epi64(all_quadwords, bytes, 0));
+#else
+    // Without vpermb: the groups in order as 32-bit lanes 0-7, each 128-bit lane's four squeezed to
+    // 12 bytes, and the two 12-byte halves stored.
+    const __m512i in_order = _mm512_maskz_permutexvar_epi32(
+        all_lanes, _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), groups);
+    const __m512i squeezed = _mm512_maskz_shuffle_epi8(
+        ~__mmask64(0), in_order,
+        _mm512_maskz_broadcast_i32x4(all_lanes,
+                                     _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1)));
+    _mm_mask_storeu_epi8(packed, 0x0FFF, _mm512_maskz_extracti32x4_epi32(__mmask8(0xF), squeezed, 0));
+    _mm_mask_storeu_epi8(packed + 12, 0x0FFF, _mm512_maskz_extracti32x4_epi32(__mmask8(0xF), squeezed, 1));
+#endif
   }
   // Sixteen MXFP6 blocks (512 floats): scales as for MXFP4, elements by the arithmetic encoder and
   // store_fp6. Returns the mask of blocks with NaN or Inf, whose 24 bytes the caller zeroes.
@@ -620,7 +632,6 @@ struct block_ops_avx512 : block_ops_scalar {
     }
     return non_finite;
   }
-#endif
 };
 using block_ops = block_ops_avx512;
 #elif FP8_QUANTIZE_ISA_AVX2
