@@ -117,15 +117,17 @@ template <class Ops>
 std::uint32_t nvfp4_group_generic(const float* p, float encode_times_sixth, const float* multipliers_by_code,
                                   std::uint8_t* scales, std::uint8_t* packed) noexcept {
   std::uint32_t non_finite = 0;
+  alignas(32) std::uint32_t amax_bits[16];
   for (int j = 0; j < 16; ++j) {
-    std::uint32_t amax_bits = Ops::amax_bits(p + 16 * j, 16);
-    if (amax_bits >= float_infinity_bits) {
+    amax_bits[j] = Ops::amax_bits(p + 16 * j, 16);
+    if (amax_bits[j] >= float_infinity_bits) {
       non_finite |= 1u << j;
-      amax_bits = 0;
+      amax_bits[j] = 0;
     }
-    scales[j] = Ops::nvfp4_scale_code(amax_bits, encode_times_sixth);
-    Ops::encode_fp4_packed(p + 16 * j, 16, multipliers_by_code[scales[j]], packed + 8 * j);
   }
+  Ops::nvfp4_scale_codes(amax_bits, encode_times_sixth, scales);
+  for (int j = 0; j < 16; ++j)
+    Ops::encode_fp4_packed(p + 16 * j, 16, multipliers_by_code[scales[j]], packed + 8 * j);
   return non_finite;
 }
 
@@ -187,6 +189,11 @@ struct block_ops_scalar {
   //   code = ue4m3(amax * encode_times_sixth),  multiplier = min(1 / (float(code) * tensor_decode), FLT_MAX)
   static std::uint8_t nvfp4_scale_code(std::uint32_t amax_bits, float encode_times_sixth) noexcept {
     return std::uint8_t(convert_bits<ue4m3_format>(bit_cast<float>(amax_bits) * encode_times_sixth));
+  }
+  // The codes of 16 finite blocks.
+  static void nvfp4_scale_codes(const std::uint32_t* amax_bits, float encode_times_sixth,
+                                std::uint8_t* codes) noexcept {
+    for (int j = 0; j < 16; ++j) codes[j] = nvfp4_scale_code(amax_bits[j], encode_times_sixth);
   }
   static float nvfp4_multiplier(std::uint8_t code, float tensor_decode) noexcept {
     const float inverse = 1.0f / (decode<float, ue4m3_format>(code) * tensor_decode);
@@ -700,22 +707,60 @@ struct block_ops_avx2 : block_ops_scalar {
       _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), _mm256_castsi256_si128(packed));
     }
   }
-  // E2M1 codes packed two per byte; n a multiple of 8 (see the AVX-512 version).
+  // E2M1 codes packed two per byte; n a multiple of 8. Sixteen or thirty-two codes at a time: packus
+  // narrows the 32-bit codes to bytes (leaving, in each 128-bit half, codes 4i..4i+3 of every vector
+  // side by side), maddubs with (1, 16) joins each (even, odd) pair into its packed byte, packus narrows
+  // again, and one 16-bit interleave of the two halves puts the bytes in element order.
   static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
                                 std::uint8_t* packed) noexcept {
     const __m256 m = _mm256_set1_ps(multiplier);
-    const __m256i first_bytes =
-        _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                         0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    for (std::size_t i = 0; i < n; i += width) {
-      const __m256i code = encode_vector<e2m1_format>(_mm256_mul_ps(_mm256_loadu_ps(p + i), m));
+    const __m256i pair_weights = _mm256_set1_epi16(1 | 16 << 8);
+    auto codes = [&](std::size_t i) {
+      return encode_vector<e2m1_format>(_mm256_mul_ps(_mm256_loadu_ps(p + i), m));
+    };
+    // Bytes (2 per vector and 128-bit half) -> element order, as 16-bit units of the two halves.
+    auto in_order = [](__m256i bytes) {
+      return _mm_unpacklo_epi16(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+    };
+    std::size_t i = 0;
+    for (; i + 4 * width <= n; i += 4 * width) {
+      const __m256i narrow =
+          _mm256_packus_epi16(_mm256_packus_epi32(codes(i), codes(i + width)),
+                              _mm256_packus_epi32(codes(i + 2 * width), codes(i + 3 * width)));
+      const __m256i joined = _mm256_maddubs_epi16(narrow, pair_weights);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(packed + i / 2),
+                       in_order(_mm256_packus_epi16(joined, joined)));
+    }
+    for (; i + 2 * width <= n; i += 2 * width) {
+      const __m256i words = _mm256_packus_epi32(codes(i), codes(i + width));
+      const __m256i joined = _mm256_maddubs_epi16(_mm256_packus_epi16(words, words), pair_weights);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + i / 2),
+                       in_order(_mm256_packus_epi16(joined, joined)));
+    }
+    if (i < n) {  // 8 codes: the pairs' bytes at 0 and 8 of each half
+      const __m256i code = codes(i);
+      const __m256i first_bytes =
+          _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                           0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
       const __m256i pairs =
           _mm256_shuffle_epi8(_mm256_or_si256(code, _mm256_srli_epi64(code, 28)), first_bytes);
-      const std::uint32_t four = std::uint32_t(_mm_cvtsi128_si32(_mm256_castsi256_si128(pairs))) & 0xFFFFu;
-      const std::uint32_t high =
-          std::uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(pairs, 1))) & 0xFFFFu;
-      const std::uint32_t word = four | high << 16;
+      const std::uint32_t word = std::uint32_t(_mm_cvtsi128_si32(in_order(pairs)));
       std::memcpy(packed + i / 2, &word, sizeof word);
+    }
+  }
+  // The codes of 16 finite NVFP4 blocks by the vector encoder (the scalar rule, 8 at a time).
+  static void nvfp4_scale_codes(const std::uint32_t* amax_bits, float encode_times_sixth,
+                                std::uint8_t* codes) noexcept {
+    const __m256 e6 = _mm256_set1_ps(encode_times_sixth);
+    for (int j = 0; j < 16; j += 8) {
+      const __m256i code = encode_vector<ue4m3_format>(_mm256_mul_ps(
+          _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(amax_bits + j))), e6));
+      const __m256i words = _mm256_packus_epi32(code, code);
+      const __m256i bytes = _mm256_packus_epi16(words, words);  // codes 4i..4i+3 at the front of half i
+      const std::uint32_t low = std::uint32_t(_mm_cvtsi128_si32(_mm256_castsi256_si128(bytes)));
+      const std::uint32_t high = std::uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1)));
+      std::memcpy(codes + j, &low, sizeof low);
+      std::memcpy(codes + j + 4, &high, sizeof high);
     }
   }
   static std::uint8_t mx_fp4_block(const float* p, int emax, std::uint8_t* packed) noexcept {
