@@ -27,6 +27,10 @@ constexpr unsigned leaf7_ebx_avx512vl = 1u << 31;
 // Opmask, upper halves of ZMM0-15, ZMM16-31.
 constexpr std::uint64_t xcr0_avx512_state = 0xE0;
 #endif
+#if defined(FP8_TEST_REQUIRE_AVX512_VBMI)
+constexpr unsigned leaf7_ebx_avx512dq = 1u << 17;
+constexpr unsigned leaf7_ecx_avx512vbmi = 1u << 1;
+#endif
 
 std::uint64_t read_xcr0() {
   std::uint32_t eax = 0, edx = 0;
@@ -46,6 +50,9 @@ bool cpu_has_required_features() {
   if ((xcr0 & xcr0_avx_state) != xcr0_avx_state || !(leaf7_ebx & leaf7_ebx_avx2)) return false;
 #if defined(FP8_TEST_REQUIRE_AVX512)
   const unsigned needed7 = leaf7_ebx_avx512f | leaf7_ebx_avx512bw | leaf7_ebx_avx512vl;
+#if defined(FP8_TEST_REQUIRE_AVX512_VBMI)
+  if ((leaf7_ebx & leaf7_ebx_avx512dq) == 0 || (ecx & leaf7_ecx_avx512vbmi) == 0) return false;
+#endif
   return (leaf7_ebx & needed7) == needed7 && (xcr0 & xcr0_avx512_state) == xcr0_avx512_state;
 #elif defined(FP8_TEST_REQUIRE_AVX2)
   return true;

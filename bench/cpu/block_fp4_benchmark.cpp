@@ -1,12 +1,16 @@
-// float32 -> MXFP4 / MXFP6 / NVFP4 quantization throughput on one core, beside memcpy of the same
-// traffic, on Google Benchmark.
+// float32 -> MXFP4 / MXFP6 / NVFP4 (and MXFP8, for comparison) quantization throughput on one core, beside
+// memcpy of the same traffic, on Google Benchmark.
 //
 //   taskset -c 0 ./bench_cpu_block_fp4 [--benchmark_repetitions=5] [--benchmark_format=json]
 //
 // bytes_per_second counts bytes read + written (float input, packed elements, scales). The counter
-// x_memcpy divides it by the rate of a memcpy that moves as many bytes (a copy of half the traffic),
-// run right after each quantization in the same conditions. Both sides are timed in this thread's
-// CPU time, so other processes on a shared machine slow neither directly.
+// x_memcpy divides it by the rate of a memcpy that moves as many bytes (a copy of half the traffic:
+// it reads that half and writes it), run right after each quantization in the same conditions (the
+// same cache state and neighbours' load); x_memcpy = memcpy time / quantization time, so 0.5 means
+// the quantizer moves its bytes at half memcpy's speed. Both sides are timed in this thread's CPU
+// time, so other processes on a shared machine slow neither directly. (The bm_memcpy rows copy the
+// whole float input in a loop of their own: a scale for the GB/s column, not the x_memcpy baseline.)
+// The context line fp8_block_kernels names the kernel set (with "vbmi lookup" on AVX-512 VBMI CPUs).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <ctime>
 #include <vector>
 
+#include <fp8/quantize.hpp>
 #include <fp8/quantize/isa.hpp>
 #include <fp8/quantize/mx.hpp>
 #include <fp8/quantize/nvfp4.hpp>
@@ -87,6 +92,18 @@ void bm_mx(benchmark::State& state) {
       [&] { fp8::quantize_mx<Element>(in.data(), rows, cols, packed.data(), scales.data()); });
 }
 
+// MXFP8 (E4M3 elements, one byte each) through fp8::quantize's mx_1x32 granularity, for comparison.
+void bm_mxfp8(benchmark::State& state) {
+  const auto n = std::size_t(state.range(0));
+  const std::size_t cols = 4096, rows = n / cols;
+  const auto in = make_input(n);
+  std::vector<std::uint8_t> codes(n), scales(n / fp8::mx_block_size);
+  const fp8::quantization q{fp8::fp8_format::e4m3, fp8::granularity::mx_1x32};
+  run(state, n * sizeof(float) + codes.size() + scales.size(), [&] {
+    benchmark::DoNotOptimize(fp8::quantize(in.data(), rows, cols, q, codes.data(), scales.data()));
+  });
+}
+
 void bm_nvfp4(benchmark::State& state) {
   const auto n = std::size_t(state.range(0));
   const std::size_t cols = 4096, rows = n / cols;
@@ -123,6 +140,7 @@ BENCHMARK(bm_mx<fp8::e3m2_format>)
     ->Arg(small_size)
     ->Arg(large_size)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_mxfp8)->Name("mxfp8_e4m3")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_nvfp4)->Name("nvfp4")->Arg(small_size)->Arg(large_size)->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_nvfp4_given_scale)
     ->Name("nvfp4_given_tensor_scale")
@@ -133,7 +151,7 @@ BENCHMARK(bm_nvfp4_given_scale)
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("fp8_block_kernels", fp8::quantize_isa);
+  benchmark::AddCustomContext("fp8_block_kernels", fp8::detail::block_kernels_name);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

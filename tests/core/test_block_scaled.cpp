@@ -61,11 +61,79 @@ void check_mx_against_reference(const std::vector<float>& x, std::size_t rows, s
 }  // namespace
 
 TEST_CASE("the block kernels are the ones this binary was built for") {
-  MESSAGE("instruction set: ", fp8::quantize_isa);
+  MESSAGE("instruction set: ", std::string(fp8::quantize_isa),
+          ", block kernels: ", std::string(fp8::detail::block_kernels_name));
 #if defined(FP8_TEST_EXPECTED_ISA)
   CHECK(std::string(fp8::quantize_isa) == FP8_TEST_EXPECTED_ISA);
 #endif
+#if defined(FP8_TEST_EXPECTED_BLOCK_KERNELS)
+  CHECK(std::string(fp8::detail::block_kernels_name) == FP8_TEST_EXPECTED_BLOCK_KERNELS);
+#elif defined(FP8_TEST_EXPECTED_ISA)
+  CHECK(std::string(fp8::detail::block_kernels_name) == FP8_TEST_EXPECTED_ISA);
+#endif
 }
+
+namespace {
+
+// Floats of every sign, exponent and top 7 mantissa bits, each with low halves that decide rounding
+// (zero, one, the half point, all ones, random): ties, values just off ties, subnormals, Inf.
+std::vector<float> rounding_sweep() {
+  std::vector<float> x;
+  std::mt19937 rng(11);
+  for (std::uint32_t top = 0; top < (1u << 16); ++top) {
+    if ((top & 0x7F80u) == 0x7F80u && (top & 0x7Fu) != 0) continue;  // NaN: blocks never encode it
+    for (const std::uint32_t low : {0u, 1u, 0x8000u, 0xFFFFu, std::uint32_t(rng()) & 0xFFFFu}) {
+      if ((top & 0x7FFFu) == 0x7F80u && low != 0) continue;
+      x.push_back(fp8::detail::bit_cast<float>(top << 16 | low));
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("the FP4 element encoder of this build equals the scalar conversion on every float class") {
+  // The vector encoder behind all FP4 paths (MXFP4, NVFP4), against convert_bits itself, for a plain
+  // multiplier and two that shift and round the products; lengths of 32 k, 32 k - 16 and (where the
+  // vector width allows) 32 k - 8: the tails.
+  auto x = rounding_sweep();
+  x.resize(x.size() / 32 * 32);
+  const std::size_t shortest = x.size() - (fp8::detail::block_ops::width <= 8 ? 8 : 16);
+  for (const float multiplier : {1.0f, 0.75f, 3.0e-3f}) {
+    for (const std::size_t n : {x.size(), x.size() - 16, shortest}) {
+      CAPTURE(multiplier);
+      CAPTURE(n);
+      std::vector<std::uint8_t> packed(n / 2);
+      fp8::detail::block_ops::encode_fp4_packed(x.data(), n, multiplier, packed.data());
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto expected =
+            fp8::convert_bits<fp8::e2m1_format, fp8::rounding::nearest_even, fp8::overflow::saturate>(
+                x[i] * multiplier);
+        if (fp8::packed_get<fp8::e2m1_format>(packed.data(), i) != expected && mismatches++ < 5) {
+          CHECK(fp8::packed_get<fp8::e2m1_format>(packed.data(), i) == expected);
+          MESSAGE("input bits ", fp8::detail::bit_cast<std::uint32_t>(x[i]));
+        }
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
+namespace {
+
+// Finite floats with random bit patterns: every binade from subnormals to near FLT_MAX, so block
+// scales at both ends of E8M0 / UE4M3 and multipliers clamped at FLT_MAX.
+std::vector<float> random_finite_tensor(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> x(n);
+  for (auto& v : x) {
+    do { v = fp8::detail::bit_cast<float>(std::uint32_t(rng())); } while (!std::isfinite(v));
+  }
+  return x;
+}
+
+}  // namespace
 
 TEST_CASE_TEMPLATE("MX quantization equals the scalar model bit for bit (nearest even and stochastic)",
                    Element, fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format) {
@@ -76,6 +144,33 @@ TEST_CASE_TEMPLATE("MX quantization equals the scalar model bit for bit (nearest
   std::mt19937 rng(3);
   for (auto& r : random_bits) r = std::uint32_t(rng());
   check_mx_against_reference<Element>(x, rows, cols, random_bits.data());
+}
+
+TEST_CASE_TEMPLATE(
+    "MX quantization equals the scalar model on every binade, in the 16-block kernels and their tails",
+    Element, fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format) {
+  // 16-block groups, then 0..17 blocks left over (pairs and a single one for MXFP4).
+  for (const std::size_t blocks : {16, 17, 18, 19, 31, 32, 33, 50}) {
+    CAPTURE(blocks);
+    const auto x = random_finite_tensor(blocks * 32, unsigned(blocks));
+    check_mx_against_reference<Element>(x, 1, blocks * 32, nullptr);
+  }
+  // Same data in a matrix: a row of 3 blocks, so groups span rows.
+  const auto x = random_finite_tensor(41 * 96, 7);
+  check_mx_against_reference<Element>(x, 41, 96, nullptr);
+}
+
+TEST_CASE_TEMPLATE("NaN or Inf anywhere in an MX block: that block only, in the 16-block kernels too",
+                   Element, fp8::e2m1_format, fp8::e2m3_format, fp8::e3m2_format) {
+  const std::size_t rows = 5, cols = 32 * 21;  // 105 blocks: six 16-block groups and 9 left over
+  auto x = test_tensor(rows, cols, 12);
+  std::mt19937 rng(13);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            fp8::detail::bit_cast<float>(0x7F800001u)};  // a signalling NaN
+  for (std::size_t b = 0; b < rows * cols / 32; b += 1 + rng() % 4)
+    x[b * 32 + rng() % 32] = specials[rng() % 5];
+  check_mx_against_reference<Element>(x, rows, cols, nullptr);
 }
 
 TEST_CASE_TEMPLATE("MX round trip: dequantized values requantize to the same codes and scales", Element,
@@ -179,6 +274,45 @@ TEST_CASE("NVFP4 1x16 and 16x16 quantization equal the scalar model bit for bit"
     CHECK(tile_scales == expected_2d.scales);
     CHECK(unpacked_codes<fp8::e2m1_format>(packed, rows * cols) == expected_2d.codes);
   }
+}
+
+TEST_CASE("NVFP4 equals the scalar model on every binade and with NaN / Inf in the 16-block kernels") {
+  // 16-block groups plus 1..15 blocks left over. Random bit patterns span every binade, so block scales
+  // that round to UE4M3 zero (multiplier clamped at FLT_MAX), subnormal scales and normal ones all occur.
+  std::size_t zero_scales = 0, subnormal_scales = 0;
+  for (const std::size_t blocks : {16, 17, 31, 33, 47, 64}) {
+    CAPTURE(blocks);
+    auto x = random_finite_tensor(blocks * 16, unsigned(100 + blocks));
+    for (const bool with_specials : {false, true}) {
+      CAPTURE(with_specials);
+      if (with_specials) {
+        x[5] = std::numeric_limits<float>::quiet_NaN();
+        x[16 * 7 + 15] = -std::numeric_limits<float>::infinity();
+        x[x.size() - 3] = std::numeric_limits<float>::infinity();
+      }
+      std::vector<std::uint8_t> packed(x.size() / 2), scales(x.size() / 16);
+      const auto s = fp8::quantize_nvfp4(x.data(), 1, x.size(), packed.data(), scales.data());
+      const auto expected = block_reference::nvfp4(x, 1, x.size(), 1, nullptr);
+      CHECK(s.decode == expected.tensor_decode);
+      CHECK(scales == expected.scales);
+      CHECK(unpacked_codes<fp8::e2m1_format>(packed, x.size()) == expected.codes);
+      for (const std::uint8_t code : scales) {
+        zero_scales += code == 0;
+        subnormal_scales += code > 0 && code < 8;
+      }
+    }
+  }
+  CHECK(zero_scales > 0);
+  CHECK(subnormal_scales > 0);
+  // The ties, zero blocks and float subnormals of test_tensor, with NaN and -0 sprinkled in.
+  auto x = test_tensor(9, 16 * 40, 14);
+  for (std::size_t i = 0; i < x.size(); i += 37)
+    x[i] = i % 2 ? std::numeric_limits<float>::quiet_NaN() : -0.0f;
+  std::vector<std::uint8_t> packed(x.size() / 2), scales(x.size() / 16);
+  fp8::quantize_nvfp4(x.data(), 9, 16 * 40, packed.data(), scales.data());
+  const auto expected = block_reference::nvfp4(x, 9, 16 * 40, 1, nullptr);
+  CHECK(scales == expected.scales);
+  CHECK(unpacked_codes<fp8::e2m1_format>(packed, x.size()) == expected.codes);
 }
 
 TEST_CASE("NVFP4 worked example of nvfp4.hpp, and the tensor scale's edge cases") {

@@ -1,8 +1,10 @@
 // The kernels under the MX / NVFP4 block quantizers (mx.hpp, nvfp4.hpp): block maxima, the two scale
 // rules (E8M0 for MX, UE4M3 for NVFP4), float -> small-format encoding (nearest even, saturating) and
-// FP4 nibble packing, 16 (AVX-512), 8 (AVX2) or 1 (scalar) floats at a time. block_ops names the set
-// this translation unit uses (isa.hpp). Every vector result equals the scalar one, which is
-// fp8::convert_bits<Format, nearest_even, saturate> itself; the tests check this in all three builds.
+// FP4 / FP6 packing, 16 (AVX-512), 8 (AVX2) or 1 (scalar) floats at a time; with AVX-512 VBMI the FP4
+// encoder is a table lookup that the scalar conversion fills. block_ops names the set this translation
+// unit uses (isa.hpp, and FP8_BLOCK_FP4_LOOKUP below). Every vector result equals the scalar one,
+// which is fp8::convert_bits<Format, nearest_even, saturate> itself; the tests check this in all four
+// builds (scalar, AVX2, AVX-512, AVX-512 with VBMI).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,20 @@
 
 #if FP8_QUANTIZE_ISA_AVX512 || FP8_QUANTIZE_ISA_AVX2
 #include <immintrin.h>
+#endif
+
+// The AVX-512 kernels have a faster FP4 encoder (a table lookup) and a vector FP6 packer where the
+// compiler also targets AVX-512 VBMI (vpermb, vpmultishiftqb: Ice Lake and later) and DQ (vrangeps).
+// FP8_BLOCK_ABI_NAMESPACE keeps the two AVX-512 variants apart at link time, like the instruction-set
+// namespaces of isa.hpp: translation units built with and without VBMI get different symbols.
+#if FP8_QUANTIZE_ISA_AVX512 && defined(__AVX512VBMI__) && defined(__AVX512DQ__)
+#define FP8_BLOCK_FP4_LOOKUP 1
+#define FP8_BLOCK_ABI_NAMESPACE block_vbmi
+#define FP8_BLOCK_KERNELS_NAME "avx512 + vbmi lookup"
+#else
+#define FP8_BLOCK_FP4_LOOKUP 0
+#define FP8_BLOCK_ABI_NAMESPACE block_base
+#define FP8_BLOCK_KERNELS_NAME FP8_QUANTIZE_ISA_NAME
 #endif
 
 namespace fp8::detail {
@@ -94,14 +110,14 @@ std::uint32_t mx_fp4_block_pair_generic(const float* p, int emax, std::uint8_t* 
                                                   << 8;
 }
 
-// Sixteen consecutive NVFP4 blocks (256 floats): their UE4M3 scale codes and packed elements. Returns
-// the mask of blocks holding NaN or Inf, whose outputs the caller overwrites.
+// Sixteen consecutive NVFP4 blocks (256 floats): their UE4M3 scale codes and packed elements, the
+// element multipliers read from `multipliers_by_code` (Ops::nvfp4_multipliers). Returns the mask of
+// blocks holding NaN or Inf, whose outputs the caller overwrites.
 template <class Ops>
-std::uint32_t nvfp4_group_generic(const float* p, float encode_times_sixth, float tensor_decode,
+std::uint32_t nvfp4_group_generic(const float* p, float encode_times_sixth, const float* multipliers_by_code,
                                   std::uint8_t* scales, std::uint8_t* packed) noexcept {
-  std::uint32_t amax_bits[16];
-  float multipliers[16];
   std::uint32_t non_finite = 0;
+  alignas(32) std::uint32_t amax_bits[16];
   for (int j = 0; j < 16; ++j) {
     amax_bits[j] = Ops::amax_bits(p + 16 * j, 16);
     if (amax_bits[j] >= float_infinity_bits) {
@@ -109,10 +125,38 @@ std::uint32_t nvfp4_group_generic(const float* p, float encode_times_sixth, floa
       amax_bits[j] = 0;
     }
   }
-  Ops::nvfp4_scales(amax_bits, encode_times_sixth, tensor_decode, scales, multipliers);
-  for (int j = 0; j < 16; ++j) Ops::encode_fp4_packed(p + 16 * j, 16, multipliers[j], packed + 8 * j);
+  Ops::nvfp4_scale_codes(amax_bits, encode_times_sixth, scales);
+  for (int j = 0; j < 16; ++j)
+    Ops::encode_fp4_packed(p + 16 * j, 16, multipliers_by_code[scales[j]], packed + 8 * j);
   return non_finite;
 }
+
+// Sixteen consecutive MXFP4 blocks (512 floats): their E8M0 codes and packed elements, block after
+// block. Returns the mask of blocks holding NaN or Inf (scale 0xFF; the caller zeroes their elements).
+template <class Ops>
+std::uint32_t mx_fp4_group_generic(const float* p, int emax, std::uint8_t* scales,
+                                   std::uint8_t* packed) noexcept {
+  std::uint32_t non_finite = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = Ops::mx_fp4_block(p + 32 * j, emax, packed + 16 * j);
+    if (scales[j] == format_traits<e8m0_format>::magnitude_mask) non_finite |= 1u << j;
+  }
+  return non_finite;
+}
+
+// Ops::mx_fp6_group<Format>, where Ops::has_mx_fp6_group (a template, so that callers can name it in
+// an `if constexpr` branch for kernel sets without it).
+template <class Ops, class Format>
+std::uint32_t mx_fp6_group_of(const float* p, int emax, std::uint8_t* scales, std::uint8_t* packed) noexcept {
+  return Ops::template mx_fp6_group<Format>(p, emax, scales, packed);
+}
+
+// The kernel sets differ between instruction sets (and, for AVX-512, with VBMI or without): an inline
+// namespace per variant gives each its own symbols.
+inline namespace FP8_BLOCK_ABI_NAMESPACE {
+
+// "scalar", "avx2", "avx512" or "avx512 + vbmi lookup": the block kernels of this translation unit.
+inline constexpr const char* block_kernels_name = FP8_BLOCK_KERNELS_NAME;
 
 // --- Scalar: one value at a time, through the conversion routine itself. ---
 struct block_ops_scalar {
@@ -143,17 +187,28 @@ struct block_ops_scalar {
   }
   // NVFP4: the UE4M3 code of a finite block's scale and the multiplier of its elements (nvfp4.hpp):
   //   code = ue4m3(amax * encode_times_sixth),  multiplier = min(1 / (float(code) * tensor_decode), FLT_MAX)
+  static std::uint8_t nvfp4_scale_code(std::uint32_t amax_bits, float encode_times_sixth) noexcept {
+    return std::uint8_t(convert_bits<ue4m3_format>(bit_cast<float>(amax_bits) * encode_times_sixth));
+  }
+  // The codes of 16 finite blocks.
+  static void nvfp4_scale_codes(const std::uint32_t* amax_bits, float encode_times_sixth,
+                                std::uint8_t* codes) noexcept {
+    for (int j = 0; j < 16; ++j) codes[j] = nvfp4_scale_code(amax_bits[j], encode_times_sixth);
+  }
+  static float nvfp4_multiplier(std::uint8_t code, float tensor_decode) noexcept {
+    const float inverse = 1.0f / (decode<float, ue4m3_format>(code) * tensor_decode);
+    return inverse < 3.40282347e+38f ? inverse : 3.40282347e+38f;
+  }
   static void nvfp4_scale(std::uint32_t amax_bits, float encode_times_sixth, float tensor_decode,
                           std::uint8_t& code, float& multiplier) noexcept {
-    code = std::uint8_t(convert_bits<ue4m3_format>(bit_cast<float>(amax_bits) * encode_times_sixth));
-    const float inverse = 1.0f / (decode<float, ue4m3_format>(code) * tensor_decode);
-    multiplier = inverse < 3.40282347e+38f ? inverse : 3.40282347e+38f;
+    code = nvfp4_scale_code(amax_bits, encode_times_sixth);
+    multiplier = nvfp4_multiplier(code, tensor_decode);
   }
-  // The same for 16 blocks at once.
-  static void nvfp4_scales(const std::uint32_t* amax_bits, float encode_times_sixth, float tensor_decode,
-                           std::uint8_t* codes, float* multipliers) noexcept {
-    for (int i = 0; i < 16; ++i)
-      nvfp4_scale(amax_bits[i], encode_times_sixth, tensor_decode, codes[i], multipliers[i]);
+  // The multiplier depends on the tensor scale and the block's code only: multipliers_by_code[c] for
+  // every finite code c (0..126; entry 127, the NaN code, is unused), computed once per tensor so that
+  // no block divides.
+  static void nvfp4_multipliers(float tensor_decode, float* multipliers_by_code) noexcept {
+    for (int c = 0; c < 128; ++c) multipliers_by_code[c] = nvfp4_multiplier(std::uint8_t(c), tensor_decode);
   }
   // E2M1 codes of p[0..n) * multiplier packed two per byte (low nibble first); n even.
   static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
@@ -172,10 +227,16 @@ struct block_ops_scalar {
   static std::uint32_t mx_fp4_block_pair(const float* p, int emax, std::uint8_t* packed) noexcept {
     return mx_fp4_block_pair_generic<block_ops_scalar>(p, emax, packed);
   }
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode,
+  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, const float* multipliers_by_code,
                                    std::uint8_t* scales, std::uint8_t* packed) noexcept {
-    return nvfp4_group_generic<block_ops_scalar>(p, encode_times_sixth, tensor_decode, scales, packed);
+    return nvfp4_group_generic<block_ops_scalar>(p, encode_times_sixth, multipliers_by_code, scales, packed);
   }
+  static std::uint32_t mx_fp4_group(const float* p, int emax, std::uint8_t* scales,
+                                    std::uint8_t* packed) noexcept {
+    return mx_fp4_group_generic<block_ops_scalar>(p, emax, scales, packed);
+  }
+  // Whether mx_fp6_group exists (a vector FP6 packer); without it MXFP6 packs through pack<>().
+  static constexpr bool has_mx_fp6_group = false;
 };
 
 #if FP8_QUANTIZE_ISA_AVX512
@@ -249,6 +310,7 @@ struct block_ops_avx512 : block_ops_scalar {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_maskz_cvtepi32_epi8(all_lanes, code));
     }
   }
+#if !FP8_BLOCK_FP4_LOOKUP  // (the lookup version is below)
   // E2M1 codes packed two per byte; n a multiple of 16. Each 64-bit lane holds an (even, odd) pair
   // of codes c0 | c1 << 32; c0 | c1 << 4 is its low byte after x | x >> 28.
   static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
@@ -261,31 +323,7 @@ struct block_ops_avx512 : block_ops_scalar {
                        _mm512_maskz_cvtepi64_epi8(all_quadwords, pairs));
     }
   }
-  // Decodes 16 UE4M3 codes (never NaN here) to float: normal codes by rebiasing, subnormal ones as
-  // code * 2^-9.
-  static __m512 decode_ue4m3(__m512i code) noexcept {
-    using traits = format_traits<ue4m3_format>;
-    const __m512i normal = _mm512_add_epi32(_mm512_maskz_slli_epi32(all_lanes, code, 20),
-                                            _mm512_set1_epi32((127 - traits::bias) << 23));
-    const __m512 subnormal =
-        _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all_lanes, code), _mm512_set1_ps(1.0f / 512.0f));
-    return _mm512_mask_blend_ps(
-        _mm512_cmplt_epu32_mask(code, _mm512_set1_epi32(int(traits::min_normal_code))),
-        _mm512_castsi512_ps(normal), subnormal);
-  }
-  // NVFP4 block scales of 16 finite blocks from their amax bits: the codes and element multipliers
-  // (see nvfp4.hpp; the same float operations as the scalar nvfp4_block_scale_from_amax).
-  static void nvfp4_scales(const std::uint32_t* amax_bits, float encode_times_sixth, float tensor_decode,
-                           std::uint8_t* codes, float* multipliers) noexcept {
-    const __m512 amax = _mm512_castsi512_ps(_mm512_loadu_si512(amax_bits));
-    const __m512i code = encode_vector<ue4m3_format>(_mm512_mul_ps(amax, _mm512_set1_ps(encode_times_sixth)));
-    const __m512 scale = decode_ue4m3(code);
-    const __m512 inverse =
-        _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(scale, _mm512_set1_ps(tensor_decode)));
-    _mm512_storeu_ps(multipliers, _mm512_maskz_min_ps(all_lanes, inverse, _mm512_set1_ps(3.40282347e+38f)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_maskz_cvtepi32_epi8(all_lanes, code));
-  }
-
+#endif
   // The maximum of the 16 lanes, in every lane (no trip through a general-purpose register).
   static __m512i broadcast_max(__m512i m) noexcept {
     m = _mm512_maskz_max_epu32(all_lanes, m,
@@ -332,6 +370,92 @@ struct block_ops_avx512 : block_ops_scalar {
                                      _mm512_set1_epi32(8), magnitude_code, 0xEA);
   }
 
+#if FP8_BLOCK_FP4_LOOKUP
+  static constexpr __mmask64 all_bytes = ~__mmask64(0);
+  // E2M1 by table lookup, for y = x * multiplier (finite or Inf; NaN blocks are discarded anyway).
+  // Nearest even to E2M1 is 0 for |y| <= 0.25 and 6 for |y| >= 6, so clamping |y| to [0.25, 6] is exact.
+  // In between, the float's exponent is 125..129 (distinct modulo 8) and the code depends only on its
+  // bits 21-25 (exponent mod 8, top two mantissa bits) and on whether any lower bit is set: OR-ing that
+  // "sticky" flag into bit 20 (rounding to odd there) leaves a 6-bit class number in bits 20-25, and
+  // every float of a class rounds to the same code (rounding to 1 mantissa bit needs the guard bit and
+  // a sticky bit, both of which the class keeps). The 64-entry table holds the scalar conversion of one
+  // member of each class, so the vector and scalar paths share the one rounding routine.
+  struct fp4_table {
+    alignas(64) std::uint8_t codes[64] = {};
+    fp4_table() noexcept {
+      for (std::uint32_t i = 0; i < 64; ++i) {
+        for (std::uint32_t exponent = 125; exponent <= 129; ++exponent) {
+          if ((exponent & 7u) != i >> 3) continue;  // classes 2-4 are unreachable: left 0
+          const float member = bit_cast<float>(exponent << 23 | (i & 7u) << 20);
+          codes[i] =
+              std::uint8_t(convert_bits<e2m1_format, rounding::nearest_even, overflow::saturate>(member));
+        }
+      }
+    }
+  };
+  using fp4_encoder = __m512i;  // the table, in a register
+  static fp4_encoder make_fp4_encoder() noexcept {
+    static const fp4_table table;
+    return _mm512_load_si512(table.codes);
+  }
+  // y = x * multiplier encoded; in each 64-bit lane (elements 2k, 2k + 1) byte 0 is the packed byte
+  // code(2k) | code(2k + 1) << 4 (other bytes: don't care).
+  static __m512i fp4_pair_bytes(__m512 y, __m512i table) noexcept {
+    // vrangeps imm 0x0A: the operand of smaller magnitude, sign cleared = min(|y|, 6).
+    const __m512 clamped = _mm512_maskz_range_ps(all_lanes, y, _mm512_set1_ps(6.0f), 0x0A);
+    __m512i bits = _mm512_maskz_max_epu32(all_lanes, _mm512_castps_si512(clamped),
+                                          _mm512_set1_epi32(int(bit_cast<std::uint32_t>(0.25f))));
+    const __mmask16 sticky = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFFF));
+    bits = _mm512_mask_or_epi32(bits, sticky, bits, _mm512_set1_epi32(1 << 20));
+    // Bytes 0 and 1 of each 64-bit lane: bits 20-27 of its two floats (the class numbers), and then
+    // bits 28-35 / 60-3 of y, whose bit 3 is each float's sign.
+    const __m512i index =
+        _mm512_maskz_multishift_epi64_epi8(all_bytes, _mm512_set1_epi64(20 | 52 << 8), bits);
+    const __m512i magnitude = _mm512_maskz_permutexvar_epi8(all_bytes, index, table);
+    const __m512i signs = _mm512_maskz_multishift_epi64_epi8(all_bytes, _mm512_set1_epi64(28 | 60 << 8),
+                                                             _mm512_castps_si512(y));
+    const __m512i codes = _mm512_ternarylogic_epi32(signs, _mm512_set1_epi8(8), magnitude, 0xEA);
+    // Bytes 0, 1 -> code 0 + 16 * code 1 in the low byte.
+    return _mm512_maskz_maddubs_epi16(~__mmask32(0), codes, _mm512_set1_epi16(1 | 16 << 8));
+  }
+  // The packed bytes of two vectors (elements 0-15 and 16-31): byte 0 of each 64-bit lane, in order.
+  static void store_fp4_pair_bytes(__m512i low, __m512i high, std::uint8_t* packed) noexcept {
+    alignas(64) static constexpr std::uint8_t order[64] = {0,  8,  16, 24, 32, 40,  48,  56,
+                                                           64, 72, 80, 88, 96, 104, 112, 120};
+    const __m512i bytes = _mm512_maskz_permutex2var_epi8(all_bytes, low, _mm512_load_si512(order), high);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(packed),
+                     _mm512_maskz_extracti32x4_epi32(__mmask8(0xF), bytes, 0));
+  }
+  // x0 * m0 (elements 0-15) and x1 * m1 (16-31) encoded and packed into 16 bytes.
+  static void store_fp4(__m512 x0, __m512 m0, __m512 x1, __m512 m1, std::uint8_t* packed,
+                        fp4_encoder table) noexcept {
+    store_fp4_pair_bytes(fp4_pair_bytes(_mm512_mul_ps(x0, m0), table),
+                         fp4_pair_bytes(_mm512_mul_ps(x1, m1), table), packed);
+  }
+  // E2M1 codes packed two per byte; n a multiple of 16.
+  static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
+                                std::uint8_t* packed) noexcept {
+    const __m512 m = _mm512_set1_ps(multiplier);
+    const fp4_encoder table = make_fp4_encoder();
+    std::size_t i = 0;
+    for (; i + 2 * width <= n; i += 2 * width)
+      store_fp4(_mm512_loadu_ps(p + i), m, _mm512_loadu_ps(p + i + width), m, packed + i / 2, table);
+    if (i < n) {
+      const __m512i bytes = fp4_pair_bytes(_mm512_mul_ps(_mm512_loadu_ps(p + i), m), table);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + i / 2),
+                       _mm512_maskz_cvtepi64_epi8(all_quadwords, bytes));
+    }
+  }
+#else
+  struct fp4_encoder {};
+  static fp4_encoder make_fp4_encoder() noexcept { return {}; }
+  // x0 * m0 (elements 0-15) and x1 * m1 (16-31) encoded and packed into 16 bytes.
+  static void store_fp4(__m512 x0, __m512 m0, __m512 x1, __m512 m1, std::uint8_t* packed,
+                        fp4_encoder) noexcept {
+    store_fp4_pairs(encode_fp4_signed(x0, m0), encode_fp4_signed(x1, m1), packed);
+  }
+#endif
+
   // Two MXFP4 blocks (64 floats) at once: their maxima share one reduction (block A in lanes 0-7,
   // block B in lanes 8-15). Returns the two E8M0 codes as A | B << 8, 0xFF for a block with NaN/Inf
   // (whose 16 packed bytes the caller zeroes).
@@ -354,8 +478,9 @@ struct block_ops_avx512 : block_ops_scalar {
         _mm512_maskz_shuffle_f32x4(all_lanes, multiplier, multiplier, _MM_SHUFFLE(0, 0, 0, 0));
     const __m512 multiplier_b =
         _mm512_maskz_shuffle_f32x4(all_lanes, multiplier, multiplier, _MM_SHUFFLE(3, 3, 3, 3));
-    store_fp4_pairs(encode_fp4_signed(a0, multiplier_a), encode_fp4_signed(a1, multiplier_a), packed);
-    store_fp4_pairs(encode_fp4_signed(b0, multiplier_b), encode_fp4_signed(b1, multiplier_b), packed + 16);
+    const fp4_encoder encoder = make_fp4_encoder();
+    store_fp4(a0, multiplier_a, a1, multiplier_a, packed, encoder);
+    store_fp4(b0, multiplier_b, b1, multiplier_b, packed + 16, encoder);
     const __mmask16 special = _mm512_cmpge_epu32_mask(m, _mm512_set1_epi32(int(float_infinity_bits)));
     const __m512i codes = _mm512_mask_mov_epi32(code, special, _mm512_set1_epi32(0xFF));
     alignas(64) std::uint32_t lanes[16];
@@ -374,7 +499,7 @@ struct block_ops_avx512 : block_ops_scalar {
     }
     const __m512i code = mx_scale_codes(amax, emax);
     const __m512 multiplier = mx_multipliers(code);
-    store_fp4_pairs(encode_fp4_signed(x0, multiplier), encode_fp4_signed(x1, multiplier), packed);
+    store_fp4(x0, multiplier, x1, multiplier, packed, make_fp4_encoder());
     return std::uint8_t(_mm_cvtsi128_si32(_mm512_maskz_extracti32x4_epi32(__mmask8(0xF), code, 0)));
   }
 
@@ -383,24 +508,25 @@ struct block_ops_avx512 : block_ops_scalar {
     return _mm512_castsi512_ps(
         _mm512_maskz_max_epu32(all_lanes, _mm512_castps_si512(a), _mm512_castps_si512(b)));
   }
-  // Lane j = largest |x| bits of the 16 floats p[16 j .. 16 j + 16): a reduction tree that halves the
+  // Lane j = the largest of the 16 lanes of v[j] (magnitude bits): a reduction tree that halves the
   // vector count at each level while shuffling partial maxima of different blocks together (31
   // shuffles and maxima for 16 blocks instead of 8 per block). The tree leaves block j in lane
   // 4 (j % 4) + j / 4; one permutation puts it back.
-  static __m512i transposed_max(const float* p) noexcept {
-    __m512 v[16];
-    for (int j = 0; j < 16; ++j) v[j] = _mm512_castsi512_ps(abs_bits(_mm512_loadu_ps(p + 16 * j)));
+  static __m512i transposed_max(const __m512* v) noexcept {
     __m512 w[8];
+#pragma GCC unroll 16
     for (int i = 0; i < 8; ++i) {
       w[i] = max_bits(_mm512_maskz_shuffle_f32x4(all_lanes, v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                       _mm512_maskz_shuffle_f32x4(all_lanes, v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     }
     __m512 x[4];
+#pragma GCC unroll 16
     for (int i = 0; i < 4; ++i) {
       x[i] = max_bits(_mm512_maskz_shuffle_f32x4(all_lanes, w[2 * i], w[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                       _mm512_maskz_shuffle_f32x4(all_lanes, w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
     }
     __m512 y[2];
+#pragma GCC unroll 16
     for (int i = 0; i < 2; ++i) {
       y[i] = max_bits(_mm512_maskz_shuffle_ps(all_lanes, x[2 * i], x[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                       _mm512_maskz_shuffle_ps(all_lanes, x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
@@ -411,22 +537,105 @@ struct block_ops_avx512 : block_ops_scalar {
     return _mm512_maskz_permutexvar_epi32(all_lanes, order, _mm512_castps_si512(z));
   }
 
-  // Sixteen NVFP4 blocks: the block maxima gathered into one vector, all scales at once.
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode,
+  // Sixteen NVFP4 blocks: the block maxima gathered into one vector, all scale codes at once, the
+  // multipliers read from the per-tensor table (no division on the way to the elements).
+  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, const float* multipliers_by_code,
                                    std::uint8_t* scales, std::uint8_t* packed) noexcept {
-    __m512i amax = transposed_max(p);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) v[j] = _mm512_castsi512_ps(abs_bits(_mm512_loadu_ps(p + 16 * j)));
+    __m512i amax = transposed_max(v);
     const __mmask16 non_finite = _mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(int(float_infinity_bits)));
     amax = _mm512_maskz_mov_epi32(__mmask16(~non_finite), amax);
-    alignas(64) std::uint32_t amax_bits[16];
-    alignas(64) float multipliers[16];
-    _mm512_store_si512(amax_bits, amax);
-    nvfp4_scales(amax_bits, encode_times_sixth, tensor_decode, scales, multipliers);
+    const __m512i code = encode_vector<ue4m3_format>(
+        _mm512_mul_ps(_mm512_castsi512_ps(amax), _mm512_set1_ps(encode_times_sixth)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_maskz_cvtepi32_epi8(all_lanes, code));
+    const fp4_encoder encoder = make_fp4_encoder();
     for (int j = 0; j < 16; j += 2) {
       // Broadcast from memory: a load-port operation, leaving the shuffle port to the packing.
-      const __m512 m0 = _mm512_set1_ps(multipliers[j]);
-      const __m512 m1 = _mm512_set1_ps(multipliers[j + 1]);
-      store_fp4_pairs(encode_fp4_signed(_mm512_loadu_ps(p + 16 * j), m0),
-                      encode_fp4_signed(_mm512_loadu_ps(p + 16 * j + 16), m1), packed + 8 * j);
+      store_fp4(_mm512_loadu_ps(p + 16 * j), _mm512_set1_ps(multipliers_by_code[scales[j]]),
+                _mm512_loadu_ps(p + 16 * j + 16), _mm512_set1_ps(multipliers_by_code[scales[j + 1]]),
+                packed + 8 * j, encoder);
+    }
+    return non_finite;
+  }
+
+  // Lane j: the largest |x| bits of MX block j (32 floats) of the 512 at p.
+  static __m512i mx_group_max(const float* p) noexcept {
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      v[j] = _mm512_castsi512_ps(_mm512_maskz_max_epu32(all_lanes, abs_bits(_mm512_loadu_ps(p + 32 * j)),
+                                                        abs_bits(_mm512_loadu_ps(p + 32 * j + 16))));
+    }
+    return transposed_max(v);
+  }
+  // The E8M0 codes of 16 MX blocks from their maxima (0xFF where NaN or Inf), stored to scales, and
+  // the element multipliers 2^(127 - code) stored to multipliers.
+  static __mmask16 mx_group_scales(__m512i amax, int emax, std::uint8_t* scales,
+                                   float* multipliers) noexcept {
+    const __mmask16 non_finite = _mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(int(float_infinity_bits)));
+    const __m512i code = mx_scale_codes(amax, emax);
+    _mm512_store_ps(multipliers, mx_multipliers(code));
+    const __m512i stored = _mm512_mask_mov_epi32(code, non_finite, _mm512_set1_epi32(0xFF));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_maskz_cvtepi32_epi8(all_lanes, stored));
+    return non_finite;
+  }
+  // Sixteen MXFP4 blocks (512 floats): maxima and scales of all sixteen in vector registers, then the
+  // elements block by block. Returns the mask of blocks with NaN or Inf, whose elements the caller zeroes.
+  static std::uint32_t mx_fp4_group(const float* p, int emax, std::uint8_t* scales,
+                                    std::uint8_t* packed) noexcept {
+    alignas(64) float multipliers[16];
+    const __mmask16 non_finite = mx_group_scales(mx_group_max(p), emax, scales, multipliers);
+    const fp4_encoder encoder = make_fp4_encoder();
+    for (int j = 0; j < 16; ++j) {
+      const __m512 m = _mm512_set1_ps(multipliers[j]);
+      store_fp4(_mm512_loadu_ps(p + 32 * j), m, _mm512_loadu_ps(p + 32 * j + 16), m, packed + 16 * j,
+                encoder);
+    }
+    return non_finite;
+  }
+
+  static constexpr bool has_mx_fp6_group = true;
+  // Two vectors of FP6 codes (elements 0-15 and 16-31, one per 32-bit lane) packed into 24 bytes.
+  // packus puts, in 128-bit lane i, codes 4i..4i+3 of both vectors side by side as 16-bit values;
+  // madd with (1, 64) joins each pair into a 12-bit value, and x | x >> 20 on each 64-bit lane joins
+  // two of those into the 3 bytes of four codes (c0 | c1 << 6 | c2 << 12 | c3 << 18, packed.hpp's
+  // layout, the fourth byte zero). Group g (codes 4g..4g+3) is then 32-bit lane 4 (g % 4) + 2 (g / 4).
+  static void store_fp6(__m512i codes_low, __m512i codes_high, std::uint8_t* packed) noexcept {
+    const __m512i words = _mm512_maskz_packus_epi32(~__mmask32(0), codes_low, codes_high);
+    const __m512i pairs = _mm512_maskz_madd_epi16(all_lanes, words, _mm512_set1_epi32(0x00400001));
+    const __m512i groups = _mm512_or_si512(pairs, _mm512_maskz_srli_epi64(all_quadwords, pairs, 20));
+#if FP8_BLOCK_FP4_LOOKUP
+    // One byte permutation gathers the eight 3-byte groups in element order.
+    alignas(64) static constexpr std::uint8_t order[64] = {0, 1, 2,  16, 17, 18, 32, 33, 34, 48, 49, 50,
+                                                           8, 9, 10, 24, 25, 26, 40, 41, 42, 56, 57, 58};
+    const __m512i bytes = _mm512_maskz_permutexvar_epi8(all_bytes, _mm512_load_si512(order), groups);
+    _mm256_mask_storeu_epi8(packed, 0xFFFFFF, _mm512_maskz_extracti64x4_epi64(all_quadwords, bytes, 0));
+#else
+    // Without vpermb: the groups in order as 32-bit lanes 0-7, each 128-bit lane's four squeezed to
+    // 12 bytes, and the two 12-byte halves stored.
+    const __m512i in_order = _mm512_maskz_permutexvar_epi32(
+        all_lanes, _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), groups);
+    const __m512i squeezed = _mm512_maskz_shuffle_epi8(
+        ~__mmask64(0), in_order,
+        _mm512_maskz_broadcast_i32x4(all_lanes,
+                                     _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1)));
+    _mm_mask_storeu_epi8(packed, 0x0FFF, _mm512_maskz_extracti32x4_epi32(__mmask8(0xF), squeezed, 0));
+    _mm_mask_storeu_epi8(packed + 12, 0x0FFF, _mm512_maskz_extracti32x4_epi32(__mmask8(0xF), squeezed, 1));
+#endif
+  }
+  // Sixteen MXFP6 blocks (512 floats): scales as for MXFP4, elements by the arithmetic encoder and
+  // store_fp6. Returns the mask of blocks with NaN or Inf, whose 24 bytes the caller zeroes.
+  template <class Format>
+  static std::uint32_t mx_fp6_group(const float* p, int emax, std::uint8_t* scales,
+                                    std::uint8_t* packed) noexcept {
+    alignas(64) float multipliers[16];
+    const __mmask16 non_finite = mx_group_scales(mx_group_max(p), emax, scales, multipliers);
+    for (int j = 0; j < 16; ++j) {
+      const __m512 m = _mm512_set1_ps(multipliers[j]);
+      store_fp6(encode_vector<Format>(_mm512_mul_ps(_mm512_loadu_ps(p + 32 * j), m)),
+                encode_vector<Format>(_mm512_mul_ps(_mm512_loadu_ps(p + 32 * j + 16), m)), packed + 24 * j);
     }
     return non_finite;
   }
@@ -498,22 +707,60 @@ struct block_ops_avx2 : block_ops_scalar {
       _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), _mm256_castsi256_si128(packed));
     }
   }
-  // E2M1 codes packed two per byte; n a multiple of 8 (see the AVX-512 version).
+  // E2M1 codes packed two per byte; n a multiple of 8. Sixteen or thirty-two codes at a time: packus
+  // narrows the 32-bit codes to bytes (leaving, in each 128-bit half, codes 4i..4i+3 of every vector
+  // side by side), maddubs with (1, 16) joins each (even, odd) pair into its packed byte, packus narrows
+  // again, and one 16-bit interleave of the two halves puts the bytes in element order.
   static void encode_fp4_packed(const float* p, std::size_t n, float multiplier,
                                 std::uint8_t* packed) noexcept {
     const __m256 m = _mm256_set1_ps(multiplier);
-    const __m256i first_bytes =
-        _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
-                         0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    for (std::size_t i = 0; i < n; i += width) {
-      const __m256i code = encode_vector<e2m1_format>(_mm256_mul_ps(_mm256_loadu_ps(p + i), m));
+    const __m256i pair_weights = _mm256_set1_epi16(1 | 16 << 8);
+    auto codes = [&](std::size_t i) {
+      return encode_vector<e2m1_format>(_mm256_mul_ps(_mm256_loadu_ps(p + i), m));
+    };
+    // Bytes (2 per vector and 128-bit half) -> element order, as 16-bit units of the two halves.
+    auto in_order = [](__m256i bytes) {
+      return _mm_unpacklo_epi16(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+    };
+    std::size_t i = 0;
+    for (; i + 4 * width <= n; i += 4 * width) {
+      const __m256i narrow =
+          _mm256_packus_epi16(_mm256_packus_epi32(codes(i), codes(i + width)),
+                              _mm256_packus_epi32(codes(i + 2 * width), codes(i + 3 * width)));
+      const __m256i joined = _mm256_maddubs_epi16(narrow, pair_weights);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(packed + i / 2),
+                       in_order(_mm256_packus_epi16(joined, joined)));
+    }
+    for (; i + 2 * width <= n; i += 2 * width) {
+      const __m256i words = _mm256_packus_epi32(codes(i), codes(i + width));
+      const __m256i joined = _mm256_maddubs_epi16(_mm256_packus_epi16(words, words), pair_weights);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + i / 2),
+                       in_order(_mm256_packus_epi16(joined, joined)));
+    }
+    if (i < n) {  // 8 codes: the pairs' bytes at 0 and 8 of each half
+      const __m256i code = codes(i);
+      const __m256i first_bytes =
+          _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                           0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
       const __m256i pairs =
           _mm256_shuffle_epi8(_mm256_or_si256(code, _mm256_srli_epi64(code, 28)), first_bytes);
-      const std::uint32_t four = std::uint32_t(_mm_cvtsi128_si32(_mm256_castsi256_si128(pairs))) & 0xFFFFu;
-      const std::uint32_t high =
-          std::uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(pairs, 1))) & 0xFFFFu;
-      const std::uint32_t word = four | high << 16;
+      const std::uint32_t word = std::uint32_t(_mm_cvtsi128_si32(in_order(pairs)));
       std::memcpy(packed + i / 2, &word, sizeof word);
+    }
+  }
+  // The codes of 16 finite NVFP4 blocks by the vector encoder (the scalar rule, 8 at a time).
+  static void nvfp4_scale_codes(const std::uint32_t* amax_bits, float encode_times_sixth,
+                                std::uint8_t* codes) noexcept {
+    const __m256 e6 = _mm256_set1_ps(encode_times_sixth);
+    for (int j = 0; j < 16; j += 8) {
+      const __m256i code = encode_vector<ue4m3_format>(_mm256_mul_ps(
+          _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(amax_bits + j))), e6));
+      const __m256i words = _mm256_packus_epi32(code, code);
+      const __m256i bytes = _mm256_packus_epi16(words, words);  // codes 4i..4i+3 at the front of half i
+      const std::uint32_t low = std::uint32_t(_mm_cvtsi128_si32(_mm256_castsi256_si128(bytes)));
+      const std::uint32_t high = std::uint32_t(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1)));
+      std::memcpy(codes + j, &low, sizeof low);
+      std::memcpy(codes + j + 4, &high, sizeof high);
     }
   }
   static std::uint8_t mx_fp4_block(const float* p, int emax, std::uint8_t* packed) noexcept {
@@ -522,9 +769,13 @@ struct block_ops_avx2 : block_ops_scalar {
   static std::uint32_t mx_fp4_block_pair(const float* p, int emax, std::uint8_t* packed) noexcept {
     return mx_fp4_block_pair_generic<block_ops_avx2>(p, emax, packed);
   }
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, float tensor_decode,
+  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, const float* multipliers_by_code,
                                    std::uint8_t* scales, std::uint8_t* packed) noexcept {
-    return nvfp4_group_generic<block_ops_avx2>(p, encode_times_sixth, tensor_decode, scales, packed);
+    return nvfp4_group_generic<block_ops_avx2>(p, encode_times_sixth, multipliers_by_code, scales, packed);
+  }
+  static std::uint32_t mx_fp4_group(const float* p, int emax, std::uint8_t* scales,
+                                    std::uint8_t* packed) noexcept {
+    return mx_fp4_group_generic<block_ops_avx2>(p, emax, scales, packed);
   }
 };
 using block_ops = block_ops_avx2;
@@ -532,4 +783,5 @@ using block_ops = block_ops_avx2;
 using block_ops = block_ops_scalar;
 #endif
 
+}  // namespace FP8_BLOCK_ABI_NAMESPACE
 }  // namespace fp8::detail

@@ -73,6 +73,7 @@ inline void check_pointers(const void* a, const void* b, const void* c, std::siz
 }  // namespace detail
 
 inline namespace FP8_QUANTIZE_ABI_NAMESPACE {
+inline namespace FP8_BLOCK_ABI_NAMESPACE {  // block_scaled_ops.hpp: with or without VBMI
 
 // Quantizes rows x cols floats to MX (Element = e2m1_format for MXFP4, e2m3_format / e3m2_format for
 // MXFP6). `random_bits`: null for round-to-nearest-even; otherwise one 32-bit word per element
@@ -83,55 +84,71 @@ void quantize_mx(const float* in, std::size_t rows, std::size_t cols, std::uint8
   static_assert(is_mx_element_v<Element>, "MX element formats here: e2m1_format, e2m3_format, e3m2_format");
   detail::check_block_shape(rows, cols, mx_block_size, "fp8::quantize_mx");
   detail::check_pointers(in, packed_out, scales_e8m0, rows * cols, "fp8::quantize_mx");
-  const std::size_t blocks_per_row = cols / mx_block_size;
-  if (random_bits == nullptr && std::is_same_v<Element, e2m1_format>) {
-    // MXFP4's hot path: scale, encode and pack in vector registers, two blocks at a time. Blocks are
-    // contiguous across rows, so block k's scale is scales_e8m0[k] and its 16 bytes start at 16 k.
-    const std::size_t blocks = rows * blocks_per_row;
-    constexpr std::size_t bytes_per_block = mx_block_size / 2;
-    auto finish = [&](std::size_t k, std::uint8_t code) {
-      scales_e8m0[k] = code;
-      if (code == detail::e8m0_nan) {
-        for (std::size_t i = 0; i < bytes_per_block; ++i) packed_out[k * bytes_per_block + i] = 0;
-      }
-    };
-    std::size_t k = 0;
-    for (; k + 2 <= blocks; k += 2) {
-      const std::uint32_t codes = detail::block_ops::mx_fp4_block_pair(
-          in + k * mx_block_size, mx_element_emax<Element>, packed_out + k * bytes_per_block);
-      finish(k, std::uint8_t(codes));
-      finish(k + 1, std::uint8_t(codes >> 8));
+  // Blocks are contiguous across rows: block k's scale is scales_e8m0[k], its elements start at
+  // in[32 k] and at packed byte packed_bytes<Element>(32 k).
+  const std::size_t blocks = rows * (cols / mx_block_size);
+  constexpr std::size_t bytes_per_block = packed_bytes<Element>(mx_block_size);
+  auto finish_non_finite = [&](std::size_t first_block, std::uint32_t mask) {
+    for (std::size_t j = 0; mask != 0; ++j, mask >>= 1) {
+      if ((mask & 1u) == 0) continue;
+      for (std::size_t i = 0; i < bytes_per_block; ++i)
+        packed_out[(first_block + j) * bytes_per_block + i] = 0;
     }
-    if (k < blocks) {
-      finish(k, detail::block_ops::mx_fp4_block(in + k * mx_block_size, mx_element_emax<Element>,
-                                                packed_out + k * bytes_per_block));
+  };
+  // Under nearest even, MXFP4 goes entirely through vector kernels: sixteen blocks at a time (scales in
+  // one vector, elements encoded and packed in registers), then two, then one. MXFP6 takes the
+  // sixteen-block kernel where the kernel set has one, and the loop below for the rest.
+  constexpr bool fp4 = std::is_same_v<Element, e2m1_format>;
+  constexpr bool fp6_groups = !fp4 && detail::block_ops::has_mx_fp6_group;
+  const std::size_t grouped = random_bits == nullptr && (fp4 || fp6_groups) ? blocks / 16 * 16 : 0;
+  for (std::size_t k = 0; k < grouped; k += 16) {
+    const float* group = in + k * mx_block_size;
+    std::uint8_t* group_out = packed_out + k * bytes_per_block;
+    if constexpr (fp4) {
+      finish_non_finite(
+          k, detail::block_ops::mx_fp4_group(group, mx_element_emax<Element>, scales_e8m0 + k, group_out));
+    } else if constexpr (fp6_groups) {
+      finish_non_finite(k, detail::mx_fp6_group_of<detail::block_ops, Element>(
+                               group, mx_element_emax<Element>, scales_e8m0 + k, group_out));
     }
-    return;
   }
+  const std::size_t vectorised = random_bits == nullptr && fp4 ? blocks : grouped;
+  for (std::size_t k = grouped; k < vectorised; k += 2) {  // MXFP4's last blocks
+    if (k + 1 == vectorised) {
+      scales_e8m0[k] = detail::block_ops::mx_fp4_block(in + k * mx_block_size, mx_element_emax<Element>,
+                                                       packed_out + k * bytes_per_block);
+      break;
+    }
+    const std::uint32_t codes = detail::block_ops::mx_fp4_block_pair(
+        in + k * mx_block_size, mx_element_emax<Element>, packed_out + k * bytes_per_block);
+    scales_e8m0[k] = std::uint8_t(codes);
+    scales_e8m0[k + 1] = std::uint8_t(codes >> 8);
+    finish_non_finite(k, (scales_e8m0[k] == detail::e8m0_nan ? 1u : 0u) |
+                             (scales_e8m0[k + 1] == detail::e8m0_nan ? 2u : 0u));
+  }
+  // The other blocks (all of them under stochastic rounding), one at a time.
   std::uint8_t codes[mx_block_size];
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t b = 0; b < blocks_per_row; ++b) {
-      const std::size_t first = r * cols + b * mx_block_size;
-      const float* block = in + first;
-      const std::uint32_t amax_bits = detail::block_ops::amax_bits(block, mx_block_size);
-      std::uint8_t scale = detail::e8m0_nan;
-      if (amax_bits >= detail::float_infinity_bits) {  // NaN or Inf in the block
-        for (auto& c : codes) c = 0;
+  for (std::size_t k = vectorised; k < blocks; ++k) {
+    const std::size_t first = k * mx_block_size;
+    const float* block = in + first;
+    const std::uint32_t amax_bits = detail::block_ops::amax_bits(block, mx_block_size);
+    std::uint8_t scale = detail::e8m0_nan;
+    if (amax_bits >= detail::float_infinity_bits) {  // NaN or Inf in the block
+      for (auto& c : codes) c = 0;
+    } else {
+      scale = detail::mx_scale_code_from_amax_bits(amax_bits, mx_element_emax<Element>);
+      const float multiplier = detail::mx_element_multiplier(scale);
+      if (random_bits == nullptr) {
+        detail::block_ops::encode<Element>(block, mx_block_size, multiplier, codes);
       } else {
-        scale = detail::mx_scale_code_from_amax_bits(amax_bits, mx_element_emax<Element>);
-        const float multiplier = detail::mx_element_multiplier(scale);
-        if (random_bits == nullptr) {
-          detail::block_ops::encode<Element>(block, mx_block_size, multiplier, codes);
-        } else {
-          for (std::size_t i = 0; i < mx_block_size; ++i) {
-            codes[i] = std::uint8_t(convert_bits<Element, rounding::stochastic, overflow::saturate>(
-                block[i] * multiplier, random_bits[first + i]));
-          }
+        for (std::size_t i = 0; i < mx_block_size; ++i) {
+          codes[i] = std::uint8_t(convert_bits<Element, rounding::stochastic, overflow::saturate>(
+              block[i] * multiplier, random_bits[first + i]));
         }
       }
-      scales_e8m0[r * blocks_per_row + b] = scale;
-      pack<Element>(codes, mx_block_size, packed_out + packed_bytes<Element>(first));
     }
+    scales_e8m0[k] = scale;
+    pack<Element>(codes, mx_block_size, packed_out + packed_bytes<Element>(first));
   }
 }
 
@@ -152,5 +169,6 @@ void dequantize_mx(const std::uint8_t* packed_in, const std::uint8_t* scales_e8m
   }
 }
 
+}  // namespace FP8_BLOCK_ABI_NAMESPACE
 }  // namespace FP8_QUANTIZE_ABI_NAMESPACE
 }  // namespace fp8

@@ -98,6 +98,7 @@ void nvfp4_encode_block(const float* in, float multiplier, std::uint8_t* packed,
 }  // namespace detail
 
 inline namespace FP8_QUANTIZE_ABI_NAMESPACE {
+inline namespace FP8_BLOCK_ABI_NAMESPACE {  // block_scaled_ops.hpp: with or without VBMI
 
 // 1x16 blocks along rows, with a given per-tensor scale (e.g. from an amax reduced across devices).
 // `random_bits`: null for nearest-even, else one word per element (row-major) for stochastic rounding.
@@ -108,11 +109,14 @@ inline void quantize_nvfp4(const float* in, std::size_t rows, std::size_t cols,
   detail::check_pointers(in, packed_out, scales_ue4m3, rows * cols, "fp8::quantize_nvfp4");
   const float encode_times_sixth = tensor_scale.encode * (1.0f / 6.0f);
   const std::size_t blocks = rows * cols / nvfp4_block_size;
-  // Sixteen blocks at a time under nearest-even: their scales are computed in one vector.
+  // Sixteen blocks at a time under nearest-even: their scales are computed in one vector, and the
+  // element multipliers come from a table of the 127 possible ones.
   const std::size_t grouped = random_bits == nullptr ? blocks / 16 * 16 : 0;
+  alignas(64) float multipliers_by_code[128];
+  if (grouped != 0) detail::block_ops::nvfp4_multipliers(tensor_scale.decode, multipliers_by_code);
   for (std::size_t k = 0; k < grouped; k += 16) {
     const std::uint32_t non_finite =
-        detail::block_ops::nvfp4_group(in + k * nvfp4_block_size, encode_times_sixth, tensor_scale.decode,
+        detail::block_ops::nvfp4_group(in + k * nvfp4_block_size, encode_times_sixth, multipliers_by_code,
                                        scales_ue4m3 + k, packed_out + k * nvfp4_block_size / 2);
     for (std::size_t j = 0; non_finite != 0 && j < 16; ++j) {
       if (((non_finite >> j) & 1u) == 0) continue;
@@ -214,5 +218,6 @@ inline void dequantize_nvfp4(const std::uint8_t* packed_in, const std::uint8_t* 
   }
 }
 
+}  // namespace FP8_BLOCK_ABI_NAMESPACE
 }  // namespace FP8_QUANTIZE_ABI_NAMESPACE
 }  // namespace fp8
