@@ -4,9 +4,12 @@
 // directory), found before anything large is allocated.
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "options.hpp"
+#include "process_group.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -21,6 +24,17 @@ int finish_stdout(int code) {
     std::fprintf(stderr, "fp8_trainer: error: writing to standard output failed\n");
     return code == 0 ? exit_failure : code;
   }
+  return code;
+}
+
+// A failure of this rank (a usage error, or one while running): with several ranks, named by rank, and
+// the whole job ends (the others would wait for this rank in their next collective).
+int fail(trainer::process_group* group, int code, const char* kind, const char* what) {
+  const bool ranks = group != nullptr && group->size() > 1;
+  std::fprintf(stderr, "\nfp8_trainer: %s%s%s\n",
+               ranks ? ("rank " + std::to_string(group->rank()) + ": ").c_str() : "", kind, what);
+  code = finish_stdout(code);
+  if (ranks) group->abort(code);
   return code;
 }
 
@@ -40,20 +54,26 @@ int main(int argc, char** argv) {
     }
     trainer::check_output_directory(options);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "fp8_trainer: %s\n", e.what());
+    // Every rank of an MPI job reads the same command line: one of them reports it.
+    if (trainer::launcher_rank() == 0) std::fprintf(stderr, "fp8_trainer: %s\n", e.what());
     return exit_usage;
   }
+  std::unique_ptr<trainer::process_group> group;  // MPI when started by mpirun (data parallelism)
   try {
-    trainer::training_run run(options);
+    group = trainer::join_process_group();
+    trainer::check_same_arguments(*group, argc, argv);
+    trainer::training_run run(options, group.get());
     run.run();
+  } catch (const trainer::collective_error& e) {
+    // Found by every rank at once (options or weights that differ between ranks): rank 0 reports it.
+    if (group->is_root()) {
+      std::fprintf(stderr, "\nfp8_trainer: %s%s\n", e.exit_code() == exit_usage ? "" : "error: ", e.what());
+    }
+    return finish_stdout(e.exit_code());
   } catch (const std::invalid_argument& e) {
     // Options that only the data can refute (a batch larger than the text holds), found before the
     // model is allocated.
-    std::fprintf(stderr, "\nfp8_trainer: %s\n", e.what());
-    return finish_stdout(exit_usage);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nfp8_trainer: error: %s\n", e.what());
-    return finish_stdout(exit_failure);
-  }
+    return fail(group.get(), exit_usage, "", e.what());
+  } catch (const std::exception& e) { return fail(group.get(), exit_failure, "error: ", e.what()); }
   return finish_stdout(0);
 }
