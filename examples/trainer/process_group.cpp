@@ -77,12 +77,11 @@ void check_same_on_all_ranks(process_group& group, const std::vector<replica_val
     std::string differing;
     for (int r = 1; r < group.size(); ++r) {
       const std::uint64_t value = all[std::size_t(r) * count + i];
-      if (value != all[i])
-        differing += (differing.empty() ? "" : ", ") + std::to_string(r) + " (" + hex(value) + ")";
+      if (value != all[i]) differing += ", rank " + std::to_string(r) + " has " + hex(value);
     }
     if (differing.empty()) continue;
     throw collective_error(values[i].what + " differ between the ranks " + when + ": rank 0 has " +
-                               hex(all[i]) + ", rank " + differing + (hint.empty() ? "" : "; " + hint),
+                               hex(all[i]) + differing + (hint.empty() ? "" : "; " + hint),
                            exit_code);
   }
 }
