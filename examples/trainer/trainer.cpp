@@ -25,6 +25,7 @@ namespace {
 // The data order draws from its own stream, so that changing the model does not change the batches.
 constexpr std::uint64_t data_seed_offset = 0xD1B54A32D192ED03ull;
 constexpr long default_warmup_divisor = 20;  // 5% of the steps
+constexpr int diverged_status = 1;           // main()'s exit status for a failure while training
 
 recipe_switches switches_of(const run_options& o) {
   return {o.recipe, o.power_of_two_scales, o.current_scaling_for};
@@ -328,10 +329,12 @@ double training_run::run() {
     }
     if (!std::isfinite(record.train_loss)) {
       if (writer) progress.finish();
-      throw std::runtime_error(
+      // Every rank has the same (reduced) loss and stops here together.
+      throw collective_error(
           "the training loss is " + std::to_string(record.train_loss) + " at step " + std::to_string(step_) +
-          ": training diverged (see docs/debugging.md: try "
-          "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)");
+              ": training diverged (see docs/debugging.md: try "
+              "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)",
+          diverged_status);
     }
     if (writer && options_.save_every > 0 && step_ % options_.save_every == 0) {
       char name[32];

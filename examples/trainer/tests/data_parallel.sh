@@ -209,6 +209,10 @@ failures_check() {
   [[ ! -e indivisible && ! -e micro ]] && pass "no output directory for refused runs" ||
     fail "a refused run created its output directory"
 
+  run uneven 1 "${tiny[@]}" --micro-batch 3 --steps 2 --out uneven
+  expect "a micro-batch that does not divide the batch (one process)" 2 "--micro-batch 3 must divide --batch 4" \
+    uneven.err $?
+
   timeout 120 "${launch[@]}" -np 1 "$trainer" "${tiny[@]}" --steps 2 --lr 0.001 --out mixed : \
     -np 1 "$trainer" "${tiny[@]}" --steps 2 --lr 0.002 --out mixed >mixed.out 2>mixed.err
   expect "ranks started with different options" 2 \
@@ -218,6 +222,12 @@ failures_check() {
   # The same relative --resume path names different checkpoints in the two ranks' directories.
   mkdir -p a b
   (cd a && run saved 1 "${tiny[@]}" --steps 2 --seed 1 --out c) && (cd b && run saved 1 "${tiny[@]}" --steps 2 --seed 2 --out c)
+  # Only rank 0's directory holds the checkpoint: rank 1 fails alone and must not leave rank 0 waiting.
+  mkdir -p alone
+  timeout 120 "${launch[@]}" -np 1 -wdir a "$trainer" "${tiny[@]}" --steps 4 --resume c/final.safetensors --out c : \
+    -np 1 -wdir alone "$trainer" "${tiny[@]}" --steps 4 --resume c/final.safetensors --out c >alone.out 2>alone.err
+  expect "a failure on one rank ends the job" 1 "fp8_trainer: rank 1: error: checkpoint 'c/final.safetensors': cannot open" \
+    alone.err $?
   timeout 120 "${launch[@]}" -np 1 -wdir a "$trainer" "${tiny[@]}" --steps 4 --resume c/final.safetensors --out c : \
     -np 1 -wdir b "$trainer" "${tiny[@]}" --steps 4 --resume c/final.safetensors --out c >apart.out 2>apart.err
   expect "ranks resuming from different checkpoints" 2 \
