@@ -5,8 +5,8 @@ Measures tokens/s of the default model (FP8, delayed scaling, --batch 16 global)
 2 MPI ranks, over a short run each, and prints
 
   1. the measured table (median tokens/s over the steps after the first few, whole global batch);
-  2. the bytes a step moves for the measured model: the FP32 gradient all-reduce, the amax all-reduce,
-     and (not in the trainer: a ZeRO-3 style run that shards the weights) the all-gather of the linear
+  2. the time of the gradient all-reduce alone (allreduce_time.cpp, built with mpicxx), and the
+     bytes a step moves for the measured model: the FP32 gradient all-reduce, the amax all-reduce, and (not in the trainer: a ZeRO-3 style run that shards the weights) the all-gather of the linear
      weights in BF16 or in FP8 with one FP32 scale per tensor;
   3. a model of how that grows with the rank count N and the model size: a ring all-reduce sends
      2(N-1)/N x the payload per rank, an all-gather (N-1)/N x the gathered bytes.
@@ -65,12 +65,7 @@ def run_trainer(args, ranks, threads, out):
     command = [args.trainer, "--steps", str(args.steps), "--threads", str(threads), "--no-progress",
                "--eval-every", str(10 * args.steps), "--eval-batches", "1", "--no-final-save", "--out", out]
     if ranks > 1:
-        launcher = [args.mpiexec, "-np", str(ranks)]
-        version = subprocess.run([args.mpiexec, "--version"], capture_output=True, text=True, check=False)
-        if "open-mpi" in (version.stdout + version.stderr).lower().replace(" ", "-"):
-            # Open MPI refuses root without this, and more ranks than it counts cores without the other.
-            launcher += ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-        command = launcher + command
+        command = launcher(args, ranks) + command
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"trainer_data_parallel.py: {' '.join(command)} failed:\n{result.stderr[-2000:]}")
@@ -85,6 +80,29 @@ def run_trainer(args, ranks, threads, out):
         if "MPI_Allreduce of" in line:  # the trainer's own account of its gradient all-reduce
             allreduced = int(line.split("MPI_Allreduce of")[1].split()[0])
     return statistics.median(speeds), min(speeds), max(speeds), parameters, allreduced
+
+
+def launcher(args, ranks):
+    command = [args.mpiexec, "-np", str(ranks)]
+    version = subprocess.run([args.mpiexec, "--version"], capture_output=True, text=True, check=False)
+    if "open-mpi" in (version.stdout + version.stderr).lower().replace(" ", "-"):
+        # Open MPI refuses root without this, and more ranks than it counts cores without the other.
+        command += ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    return command
+
+
+def allreduce_milliseconds(args, work, count):
+    """(median, fastest) time of one MPI_Allreduce of `count` floats on 2 ranks (allreduce_time.cpp),
+    or None where mpicxx is missing."""
+    compiler = shutil.which("mpicxx")
+    if compiler is None:
+        return None
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce_time.cpp")
+    program = os.path.join(work, "allreduce_time")
+    subprocess.run([compiler, "-O2", source, "-o", program], check=True)
+    result = subprocess.run(launcher(args, 2) + [program, str(count)], capture_output=True, text=True, check=True)
+    median, fastest = (float(x) for x in result.stdout.split())
+    return median, fastest
 
 
 def main():
@@ -110,6 +128,10 @@ def main():
                          f"all-reduce of {allreduced} floats; the shape here gives {default[0]} and "
                          f"{default[0] + 2}: update transformer_shape()")
             print(f"| {ranks} x {threads} | {median:.0f} | {low:.0f} - {high:.0f} |")
+        timing = allreduce_milliseconds(args, work, default[0] + 2)
+        if timing is not None:
+            print(f"\nThe gradient all-reduce alone ({default[0] + 2} floats, 2 ranks, allreduce_time.cpp): "
+                  f"median {timing[0]:.2f} ms, fastest {timing[1]:.2f} ms")
 
     total, linear, layers = default
     payload = {"gradients": (total + 2) * FLOAT, "amaxes": OPERANDS * layers * FLOAT,
