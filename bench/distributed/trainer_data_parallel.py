@@ -6,8 +6,9 @@ Measures tokens/s of the default model (FP8, delayed scaling, --batch 16 global)
 
   1. the measured table (median tokens/s over the steps after the first few, whole global batch);
   2. the time of the gradient all-reduce alone (allreduce_time.cpp, built with mpicxx), and the
-     bytes a step moves for the measured model: the FP32 gradient all-reduce, the amax all-reduce, and (not in the trainer: a ZeRO-3 style run that shards the weights) the all-gather of the linear
-     weights in BF16 or in FP8 with one FP32 scale per tensor;
+     bytes a step moves for the measured model: the FP32 gradient all-reduce, the amax all-reduce,
+     and (not in the trainer: a ZeRO-3 style run that shards the weights) the all-gather of the
+     linear weights in BF16 or in FP8 with one FP32 scale per tensor;
   3. a model of how that grows with the rank count N and the model size: a ring all-reduce sends
      2(N-1)/N x the payload per rank, an all-gather (N-1)/N x the gathered bytes.
 
