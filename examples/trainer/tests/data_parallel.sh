@@ -5,8 +5,8 @@
 #
 # CHECK is one of
 #   equivalence  2 ranks with --batch 4 (2 sequences each) against 1 rank with --batch 4 --micro-batch 2:
-#                bit-identical logs and final checkpoints, in BF16 and FP8 with delayed and current
-#                scaling; against 1 rank with one pass of 4: the same losses within a tolerance; rank 1
+#                bit-identical logs and final checkpoints, in FP32, BF16 and FP8 with delayed and
+#                current scaling; against 1 rank with one pass of 4: the same losses within a tolerance; rank 1
 #                writes nothing.
 #   resume       a checkpoint written by 2 ranks continues on 1 rank as the uninterrupted 2-rank run.
 #   failures     a rank killed mid-run ends the job quickly with a non-zero status naming the rank;
@@ -92,7 +92,7 @@ expect() {
 
 equivalence() {
   local recipe
-  for recipe in "bf16:--precision bf16" "fp8-delayed:--precision fp8 --scaling delayed --shadow-every 3" \
+  for recipe in "fp32:--precision fp32" "bf16:--precision bf16" "fp8-delayed:--precision fp8 --scaling delayed --shadow-every 3" \
     "fp8-current:--precision fp8 --scaling current"; do
     local name=${recipe%%:*} switches
     read -ra switches <<<"${recipe#*:}"
