@@ -139,3 +139,19 @@ TEST_CASE("ranks that start from different weights are refused before the first 
   CHECK(message.find("differ between the ranks at the start (step 0)") != std::string::npos);
   CHECK(group.sums == 0);
 }
+
+TEST_CASE("--micro-batch and --hash-every: defaults, values and the checks that need no ranks") {
+  const char* plain[] = {"fp8_trainer"};
+  const run_options defaults = parse_options(1, plain);
+  CHECK(defaults.micro_batch == 0);  // one pass per rank
+  CHECK(defaults.hash_every == 50);
+  const char* given[] = {"fp8_trainer", "--batch", "8", "--micro-batch", "2", "--hash-every", "0"};
+  const run_options o = parse_options(7, given);
+  CHECK(o.micro_batch == 2);
+  CHECK(o.hash_every == 0);
+  const char* uneven[] = {"fp8_trainer", "--batch", "8", "--micro-batch", "3"};
+  CHECK_THROWS_WITH_AS(parse_options(5, uneven), doctest::Contains("--micro-batch 3 must divide --batch 8"),
+                       std::invalid_argument);
+  const char* negative[] = {"fp8_trainer", "--hash-every", "-1"};
+  CHECK_THROWS_AS(parse_options(3, negative), std::invalid_argument);
+}
