@@ -200,6 +200,11 @@ failures_check() {
       fail "... but no message names rank 1" killed.err
   fi
 
+  run unknown 2 "${tiny[@]}" --stesp 5
+  expect "a usage error under mpirun" 2 "unknown option '--stesp'" unknown.err $?
+  [[ $(grep -c "unknown option" unknown.err) == 1 ]] && pass "... reported once, not once per rank" ||
+    fail "the usage error is not reported exactly once" unknown.err
+
   run indivisible 2 "${tiny[@]}" --batch 5 --steps 2 --out indivisible
   expect "a global batch that does not divide among the ranks" 2 \
     "--batch 5 \(the global batch, summed over the ranks\) does not divide among 2 ranks" indivisible.err $?
