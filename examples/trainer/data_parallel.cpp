@@ -11,13 +11,6 @@
 
 namespace trainer {
 
-namespace {
-
-constexpr int exit_usage = 2;
-constexpr int exit_failure = 1;
-
-}  // namespace
-
 batch_split split_batch(const run_options& o, int rank, int ranks) {
   batch_split split;
   split.global = o.batch;
@@ -28,14 +21,14 @@ batch_split split_batch(const run_options& o, int rank, int ranks) {
                                " (the global batch, summed over the ranks) does not divide among " +
                                std::to_string(ranks) + " ranks: use a multiple of " + std::to_string(ranks) +
                                " (see docs/distributed_training.md)",
-                           exit_usage);
+                           usage_error_status);
   }
   split.micro = o.micro_batch > 0 ? o.micro_batch : split.local();
   if (split.local() % split.micro != 0) {
     throw collective_error("--micro-batch " + std::to_string(split.micro) + " does not divide the " +
                                std::to_string(split.local()) + " sequences of each of the " +
                                std::to_string(ranks) + " ranks (--batch " + std::to_string(o.batch) + ")",
-                           exit_usage);
+                           usage_error_status);
   }
   return split;
 }
@@ -111,7 +104,7 @@ void training_run::check_replicas(const std::string& when) {
       *group_, {{"the weights and FP8 scales", replica_fingerprint(model_->parameters(), *scaling_)}}, when,
       "the ranks no longer train the same model (a rank computed a different gradient sum, "
       "or its memory was corrupted); resume from the last checkpoint",
-      exit_failure);
+      failure_status);
 }
 
 void training_run::check_start(const std::string& when) {
@@ -121,7 +114,7 @@ void training_run::check_start(const std::string& when) {
       {{"the training texts (fingerprints)", data_.fingerprint},
        {"the steps (from --resume)", std::uint64_t(step_)},
        {"the initial weights and FP8 scales", replica_fingerprint(model_->parameters(), *scaling_)}},
-      when, "every rank must read the same --data and --resume files", exit_usage);
+      when, "every rank must read the same --data and --resume files", usage_error_status);
 }
 
 }  // namespace trainer

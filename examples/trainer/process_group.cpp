@@ -90,7 +90,7 @@ void check_same_arguments(process_group& group, int argc, const char* const* arg
   std::uint64_t hash = fnv1a_offset;
   for (int i = 1; i < argc; ++i) hash = fnv1a(argv[i], std::strlen(argv[i]) + 1, hash);  // with the '\0'
   check_same_on_all_ranks(group, {{"the command-line options (fingerprints)", hash}}, "at the start",
-                          "start every rank with the same options", 2);
+                          "start every rank with the same options", usage_error_status);
 }
 
 }  // namespace trainer

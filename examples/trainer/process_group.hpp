@@ -39,6 +39,10 @@ class process_group {
   process_group& operator=(const process_group&) = default;
 };
 
+// fp8_trainer's exit statuses (main.cpp) that collective errors carry.
+inline constexpr int usage_error_status = 2;  // found before training: options, inputs
+inline constexpr int failure_status = 1;      // a failure while running
+
 // A failure that every rank finds at the same point from the same gathered values (options or weights
 // that differ between ranks, a batch that does not divide among them): each rank throws it, rank 0
 // reports it, and all end with exit_code without aborting the job.

@@ -25,7 +25,6 @@ namespace {
 // The data order draws from its own stream, so that changing the model does not change the batches.
 constexpr std::uint64_t data_seed_offset = 0xD1B54A32D192ED03ull;
 constexpr long default_warmup_divisor = 20;  // 5% of the steps
-constexpr int diverged_status = 1;           // main()'s exit status for a failure while training
 
 recipe_switches switches_of(const run_options& o) {
   return {o.recipe, o.power_of_two_scales, o.current_scaling_for};
@@ -334,7 +333,7 @@ double training_run::run() {
           "the training loss is " + std::to_string(record.train_loss) + " at step " + std::to_string(step_) +
               ": training diverged (see docs/debugging.md: try "
               "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)",
-          diverged_status);
+          failure_status);
     }
     if (writer && options_.save_every > 0 && step_ % options_.save_every == 0) {
       char name[32];
