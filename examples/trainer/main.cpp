@@ -6,9 +6,15 @@
 #include <exception>
 #include <memory>
 #include <stdexcept>
+#include <string>
+
+#if defined(__GLIBC__)
+#include <malloc.h>  // mallopt
+#endif
 
 #include "device_options.hpp"
 #include "options.hpp"
+#include "process_group.hpp"
 #include "trainer.hpp"
 #ifdef FP8_TRAINER_CUDA
 #include "cuda/trainer_cuda.hpp"
@@ -35,17 +41,53 @@ constexpr bool cuda_built = true;
 constexpr bool cuda_built = false;
 #endif
 
-// The run on the device --device names (check_device_options has accepted it).
-std::unique_ptr<trainer::training_run> make_run(const trainer::run_options& options) {
+// The run on the device --device names (check_device_options has accepted it), as this rank's part
+// of the group. The GPU loop trains alone: it has no NCCL reduction of gradients and amaxes yet.
+std::unique_ptr<trainer::training_run> make_run(const trainer::run_options& options,
+                                                trainer::process_group& group) {
+  if (options.device == trainer::device_kind::cuda) {
+    if (group.size() > 1) {
+      // Every rank finds this at once: rank 0 reports it and all exit with the usage status.
+      throw trainer::collective_error("--device cuda runs in one process: data-parallel training over " +
+                                          std::to_string(group.size()) +
+                                          " ranks is implemented on the CPU only (--device cpu)",
+                                      exit_usage);
+    }
 #ifdef FP8_TRAINER_CUDA
-  if (options.device == trainer::device_kind::cuda) return trainer::cuda::make_training_run(options);
+    return trainer::cuda::make_training_run(options);
 #endif
-  return std::make_unique<trainer::training_run>(options);
+  }
+  return std::make_unique<trainer::training_run>(options, &group);
+}
+
+// Every step allocates and frees the same large temporaries (FP8 operand copies, GEMM scratch). By
+// default glibc hands the free top of the heap back to the kernel and takes it again at the next step,
+// page faults and zeroing included, whenever no small long-lived allocation happens to sit above them:
+// a change anywhere in the program can move one and cost a run 10% (measured). Serving blocks below
+// 32 MiB (glibc's own upper limit for this) from the heap and keeping up to 1 GiB of it free makes the
+// step's memory cost the same whatever the heap's layout.
+void keep_step_memory() {
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+// A failure of this rank (a usage error, or one while running): with several ranks, named by rank, and
+// the whole job ends (the others would wait for this rank in their next collective).
+int fail(trainer::process_group* group, int code, const char* kind, const char* what) {
+  const bool ranks = group != nullptr && group->size() > 1;
+  std::fprintf(stderr, "\nfp8_trainer: %s%s%s\n",
+               ranks ? ("rank " + std::to_string(group->rank()) + ": ").c_str() : "", kind, what);
+  code = finish_stdout(code);
+  if (ranks) group->abort(code);
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_step_memory();
   trainer::run_options options;
   try {
     options = trainer::parse_options(argc, argv);
@@ -60,20 +102,26 @@ int main(int argc, char** argv) {
     trainer::check_device_options(options, cuda_built);
     trainer::check_output_directory(options);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "fp8_trainer: %s\n", e.what());
+    // Every rank of an MPI job reads the same command line: one of them reports it.
+    if (trainer::launcher_rank() == 0) std::fprintf(stderr, "fp8_trainer: %s\n", e.what());
     return exit_usage;
   }
+  std::unique_ptr<trainer::process_group> group;  // MPI when started by mpirun (data parallelism)
   try {
-    const std::unique_ptr<trainer::training_run> run = make_run(options);
+    group = trainer::join_process_group();
+    trainer::check_same_arguments(*group, argc, argv);
+    const std::unique_ptr<trainer::training_run> run = make_run(options, *group);
     run->run();
+  } catch (const trainer::collective_error& e) {
+    // Found by every rank at once (options or weights that differ between ranks): rank 0 reports it.
+    if (group->is_root()) {
+      std::fprintf(stderr, "\nfp8_trainer: %s%s\n", e.exit_code() == exit_usage ? "" : "error: ", e.what());
+    }
+    return finish_stdout(e.exit_code());
   } catch (const std::invalid_argument& e) {
     // Options that only the data can refute (a batch larger than the text holds), found before the
     // model is allocated.
-    std::fprintf(stderr, "\nfp8_trainer: %s\n", e.what());
-    return finish_stdout(exit_usage);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nfp8_trainer: error: %s\n", e.what());
-    return finish_stdout(exit_failure);
-  }
+    return fail(group.get(), exit_usage, "", e.what());
+  } catch (const std::exception& e) { return fail(group.get(), exit_failure, "error: ", e.what()); }
   return finish_stdout(0);
 }

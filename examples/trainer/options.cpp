@@ -185,7 +185,14 @@ void declare_options(CLI::App& app, parse_state& s) {
          "train on this text file (default: the fortune cookies of Debian's 'fortunes' package); the last "
          "10% of "
          "each file is validation text");
-  o.integer("--batch", "B", r.batch, 1, max_extent, "sequences per step (default 16)");
+  o.integer("--batch", "B", r.batch, 1, max_extent,
+            "sequences per step (default 16); with mpirun the global batch, split among the ranks");
+  o.integer("--micro-batch", "M", r.micro_batch, 0, max_extent,
+            "sequences per forward/backward pass; the gradients of a step's passes are summed in order "
+            "(default: --batch / ranks, one pass per rank)");
+  o.integer("--hash-every", "N", r.hash_every, 0, max_period,
+            "with mpirun: check every N steps that all ranks hold the same weights; 0 only at the start "
+            "and end (default 50)");
   o.shape("--context", "T", s.shape.context, 2, max_extent, "bytes per sequence (default 128)");
   o.shape("--d-model", "C", s.shape.channels, 2, max_extent,
           "transformer width (default 128); MLP byte-embedding width (default 32)");
@@ -371,6 +378,10 @@ void check_consistency(const run_options& o) {
   bf16_units_of(o.bf16_layers, o.model.layers + 1, o.model.kind == "transformer");
   if (o.shadow_every > 0 && o.base_precision != precision::fp8) {
     fail("--shadow-every compares an fp8 run with BF16: it needs --precision fp8");
+  }
+  if (o.micro_batch > 0 && o.batch % o.micro_batch != 0) {
+    fail("--micro-batch " + std::to_string(o.micro_batch) + " must divide --batch " +
+         std::to_string(o.batch));
   }
   if (o.reset_scaling && o.resume_from.empty())
     fail("--reset-scaling only applies together with --resume FILE");

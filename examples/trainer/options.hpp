@@ -21,7 +21,9 @@ struct run_options {
   model_options model;
   precision base_precision = precision::fp8;
   std::string data_file;  // empty: the default data (Debian's fortunes)
-  int batch = 16;
+  int batch = 16;         // sequences per optimizer step, over all ranks of a data-parallel run
+  int micro_batch = 0;    // sequences per forward/backward pass; 0: --batch / ranks (one pass each)
+  long hash_every = 50;   // data parallelism: check every N steps that the ranks' weights agree
 
   // How long and how fast.
   long steps = 600;

@@ -53,6 +53,8 @@ class scaling_state {
 
   // After each training step: roll the histories and compute the next step's scales.
   void end_step() { delayed_.update(); }
+  // The same after the reducer has made the step's amaxes agree over the ranks (data parallelism).
+  void end_step(fp8::amax_reducer& reducer) { delayed_.update(reducer); }
 
   // The delayed state in the library's versioned, checksummed format (stored in checkpoints).
   std::vector<std::uint8_t> serialize() const;

@@ -107,17 +107,21 @@ void prepare_output_directory(const run_options& o) {
   }
 }
 
-training_run::training_run(run_options options) : options_(std::move(options)) {
+training_run::training_run(run_options options, process_group* group) : options_(std::move(options)) {
+  if (group == nullptr) own_group_ = single_process();
+  group_ = group != nullptr ? group : own_group_.get();
+  split_ = split_batch(options_, group_->rank(), group_->size());
   set_thread_count(options_.threads);
   data_ = options_.data_file.empty() ? load_fortunes(FP8_TRAINER_DEFAULT_DATA_DIR)
                                      : load_text_file(options_.data_file);
   // The checks of --batch and --context against the text come before the model is allocated: a
   // batch too large for the text must be a usage error, not an out-of-memory kill.
-  loader_ = std::make_unique<batch_loader>(data_.train, options_.batch, options_.model.context,
-                                           options_.seed ^ data_seed_offset);
+  // A sharded step draws the global batch window by window (the same order, one batch or several).
+  loader_ = std::make_unique<batch_loader>(data_.train, split_.sharded() ? 1 : options_.batch,
+                                           options_.model.context, options_.seed ^ data_seed_offset);
   eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context,
                                          options_.eval_batches);
-  model_ = make_model(options_.model, options_.batch);
+  model_ = make_model(options_.model, split_.micro);
   policy_ = make_policy(options_, *model_);
   scaling_ = std::make_unique<scaling_state>(switches_of(options_), linear_names(*model_));
   rng weights(options_.seed);
@@ -133,6 +137,7 @@ training_run::training_run(run_options options) : options_(std::move(options)) {
   inputs_.resize(tokens);
   targets_.resize(tokens);
   if (!options_.resume_from.empty()) load(options_.resume_from);
+  check_start("at the start (step " + std::to_string(step_) + ")");
 }
 
 pass_context training_run::training_pass(tensor_stats_log* stats) {
@@ -145,21 +150,29 @@ pass_context training_run::training_pass(tensor_stats_log* stats) {
   return pass;
 }
 
+double training_run::shadow_forward(const std::int32_t* inputs, const std::int32_t* targets) {
+  // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
+  const precision_policy shadow = bf16_policy_like(policy_);
+  pass_context shadow_pass;
+  shadow_pass.policy = &shadow;
+  return model_->forward(shadow_pass, inputs, targets);
+}
+
 step_record training_run::train_step(tensor_stats_log* stats) {
   step_record record;
   parameter_set& params = model_->parameters();
   if (stats != nullptr) stats->set_step(step_ + 1);
-  loader_->next(inputs_.data(), targets_.data());
-  params.zero_grad();
   const pass_context pass = training_pass(stats);
-  record.train_loss = model_->forward(pass, inputs_.data(), targets_.data());
-  model_->backward(pass);
-  if (options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0) {
-    // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
-    const precision_policy shadow = bf16_policy_like(policy_);
-    pass_context shadow_pass;
-    shadow_pass.policy = &shadow;
-    record.shadow_loss = model_->forward(shadow_pass, inputs_.data(), targets_.data());
+  if (split_.sharded()) {
+    sharded_gradients(record, stats);  // data_parallel.cpp
+  } else {
+    loader_->next(inputs_.data(), targets_.data());
+    params.zero_grad();
+    record.train_loss = model_->forward(pass, inputs_.data(), targets_.data());
+    model_->backward(pass);
+    if (options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0) {
+      record.shadow_loss = shadow_forward(inputs_.data(), targets_.data());
+    }
   }
   record.grad_norm = gradient_norm(params);
   clip_gradients(params, record.grad_norm, options_.clip_norm);
@@ -167,10 +180,14 @@ step_record training_run::train_step(tensor_stats_log* stats) {
   record.learning_rate = lr;
   adamw_update(params, options_.adamw, lr, step_);
   params.refresh_compute(policy_.activation_storage());
-  if (pass.scaling != nullptr) scaling_->end_step();
+  // The amaxes agree over the ranks (one all-reduce with max) before the next step's scales.
+  if (pass.scaling != nullptr) scaling_->end_step(group_->amax_reducer());
   ++step_;
   record.step = step_;
   record.tokens = step_ * long(inputs_.size());
+  if (options_.hash_every > 0 && step_ % options_.hash_every == 0) {
+    check_replicas("after step " + std::to_string(step_));
+  }
   return record;
 }
 
@@ -179,12 +196,18 @@ double training_run::evaluate() {
   pass.policy = &policy_;
   pass.scaling = policy_.base == precision::fp32 ? nullptr : scaling_.get();
   pass.record_amax = false;
+  // Batches of --batch windows, in passes of the model's batch (several when the step is sharded).
+  const int passes = options_.batch / split_.micro;
+  const std::size_t pass_tokens = std::size_t(split_.micro) * std::size_t(options_.model.context);
   double total = 0.0;
   for (int b = 0; b < eval_->batches(); ++b) {
     eval_->fill(b, inputs_.data(), targets_.data());
-    total += model_->forward(pass, inputs_.data(), targets_.data());
+    for (int p = 0; p < passes; ++p) {
+      total += model_->forward(pass, inputs_.data() + std::size_t(p) * pass_tokens,
+                               targets_.data() + std::size_t(p) * pass_tokens);
+    }
   }
-  return total / double(eval_->batches());
+  return total / double(eval_->batches() * passes);
 }
 
 void training_run::save(const std::string& path) const {
@@ -242,6 +265,7 @@ std::string training_run::describe() const {
       << "training:  " << options_.steps << " steps of " << options_.batch << "x" << options_.model.context
       << " bytes, lr " << options_.learning_rate << " (warmup " << schedule_.warmup_steps << ", cosine to "
       << options_.final_lr_fraction << "x), seed " << options_.seed << ", " << thread_count() << " threads\n";
+  if (split_.sharded()) out << "parallel:  " << describe_split(split_, model_->parameters().size()) << "\n";
   if (step_ > 0) out << "resumed:   at step " << step_ << " from " << options_.resume_from << "\n";
   return out.str();
 }
@@ -251,20 +275,24 @@ double training_run::run() {
     throw std::invalid_argument("the run is already at step " + std::to_string(step_) + " of --steps " +
                                 std::to_string(options_.steps) + ": pass a larger --steps to train further");
   }
-  check_output_directory(options_);
+  // Rank 0 writes the logs, checkpoints and messages of a data-parallel run; the others only train.
+  const bool writer = group_->is_root();
   const std::string dir = output_directory(options_);
-  prepare_output_directory(options_);
-  std::printf("%s", describe().c_str());
-  std::printf("output:    %s/log.csv%s\n", dir.c_str(),
-              options_.out_dir.empty() ? " (the default for these options)" : "");
-  for (const std::string& name : remove_stale_temporaries(dir, ".safetensors")) {
-    std::printf("removed:   %s/%s, left by a save that was interrupted\n", dir.c_str(), name.c_str());
-  }
-  std::fflush(stdout);
-
-  csv_log log(dir + "/log.csv", step_);
+  std::unique_ptr<csv_log> log;
   std::unique_ptr<tensor_stats_log> stats;
-  if (options_.stats_every > 0) stats = std::make_unique<tensor_stats_log>(dir + "/stats.csv", step_);
+  if (writer) {
+    check_output_directory(options_);
+    prepare_output_directory(options_);
+    std::printf("%s", describe().c_str());
+    std::printf("output:    %s/log.csv%s\n", dir.c_str(),
+                options_.out_dir.empty() ? " (the default for these options)" : "");
+    for (const std::string& name : remove_stale_temporaries(dir, ".safetensors")) {
+      std::printf("removed:   %s/%s, left by a save that was interrupted\n", dir.c_str(), name.c_str());
+    }
+    std::fflush(stdout);
+    log = std::make_unique<csv_log>(dir + "/log.csv", step_);
+    if (options_.stats_every > 0) stats = std::make_unique<tensor_stats_log>(dir + "/stats.csv", step_);
+  }
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -272,10 +300,10 @@ double training_run::run() {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
   double val_loss = not_measured;
-  if (step_ == 0) {
+  if (step_ == 0 && writer) {
     step_record initial;
     initial.val_loss = val_loss = evaluate();
-    log.write(initial);
+    log->write(initial);
   }
   progress_display progress(options_.steps, options_.progress_bar, options_.log_every);
   double step_seconds_average = 0.0;
@@ -288,25 +316,33 @@ double training_run::run() {
     record.tokens_per_second = double(inputs_.size()) / step_seconds;
     const long done = step_ - first_step;
     step_seconds_average += (step_seconds - step_seconds_average) / double(done < 20 ? done : 20);
-    if (step_ % options_.eval_every == 0 || step_ == options_.steps) record.val_loss = val_loss = evaluate();
-    record.elapsed_seconds = seconds_since(start);
-    log.write(record);
-    if (stats_step) stats->flush();
-    progress.update(step_, record.train_loss, record.val_loss, record.tokens_per_second,
-                    step_seconds_average * double(options_.steps - step_));
-    if (!std::isfinite(record.train_loss)) {
-      progress.finish();
-      throw std::runtime_error(
-          "the training loss is " + std::to_string(record.train_loss) + " at step " + std::to_string(step_) +
-          ": training diverged (see docs/debugging.md: try "
-          "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)");
+    if (writer && (step_ % options_.eval_every == 0 || step_ == options_.steps)) {
+      record.val_loss = val_loss = evaluate();
     }
-    if (options_.save_every > 0 && step_ % options_.save_every == 0) {
+    record.elapsed_seconds = seconds_since(start);
+    if (writer) {
+      log->write(record);
+      if (stats_step) stats->flush();
+      progress.update(step_, record.train_loss, record.val_loss, record.tokens_per_second,
+                      step_seconds_average * double(options_.steps - step_));
+    }
+    if (!std::isfinite(record.train_loss)) {
+      if (writer) progress.finish();
+      // Every rank has the same (reduced) loss and stops here together.
+      throw collective_error(
+          "the training loss is " + std::to_string(record.train_loss) + " at step " + std::to_string(step_) +
+              ": training diverged (see docs/debugging.md: try "
+              "--precision bf16 from the last checkpoint, a lower --lr, or the FP8 switches)",
+          failure_status);
+    }
+    if (writer && options_.save_every > 0 && step_ % options_.save_every == 0) {
       char name[32];
       std::snprintf(name, sizeof(name), "/step_%06ld.safetensors", step_);
       save(dir + name);
     }
   }
+  check_replicas("at the end (step " + std::to_string(step_) + ")");
+  if (!writer) return val_loss;
   progress.finish();
   if (options_.save_final) save(dir + "/final.safetensors");
   std::printf("final:     validation loss %.4f nats/byte (unigram baseline %.4f) after %ld steps, %s\n",

@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "data.hpp"
+#include "data_parallel.hpp"
 #include "logging.hpp"
 #include "model.hpp"
 #include "options.hpp"
+#include "process_group.hpp"
 #include "scaling_state.hpp"
 #include "schedule.hpp"
 #include "tensor_stats.hpp"
@@ -30,7 +32,10 @@ class training_run {
  public:
   // Loads the data, builds and initialises the model (or restores --resume), prints nothing.
   // Throws std::invalid_argument / std::runtime_error / fp8::checkpoint_error with a message for the user.
-  explicit training_run(run_options options);
+  // With a group of several ranks (data parallelism, docs/distributed_training.md) this rank trains its
+  // share of each global batch, and the ranks check that they start from the same text and weights
+  // (collective_error otherwise); without one, this process trains alone.
+  explicit training_run(run_options options, process_group* group = nullptr);
   // The GPU run (cuda/trainer_cuda.hpp) overrides the step, the evaluation, save and load.
   virtual ~training_run() = default;
   // The data loader refers to the text this object owns: a run stays where it was built.
@@ -57,14 +62,28 @@ class training_run {
   const text_data& data() const { return data_; }
   const precision_policy& policy() const { return policy_; }
   const scaling_state& scaling() const { return *scaling_; }
+  const batch_split& split() const { return split_; }
   double unigram() const { return unigram_; }
   // What this run trains, in a few lines (printed at the start of run()).
   virtual std::string describe() const;
 
  protected:
   pass_context training_pass(tensor_stats_log* stats);
+  // The BF16 loss of a batch with the current weights (--shadow-every); touches no scaling state.
+  double shadow_forward(const std::int32_t* inputs, const std::int32_t* targets);
+  // Data parallelism (data_parallel.cpp): this rank's passes of the step and the all-reduce that
+  // leaves the mean gradient of the global batch in parameters().grad on every rank.
+  void sharded_gradients(step_record& record, tensor_stats_log* stats);
+  // Throw collective_error unless every rank holds the same weights and scales (and, at the start,
+  // the same text and step).
+  void check_replicas(const std::string& when);
+  void check_start(const std::string& when);
 
   run_options options_;
+  std::unique_ptr<process_group> own_group_;  // this process alone, when no group is given
+  process_group* group_ = nullptr;
+  batch_split split_;
+  std::vector<float> gradient_sum_;  // the packed all-reduce buffer: gradients, loss, shadow loss
   text_data data_;
   std::unique_ptr<model> model_;
   precision_policy policy_;
