@@ -162,8 +162,8 @@ TEST_CASE("the first step's gradients on the GPU equal the CPU's, tensor by tens
   // most 4e-7, so FP32 runs (summation order only) get 1e-4; all of BF16's roundings together
   // (bf16 against fp32) move them by at most 7e-3, and the devices differ only in where summation
   // order flips a BF16 rounding, so BF16 runs get 2e-2. FP8 is left out: at step 0 the delayed scales
-  // are 1, and there a BF16 flip that crosses an FP8 rounding boundary moves the gradients by up to
-  // 6e-2 (the FP8 products themselves are the library's test_linear_layer's).
+  // are 1, and there moving 2% of the BF16 weights by one BF16 ulp already moves the gradients by up
+  // to 6e-2 (the FP8 products themselves are the library's test_linear_layer's).
   struct config {
     const char* model;
     precision p;
