@@ -7,7 +7,7 @@
 //                 [--out DIR]
 //
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
-// byte vocabulary, 4 blocks (0.97 B parameters; as many as fit with the trainer's materialised
+// byte vocabulary, 4 blocks (0.975 B parameters; as many as fit with the trainer's materialised
 // attention). Random tokens; weights drawn once, the same for both precisions. Writes DIR/speed.csv
 // and DIR/profile.csv with --out, and prints both as Markdown tables.
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the tables and the plot of the trainer on the GPU (docs/trainer_cuda.md) in one go:
 #   1. speed: bench_trainer at the shape (d_model 4096, SwiGLU 14336, 32 heads, context 2048,
-#      bytes, 4 blocks = 0.97 B parameters), BF16 vs FP8 tokens/s, model TFLOP/s, per-phase profile;
+#      bytes, 4 blocks = 0.975 B parameters), BF16 vs FP8 tokens/s, model TFLOP/s, per-phase profile;
 #   2. the PyTorch BF16 torch.compile peer of the same model (skipped, and said so, without PyTorch);
 #   3. loss parity: fp8_trainer --device cuda, d_model 1024, 8 blocks, FP8 vs BF16, and the plot.
 #

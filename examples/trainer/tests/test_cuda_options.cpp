@@ -198,3 +198,53 @@ TEST_CASE("the device recipe keeps every operand and takes the host state's dela
     }
   }
 }
+
+TEST_CASE("every linear layer's weight and gradient sit 16-byte aligned in the packed parameter buffers") {
+  // device_linears hands the layer pointers into the packed buffers: W's BF16 copy at the tensor's
+  // offset (read by BF16 products and by the casts, whose fastest kernels need 16 bytes) and the FP32
+  // gradient there (the C and D of an FP8 wgrad product, which cuBLASLt refuses below 16 bytes).
+  // Offsets are sums of tensor sizes, so one odd-sized tensor (a bias, a gain) before a matrix would
+  // break this; the shapes below are the tests', the defaults, the loss-parity run's (one block: the
+  // offsets repeat per block) and an MLP with an odd embedding width.
+  std::vector<model_options> shapes;
+  model_options tiny;
+  tiny.context = 32;
+  tiny.channels = 32;
+  tiny.layers = 2;
+  tiny.heads = 2;
+  tiny.hidden = 64;
+  shapes.push_back(tiny);
+  shapes.push_back(model_options{});
+  model_options parity;
+  parity.context = 16;
+  parity.channels = 1024;
+  parity.layers = 1;
+  parity.heads = 16;
+  parity.hidden = 2816;
+  shapes.push_back(parity);
+  model_options mlp;
+  mlp.kind = "mlp";
+  mlp.context = 8;
+  mlp.window = 5;
+  mlp.channels = 3;
+  mlp.layers = 3;
+  mlp.hidden = 48;
+  shapes.push_back(mlp);
+  model_options mlp_default;
+  mlp_default.kind = "mlp";
+  mlp_default.hidden = 512;
+  mlp_default.channels = 32;
+  shapes.push_back(mlp_default);
+  for (const model_options& shape : shapes) {
+    CAPTURE(shape.kind);
+    CAPTURE(shape.channels);
+    const std::unique_ptr<model> host = make_model(shape, 1);
+    const parameter_set& params = host->parameters();
+    for (const linear_layer_info& info : host->linear_layers()) {
+      CAPTURE(info.name);
+      const std::size_t offset = params.offset(params.index_of(info.name));
+      CHECK(offset * sizeof(std::uint16_t) % 16 == 0);  // the BF16 copy of W
+      CHECK(offset * sizeof(float) % 16 == 0);          // the FP32 gradient
+    }
+  }
+}
