@@ -192,21 +192,27 @@ fi
 step "ctest -L gpu (conversions, every float)" "$logs/ctest_gpu_convert.log" 200 bash -c "$(gpu_tests -R test_device_convert)"
 
 # --- compute-sanitizer (the 2^32 sweeps and the large cases are left out: too slow under it) -------
-sanitize() {  # sanitize <tool> <program> [doctest arguments...]
-  local tool=$1 program=$2
+sanitize() {  # sanitize <tool> <program, relative to the build directory> [doctest arguments...]
+  local tool=$1 program=$2 name
+  name=$(basename "$program")
   shift 2
-  step "compute-sanitizer $tool $program" "$logs/sanitizer_${tool}_${program}.log" 120 \
-    compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/cuda/$program" "$@"
+  step "compute-sanitizer $tool $name" "$logs/sanitizer_${tool}_${name}.log" 120 \
+    compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/$program" "$@"
 }
 if command -v compute-sanitizer >/dev/null; then
   exclude='--test-case-exclude=*large case*,*every float*'
-  sanitize memcheck test_device_quantize "$exclude"
-  sanitize racecheck test_device_quantize "$exclude"
-  sanitize memcheck test_cublaslt_paths
-  sanitize initcheck test_device_quantize "$exclude"
-  sanitize memcheck test_device_convert "$exclude"
-  sanitize memcheck test_cublaslt_gemm
-  sanitize memcheck test_linear_layer
+  sanitize memcheck tests/cuda/test_device_quantize "$exclude"
+  sanitize racecheck tests/cuda/test_device_quantize "$exclude"
+  sanitize memcheck tests/cuda/test_cublaslt_paths
+  sanitize initcheck tests/cuda/test_device_quantize "$exclude"
+  sanitize memcheck tests/cuda/test_device_convert "$exclude"
+  sanitize memcheck tests/cuda/test_cublaslt_gemm
+  sanitize memcheck tests/cuda/test_linear_layer
+  # The trainer's CUDA layers (built above where the trainer's dependencies were found).
+  if [[ -x $build/examples/trainer/tests/trainer_test_cuda_layers ]]; then
+    sanitize memcheck examples/trainer/tests/trainer_test_cuda_layers
+    sanitize initcheck examples/trainer/tests/trainer_test_cuda_layers
+  fi
 else
   echo "compute-sanitizer,NOT RUN (not on PATH),0" >>"$steps"
   failures=$((failures + 1))
