@@ -69,6 +69,11 @@ std::unique_ptr<process_group> join_process_group();
 int launcher_rank();
 // The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE or PMI_SIZE); -1 without a launcher.
 int launcher_size();
+// This process's rank among the ranks on its node (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or
+// SLURM_LOCALID) and their number (OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS); -1 where the
+// launcher does not say. They choose each rank's GPU (gpu_ranks.hpp).
+int launcher_local_rank();
+int launcher_local_size();
 
 // Compares values that must be equal on every rank (e.g. {"the weights", hash}) with one gather.
 // Throws collective_error(exit_code) naming the first value that differs, `when` it was checked,
