@@ -52,12 +52,11 @@ device_gradient_sum::mean_losses device_gradient_sum::finish(device_parameters& 
                                                                            float(shards));
     detail::check_launch("trainer::cuda::mean_kernel");
   }
+  // The all-reduce is waited for first (a failed peer is reported, not waited for forever); the
+  // copy to pageable memory then returns at once.
+  if (group != nullptr) group->wait(stream);
   FP8_CUDA_CHECK(cudaMemcpyAsync(losses, sum_.data() + n, sizeof losses, cudaMemcpyDeviceToHost, stream));
-  if (group != nullptr) {
-    group->wait(stream);
-  } else {
-    FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
+  FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
   return {losses[0] / float(shards), losses[1] / float(shards)};
 }
 
