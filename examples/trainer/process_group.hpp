@@ -26,6 +26,13 @@ class process_group {
   virtual void sum(float* data, std::size_t count) = 0;
   // Every rank's `values` (the same count on each), rank after rank: one collective (MPI_Allgather).
   virtual std::vector<std::uint64_t> gather(const std::vector<std::uint64_t>& values) = 0;
+  // Rank 0's `values` on every rank (the same count on each): one collective (MPI_Bcast; by default
+  // the first ranks' share of a gather).
+  virtual std::vector<std::uint64_t> broadcast(const std::vector<std::uint64_t>& values) {
+    std::vector<std::uint64_t> all = gather(values);
+    all.resize(values.size());
+    return all;
+  }
   // The reducer that makes the FP8 amaxes agree (a max over the ranks) once per step.
   virtual fp8::amax_reducer& amax_reducer() = 0;
   // Ends every process of the job with `exit_code` (MPI_Abort): for a failure on this rank alone,

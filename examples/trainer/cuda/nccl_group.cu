@@ -42,16 +42,15 @@ void check_setup(ncclResult_t rc, const char* call, int rank) {
                    (last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : ""));
 }
 
-// rank 0's ncclUniqueId on every rank: it travels as whole 64-bit words through the group's gather
-// (the one MPI collective the trainer's process group offers for bytes), rank 0's words first.
+// rank 0's ncclUniqueId on every rank: its bytes travel as 64-bit words in one MPI_Bcast.
 ncclUniqueId shared_unique_id(process_group& group) {
   static_assert(sizeof(ncclUniqueId) % sizeof(std::uint64_t) == 0, "ncclUniqueId is whole 64-bit words");
   ncclUniqueId id{};
   if (group.is_root()) check_setup(ncclGetUniqueId(&id), "ncclGetUniqueId", 0);
   std::vector<std::uint64_t> words(sizeof id / sizeof(std::uint64_t));
   std::memcpy(words.data(), &id, sizeof id);
-  const std::vector<std::uint64_t> all = group.gather(words);
-  std::memcpy(&id, all.data(), sizeof id);
+  words = group.broadcast(words);
+  std::memcpy(&id, words.data(), sizeof id);
   return id;
 }
 

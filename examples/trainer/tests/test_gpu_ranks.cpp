@@ -28,6 +28,25 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Rank 1 of 2, whose peer (rank 0) holds {7, 8, ...}: what a gather returns on rank 1.
+class second_of_two final : public process_group {
+ public:
+  int rank() const override { return 1; }
+  int size() const override { return 2; }
+  void sum(float*, std::size_t) override {}
+  std::vector<std::uint64_t> gather(const std::vector<std::uint64_t>& values) override {
+    std::vector<std::uint64_t> all;
+    for (std::size_t i = 0; i < values.size(); ++i) all.push_back(7 + i);
+    all.insert(all.end(), values.begin(), values.end());
+    return all;
+  }
+  fp8::amax_reducer& amax_reducer() override { return identity_; }
+  void abort(int) override {}
+
+ private:
+  fp8::identity_amax_reducer identity_;
+};
+
 }  // namespace
 
 TEST_CASE("each rank of a node drives the GPU of its local rank") {
@@ -72,6 +91,12 @@ TEST_CASE("two ranks on one GPU are refused for every rank alike, naming them") 
     CHECK(e.exit_code() == usage_error_status);
     CHECK(contains(e.what(), "ranks 1 and 3 would drive the same GPU"));
   }
+}
+
+TEST_CASE("a broadcast hands every rank rank 0's values (the NCCL id's way to the other ranks)") {
+  second_of_two group;
+  CHECK(group.broadcast({1, 2, 3}) == std::vector<std::uint64_t>{7, 8, 9});
+  CHECK(group.broadcast({}).empty());
 }
 
 TEST_CASE("several GPU ranks need NCCL") {
