@@ -87,14 +87,19 @@ class nccl_group final : public device_group {
 
 std::unique_ptr<device_group> join_nccl_group(process_group& group) {
   int devices = 0;
-  const cudaError_t counted = cudaGetDeviceCount(&devices);
-  if (counted != cudaSuccess) {
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) {
     (void)cudaGetLastError();  // no driver or no device: gpu_for_rank names the problem
     devices = 0;
   }
-  const int device = gpu_for_rank(launcher_local_rank(), launcher_local_size(), devices, group.size());
+  const int device = gpu_for_rank(launcher_local_rank(), devices, group.size());
   FP8_CUDA_CHECK(cudaSetDevice(device));
-  check_one_rank_per_gpu(group.gather({gpu_identity(device)}));
+  // Every rank's claim in one gather, so that every rank finds a shared GPU at once (rank 0 reports).
+  const std::vector<std::uint64_t> words = group.gather(
+      {gpu_identity(device), std::uint64_t(std::int64_t(launcher_local_size())), std::uint64_t(devices)});
+  std::vector<gpu_claim> claims;
+  for (std::size_t i = 0; i + 2 < words.size(); i += 3)
+    claims.push_back({words[i], int(std::int64_t(words[i + 1])), int(words[i + 2])});
+  check_one_rank_per_gpu(claims);
   return std::make_unique<nccl_group>(group);
 }
 

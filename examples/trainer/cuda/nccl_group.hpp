@@ -36,7 +36,8 @@ class device_group {
 
 #ifdef FP8_TRAINER_NCCL
 // For a group of several ranks: selects this rank's GPU (gpu_for_rank from the launcher's local
-// rank, then cudaSetDevice), checks with one gather that no two ranks drive the same GPU, and creates
+// rank, then cudaSetDevice), checks with one gather that no two ranks drive the same GPU
+// (check_one_rank_per_gpu), and creates
 // the communicator (rank 0's ncclGetUniqueId handed to every rank through the MPI group, then
 // ncclCommInitRank). Call it before anything is allocated on the GPU. Throws std::invalid_argument or
 // collective_error (usage errors) and fp8::error (an NCCL or CUDA failure).

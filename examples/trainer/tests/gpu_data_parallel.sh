@@ -10,8 +10,9 @@
 #                losses within the tolerance below, in BF16 and FP8 (delayed and current scaling), the
 #                replica check after every step passing, rank 0 alone writing. Fewer than 2 GPUs: the
 #                test reports itself skipped (exit SKIP_CODE) with the reason.
-#   refusals     (any machine) more ranks than visible GPUs: every rank refuses with a message naming
-#                the counts, before training. No GPU at all counts as 0 visible GPUs.
+#   refusals     (any machine) one rank more than the visible GPUs (2 ranks without a GPU): the job
+#                ends with exit status 2 before training, with a message naming the ranks that would
+#                share a GPU and the counts (or, without a GPU, that none is visible), and no log.
 set -uo pipefail
 
 check=$1
@@ -117,7 +118,7 @@ refusals() {
   timeout 120 "${launch[@]}" -np "$ranks" "$trainer" "${tiny[@]}" --batch $((2 * ranks)) --steps 2 --out refused \
     >refused.out 2>refused.err
   local status=$?
-  local pattern="--device cuda with $ranks ranks: ($ranks ranks on this node but $gpus GPUs? visible|no CUDA device is visible)"
+  local pattern="(ranks 0 and $gpus would drive the same GPU, which NCCL refuses: their node runs $ranks ranks but shows each of them $gpus GPUs?|--device cuda with $ranks ranks: no CUDA device is visible)"
   if [[ $status -eq 0 ]]; then
     fail "$ranks ranks on $gpus GPUs: the run was not refused" "refused.err"
   elif [[ $status -eq 124 ]]; then

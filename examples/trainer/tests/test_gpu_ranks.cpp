@@ -17,10 +17,22 @@ using namespace trainer;
 namespace {
 
 // The message of the std::invalid_argument gpu_for_rank throws ("" if it returns).
-std::string refusal(int local_rank, int local_ranks, int devices, int ranks) {
+std::string refusal(int local_rank, int devices, int ranks) {
   try {
-    (void)gpu_for_rank(local_rank, local_ranks, devices, ranks);
+    (void)gpu_for_rank(local_rank, devices, ranks);
   } catch (const std::invalid_argument& e) { return e.what(); }
+  return "";
+}
+
+// The message of the collective_error check_one_rank_per_gpu throws ("" if it returns); its status
+// must be the usage status.
+std::string shared_gpu(const std::vector<gpu_claim>& claims) {
+  try {
+    check_one_rank_per_gpu(claims);
+  } catch (const collective_error& e) {
+    CHECK(e.exit_code() == usage_error_status);
+    return e.what();
+  }
   return "";
 }
 
@@ -50,47 +62,39 @@ class second_of_two final : public process_group {
 }  // namespace
 
 TEST_CASE("each rank of a node drives the GPU of its local rank") {
-  CHECK(gpu_for_rank(0, 4, 4, 8) == 0);
-  CHECK(gpu_for_rank(3, 4, 4, 8) == 3);
-  CHECK(gpu_for_rank(1, 2, 8, 2) == 1);
-  // Fewer ranks than GPUs: the first ones, distinct.
-  CHECK(gpu_for_rank(0, 2, 8, 4) == 0);
-  CHECK(gpu_for_rank(1, 2, 8, 4) == 1);
-  // The local size unknown: the local rank must still name a GPU of its own.
-  CHECK(gpu_for_rank(2, -1, 4, 6) == 2);
+  CHECK(gpu_for_rank(0, 4, 8) == 0);
+  CHECK(gpu_for_rank(3, 4, 8) == 3);
+  CHECK(gpu_for_rank(1, 8, 2) == 1);
+  // Past the last GPU: modulo (check_one_rank_per_gpu then finds the rank that shares it).
+  CHECK(gpu_for_rank(4, 4, 8) == 0);
+  // Each rank sees only its own GPU (CUDA_VISIBLE_DEVICES per rank): device 0 of what it sees.
+  CHECK(gpu_for_rank(3, 1, 4) == 0);
   // One process: the first visible GPU, whatever the launcher says.
-  CHECK(gpu_for_rank(-1, -1, 2, 1) == 0);
-  CHECK(gpu_for_rank(5, 6, 2, 1) == 0);
-}
-
-TEST_CASE("more ranks on a node than GPUs are refused, naming the counts and the fix") {
-  const std::string message = refusal(0, 3, 2, 3);
-  CHECK(contains(message, "3 ranks on this node but 2 GPUs visible"));
-  CHECK(contains(message, "at most 2 ranks per node"));
-  CHECK(contains(message, "mpirun -np 2"));
-  // Every rank of the node refuses, not only those past the last GPU.
-  CHECK(!refusal(1, 3, 2, 3).empty());
-  CHECK(contains(refusal(0, 2, 1, 2), "1 GPU visible"));
-  // Without the local size, a local rank past the last GPU.
-  CHECK(contains(refusal(4, -1, 4, 8), "5 ranks on this node but 4 GPUs"));
+  CHECK(gpu_for_rank(-1, 2, 1) == 0);
+  CHECK(gpu_for_rank(5, 2, 1) == 0);
 }
 
 TEST_CASE("no GPU, or no local rank from the launcher, is refused") {
-  CHECK(contains(refusal(0, 2, 0, 2), "no CUDA device is visible"));
-  CHECK(contains(refusal(0, 1, 0, 1), "no CUDA device is visible"));
-  CHECK(contains(refusal(-1, -1, 4, 2), "OMPI_COMM_WORLD_LOCAL_RANK"));
+  CHECK(refusal(0, 0, 2) == "--device cuda with 2 ranks: no CUDA device is visible (check nvidia-smi)");
+  CHECK(contains(refusal(0, 0, 1), "--device cuda with 1 rank: no CUDA device is visible"));
+  CHECK(contains(refusal(-1, 4, 2), "OMPI_COMM_WORLD_LOCAL_RANK"));
+  CHECK(refusal(1, 2, 2).empty());
 }
 
-TEST_CASE("two ranks on one GPU are refused for every rank alike, naming them") {
-  CHECK_NOTHROW(check_one_rank_per_gpu({11, 12, 13}));
-  CHECK_NOTHROW(check_one_rank_per_gpu({11}));
-  try {
-    check_one_rank_per_gpu({11, 12, 13, 12});
-    FAIL("two ranks on one GPU were accepted");
-  } catch (const collective_error& e) {
-    CHECK(e.exit_code() == usage_error_status);
-    CHECK(contains(e.what(), "ranks 1 and 3 would drive the same GPU"));
-  }
+TEST_CASE("ranks on distinct GPUs pass, on one GPU are refused for every rank alike, naming them") {
+  CHECK(shared_gpu({{11, 2, 2}, {12, 2, 2}, {13, 2, 2}, {14, 2, 2}}).empty());  // two nodes of 2
+  CHECK(shared_gpu({{11, 4, 1}, {12, 4, 1}, {13, 4, 1}}).empty());  // one visible GPU each, all distinct
+  CHECK(shared_gpu({{11, -1, 1}}).empty());
+  // More ranks on a node than GPUs: the counts and the fix.
+  const std::string crowded = shared_gpu({{11, 3, 2}, {12, 3, 2}, {11, 3, 2}});
+  CHECK(contains(crowded, "ranks 0 and 2 would drive the same GPU, which NCCL refuses"));
+  CHECK(contains(crowded, "their node runs 3 ranks but shows each of them 2 GPUs"));
+  CHECK(contains(crowded, "start at most 2 ranks per node (mpirun -np 2"));
+  CHECK(contains(shared_gpu({{11, 2, 1}, {11, 2, 1}}), "runs 2 ranks but shows each of them 1 GPU;"));
+  // The same GPU named twice by CUDA_VISIBLE_DEVICES (or no local size): the ranks and the remedy.
+  const std::string doubled = shared_gpu({{11, 2, 2}, {12, 2, 2}, {13, 2, 2}, {12, 2, 2}});
+  CHECK(contains(doubled, "ranks 1 and 3 would drive the same GPU"));
+  CHECK(contains(doubled, "CUDA_VISIBLE_DEVICES that differ"));
 }
 
 TEST_CASE("a broadcast hands every rank rank 0's values (the NCCL id's way to the other ranks)") {
