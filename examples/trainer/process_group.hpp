@@ -27,7 +27,7 @@ class process_group {
   // Every rank's `values` (the same count on each), rank after rank: one collective (MPI_Allgather).
   virtual std::vector<std::uint64_t> gather(const std::vector<std::uint64_t>& values) = 0;
   // Rank 0's `values` on every rank (the same count on each): one collective (MPI_Bcast; by default
-  // the first ranks' share of a gather).
+  // rank 0's share of a gather).
   virtual std::vector<std::uint64_t> broadcast(const std::vector<std::uint64_t>& values) {
     std::vector<std::uint64_t> all = gather(values);
     all.resize(values.size());
