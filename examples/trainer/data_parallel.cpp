@@ -33,12 +33,12 @@ batch_split split_batch(const run_options& o, int rank, int ranks) {
   return split;
 }
 
-std::string describe_split(const batch_split& s, std::size_t parameters) {
+std::string describe_split(const batch_split& s, std::size_t parameters, const std::string& collective) {
   std::ostringstream out;
   out << s.ranks << (s.ranks == 1 ? " rank" : " ranks") << " x " << s.local() << " sequences, " << s.passes()
       << (s.passes() == 1 ? " pass" : " passes") << " of " << s.micro << " each; gradients averaged over "
       << s.shards() << " passes";
-  if (s.ranks > 1) out << " with one MPI_Allreduce of " << parameters + 2 << " floats per step";
+  if (s.ranks > 1) out << " with one " << collective << " of " << parameters + 2 << " floats per step";
   return out.str();
 }
 
@@ -52,8 +52,7 @@ std::uint64_t replica_fingerprint(const parameter_set& p, const scaling_state& s
   return hash;
 }
 
-void training_run::sharded_gradients(step_record& record, tensor_stats_log* stats) {
-  parameter_set& params = model_->parameters();
+void training_run::draw_rank_windows() {
   const std::size_t context = std::size_t(options_.model.context);
   // The step's global batch in the one seeded order: every rank draws all of it and keeps its
   // contiguous share; the other ranks' windows land in a scratch row (there is one: ranks >= 2).
@@ -63,6 +62,12 @@ void training_run::sharded_gradients(step_record& record, tensor_stats_log* stat
     const std::size_t row = std::size_t(mine ? w - first : split_.local()) * context;
     loader_->next(inputs_.data() + row, targets_.data() + row);
   }
+}
+
+void training_run::sharded_gradients(step_record& record, tensor_stats_log* stats) {
+  parameter_set& params = model_->parameters();
+  const std::size_t context = std::size_t(options_.model.context);
+  draw_rank_windows();
   const bool shadow_step = options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0;
   // The packed buffer of the all-reduce: [gradients, loss, shadow loss], each a sum over passes.
   const std::size_t n = params.size();
@@ -100,6 +105,7 @@ void training_run::sharded_gradients(step_record& record, tensor_stats_log* stat
 
 void training_run::check_replicas(const std::string& when) {
   if (group_->size() == 1) return;  // nothing to compare, and no hash to compute
+  refresh_host_copies();
   check_same_on_all_ranks(
       *group_, {{"the weights and FP8 scales", replica_fingerprint(model_->parameters(), *scaling_)}}, when,
       "the ranks no longer train the same model (a rank computed a different gradient sum, "

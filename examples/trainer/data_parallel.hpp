@@ -33,8 +33,10 @@ struct batch_split {
 // collective_error (exit status 2, every rank alike) if the batch does not divide evenly.
 batch_split split_batch(const run_options& options, int rank, int ranks);
 
-// "2 ranks x 8 sequences (1 pass of 8 each); ..." for the run's description.
-std::string describe_split(const batch_split& split, std::size_t parameters);
+// "2 ranks x 8 sequences (1 pass of 8 each); ..." for the run's description; `collective` names the
+// gradient all-reduce.
+std::string describe_split(const batch_split& split, std::size_t parameters,
+                           const std::string& collective = "MPI_Allreduce");
 
 // FNV-1a of the master weights and the FP8 scales: equal on every rank while the ranks agree.
 std::uint64_t replica_fingerprint(const parameter_set& parameters, const scaling_state& scaling);

@@ -42,19 +42,13 @@ constexpr bool cuda_built = false;
 #endif
 
 // The run on the device --device names (check_device_options has accepted it), as this rank's part
-// of the group. The GPU loop trains alone: it has no NCCL reduction of gradients and amaxes yet.
+// of the group: on the GPU one rank per GPU, reduced through NCCL (a trainer built without NCCL
+// refuses several ranks with a collective_error).
 std::unique_ptr<trainer::training_run> make_run(const trainer::run_options& options,
                                                 trainer::process_group& group) {
   if (options.device == trainer::device_kind::cuda) {
-    if (group.size() > 1) {
-      // Every rank finds this at once: rank 0 reports it and all exit with the usage status.
-      throw trainer::collective_error("--device cuda runs in one process: data-parallel training over " +
-                                          std::to_string(group.size()) +
-                                          " ranks is implemented on the CPU only (--device cpu)",
-                                      exit_usage);
-    }
 #ifdef FP8_TRAINER_CUDA
-    return trainer::cuda::make_training_run(options);
+    return trainer::cuda::make_training_run(options, group);
 #endif
   }
   return std::make_unique<trainer::training_run>(options, &group);

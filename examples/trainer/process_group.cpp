@@ -54,6 +54,12 @@ int launcher_rank() {
 // Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; MPICH's Hydra and Slurm's PMI set PMI_SIZE.
 int launcher_size() { return environment_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}); }
 
+// Open MPI, MPICH's Hydra, Slurm's srun.
+int launcher_local_rank() {
+  return environment_number({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+}
+int launcher_local_size() { return environment_number({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}); }
+
 #ifndef FP8_TRAINER_MPI
 std::unique_ptr<process_group> join_process_group() {
   const int ranks = launcher_size();

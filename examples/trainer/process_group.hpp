@@ -26,6 +26,13 @@ class process_group {
   virtual void sum(float* data, std::size_t count) = 0;
   // Every rank's `values` (the same count on each), rank after rank: one collective (MPI_Allgather).
   virtual std::vector<std::uint64_t> gather(const std::vector<std::uint64_t>& values) = 0;
+  // Rank 0's `values` on every rank (the same count on each): one collective (MPI_Bcast; by default
+  // rank 0's share of a gather).
+  virtual std::vector<std::uint64_t> broadcast(const std::vector<std::uint64_t>& values) {
+    std::vector<std::uint64_t> all = gather(values);
+    all.resize(values.size());
+    return all;
+  }
   // The reducer that makes the FP8 amaxes agree (a max over the ranks) once per step.
   virtual fp8::amax_reducer& amax_reducer() = 0;
   // Ends every process of the job with `exit_code` (MPI_Abort): for a failure on this rank alone,
@@ -69,6 +76,11 @@ std::unique_ptr<process_group> join_process_group();
 int launcher_rank();
 // The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE or PMI_SIZE); -1 without a launcher.
 int launcher_size();
+// This process's rank among the ranks on its node (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or
+// SLURM_LOCALID) and their number (OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS); -1 where the
+// launcher does not say. They choose each rank's GPU (gpu_ranks.hpp).
+int launcher_local_rank();
+int launcher_local_size();
 
 // Compares values that must be equal on every rank (e.g. {"the weights", hash}) with one gather.
 // Throws collective_error(exit_code) naming the first value that differs, `when` it was checked,

@@ -60,6 +60,14 @@ class mpi_group final : public process_group {
     return all;
   }
 
+  std::vector<std::uint64_t> broadcast(const std::vector<std::uint64_t>& values) override {
+    std::vector<std::uint64_t> root = values;
+    fp8::distributed::mpi_check(
+        MPI_Bcast(root.data(), checked_count(root.size(), "broadcast"), MPI_UINT64_T, 0, comm_.get()),
+        "MPI_Bcast", comm_.get());
+    return root;
+  }
+
   fp8::amax_reducer& amax_reducer() override { return reducer_; }
 
   void abort(int exit_code) override { MPI_Abort(MPI_COMM_WORLD, exit_code); }

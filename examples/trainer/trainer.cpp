@@ -265,7 +265,10 @@ std::string training_run::describe() const {
       << "training:  " << options_.steps << " steps of " << options_.batch << "x" << options_.model.context
       << " bytes, lr " << options_.learning_rate << " (warmup " << schedule_.warmup_steps << ", cosine to "
       << options_.final_lr_fraction << "x), seed " << options_.seed << ", " << thread_count() << " threads\n";
-  if (split_.sharded()) out << "parallel:  " << describe_split(split_, model_->parameters().size()) << "\n";
+  if (split_.sharded()) {
+    out << "parallel:  " << describe_split(split_, model_->parameters().size(), gradient_collective())
+        << "\n";
+  }
   if (step_ > 0) out << "resumed:   at step " << step_ << " from " << options_.resume_from << "\n";
   return out.str();
 }

@@ -74,6 +74,14 @@ class training_run {
   // Data parallelism (data_parallel.cpp): this rank's passes of the step and the all-reduce that
   // leaves the mean gradient of the global batch in parameters().grad on every rank.
   void sharded_gradients(step_record& record, tensor_stats_log* stats);
+  // The step's global batch in the one seeded order, this rank's share of it in inputs_/targets_
+  // (passes() x micro sequences); the GPU's sharded step draws the same.
+  void draw_rank_windows();
+  // The GPU run downloads its weights and scaling state into the host model here (the replica
+  // check hashes the host copies); nothing to do on the CPU.
+  virtual void refresh_host_copies() const {}
+  // The collective that sums the gradients, for describe().
+  virtual const char* gradient_collective() const { return "MPI_Allreduce"; }
   // Throw collective_error unless every rank holds the same weights and scales (and, at the start,
   // the same text and step).
   void check_replicas(const std::string& when);

@@ -16,8 +16,11 @@ namespace trainer::cuda {
 device_linears::device_linears(const std::vector<linear_features>& features,
                                const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                                const precision_policy& policy, const fp8::gemm_recipe& recipe,
-                               bool with_shadow)
-    : features_(features), fp32_(policy.base == precision::fp32), scaling_(recipe, features.size()) {
+                               bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer)
+    : features_(features),
+      fp32_(policy.base == precision::fp32),
+      scaling_(amax_reducer != nullptr ? fp8::cuda::linear_scaling(recipe, features.size(), *amax_reducer)
+                                       : fp8::cuda::linear_scaling(recipe, features.size())) {
   if (infos.size() != features.size()) {
     throw fp8::invalid_argument("trainer::cuda::device_linears: " + std::to_string(features.size()) +
                                 " layer sizes for " + std::to_string(infos.size()) + " layers");
@@ -128,13 +131,13 @@ void device_linears::drop_weight_copies() {
 device_model::device_model(const parameter_set& host, const std::vector<linear_features>& features,
                            const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                            const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
-                           cudaStream_t stream)
+                           cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer)
     : stream_(stream),
       stored_(policy.activation_storage()),
       attention_mode_(policy.other_mode()),
       params_(host),
       weights16_(policy.base == precision::fp32 ? 0 : host.size()),
-      linears_(features, infos, max_tokens, policy, recipe, with_shadow) {
+      linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer) {
   if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
 }
 
@@ -152,14 +155,15 @@ void device_model::weights_changed() {
 std::unique_ptr<device_model> make_device_model(const model_options& shape, int batch, const model& host,
                                                 const precision_policy& policy,
                                                 const fp8::gemm_recipe& recipe, bool with_shadow,
-                                                cudaStream_t stream) {
+                                                cudaStream_t stream,
+                                                fp8::cuda::device_amax_reducer* amax_reducer) {
   if (shape.kind == "transformer") {
     return std::make_unique<device_transformer>(shape, batch, host.parameters(), host.linear_layers(), policy,
-                                                recipe, with_shadow, stream);
+                                                recipe, with_shadow, stream, amax_reducer);
   }
   if (shape.kind == "mlp") {
     return std::make_unique<device_mlp>(shape, batch, host.parameters(), host.linear_layers(), policy, recipe,
-                                        with_shadow, stream);
+                                        with_shadow, stream, amax_reducer);
   }
   throw fp8::invalid_argument("trainer::cuda::make_device_model: no device form of the model '" + shape.kind +
                               "'");

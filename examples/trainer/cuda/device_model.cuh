@@ -36,9 +36,11 @@ enum class pass_kind { train, evaluate, shadow };
 class device_linears {
  public:
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
+  // amax_reducer (null: one process) makes the amaxes agree over the ranks at every end_step; it
+  // must outlive this object.
   device_linears(const std::vector<linear_features>& features, const std::vector<linear_layer_info>& infos,
                  std::int64_t max_tokens, const precision_policy& policy, const fp8::gemm_recipe& recipe,
-                 bool with_shadow);
+                 bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
 
   fp8::cuda::linear_scaling& scaling() { return scaling_; }
   bool fp32() const { return fp32_; }
@@ -115,7 +117,7 @@ class device_model {
   device_model(const parameter_set& host, const std::vector<linear_features>& features,
                const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
-               cudaStream_t stream);
+               cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
 
   float* compute(std::size_t tensor) { return params_.compute.data() + params_.offset(tensor); }
   float* grad(std::size_t tensor) { return params_.grad.data() + params_.offset(tensor); }
@@ -147,10 +149,12 @@ class device_model {
 
 // The device model of the host model `host` (a transformer or an MLP) for batches of `batch`
 // sequences, with host's parameters. Throws fp8::invalid_argument for another kind of model.
+// amax_reducer: see device_linears (a data-parallel run's NCCL reducer; null in one process).
 std::unique_ptr<device_model> make_device_model(const model_options& shape, int batch, const model& host,
                                                 const precision_policy& policy,
                                                 const fp8::gemm_recipe& recipe, bool with_shadow,
-                                                cudaStream_t stream);
+                                                cudaStream_t stream,
+                                                fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
 
 // The optimizer half of a training step, after forward(train) and backward(): the gradient norm
 // (returned; read on the host), clipping to clip_norm (<= 0: none), AdamW at `step` with

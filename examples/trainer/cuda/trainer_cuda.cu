@@ -4,14 +4,18 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
 #include <fp8/cuda/error.hpp>
 
+#include "../gpu_ranks.hpp"
 #include "../scaling_state.hpp"
 #include "adamw.hpp"
 #include "device_model.cuh"
+#include "gradient_sum.hpp"
+#include "nccl_group.hpp"
 
 namespace trainer::cuda {
 
@@ -19,28 +23,38 @@ namespace {
 
 class cuda_training_run final : public training_run {
  public:
-  explicit cuda_training_run(run_options options) : training_run(std::move(options)) {
+  // group: the ranks that train together (null: this process alone).
+  cuda_training_run(run_options options, process_group* group) : training_run(std::move(options), group) {
+#ifdef FP8_TRAINER_NCCL
+    if (group_->size() > 1) devices_ = join_nccl_group(*group_);  // chooses this rank's GPU first
+#endif
     int devices = 0;
     FP8_CUDA_CHECK(cudaGetDeviceCount(&devices));
     if (devices == 0) throw fp8::error("--device cuda: no CUDA device is visible (check nvidia-smi)");
     const recipe_switches switches{options_.recipe, options_.power_of_two_scales,
                                    options_.current_scaling_for};
     const fp8::gemm_recipe recipe = device_recipe(scaling_->recipe(), delayed_config(switches));
-    device_ = make_device_model(options_.model, options_.batch, *model_, policy_, recipe,
-                                options_.shadow_every > 0, stream_);
+    // One pass of the model is --micro-batch sequences when the step is sharded (as on the CPU).
+    device_ =
+        make_device_model(options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0,
+                          stream_, devices_ != nullptr ? &devices_->amax_reducer() : nullptr);
     upload_scaling();
   }
 
   step_record train_step(tensor_stats_log* stats) override {
     if (stats != nullptr) throw fp8::invalid_argument("--stats-every is not supported on --device cuda");
     step_record record;
-    loader_->next(inputs_.data(), targets_.data());
-    device_->parameters().zero_grad(stream_);
-    record.train_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::train);
-    device_->backward();
-    if (options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0) {
-      // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
-      record.shadow_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::shadow);
+    if (split_.sharded()) {
+      gpu_sharded_gradients(record);
+    } else {
+      loader_->next(inputs_.data(), targets_.data());
+      device_->parameters().zero_grad(stream_);
+      record.train_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::train);
+      device_->backward();
+      if (shadow_step()) {
+        // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
+        record.shadow_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::shadow);
+      }
     }
     const float lr = schedule_.at(step_);
     record.learning_rate = lr;
@@ -48,24 +62,31 @@ class cuda_training_run final : public training_run {
     ++step_;
     record.step = step_;
     record.tokens = step_ * long(inputs_.size());
+    if (options_.hash_every > 0 && step_ % options_.hash_every == 0) {
+      check_replicas("after step " + std::to_string(step_));
+    }
     return record;
   }
 
   double evaluate() override {
+    // Batches of --batch windows, in passes of the model's batch (several when the step is sharded).
+    const int passes = options_.batch / split_.micro;
+    const std::size_t pass_tokens = std::size_t(split_.micro) * std::size_t(options_.model.context);
     double total = 0.0;
     for (int b = 0; b < eval_->batches(); ++b) {
       eval_->fill(b, inputs_.data(), targets_.data());
-      total += device_->forward(inputs_.data(), targets_.data(), pass_kind::evaluate);
+      for (int p = 0; p < passes; ++p) {
+        total += device_->forward(inputs_.data() + std::size_t(p) * pass_tokens,
+                                  targets_.data() + std::size_t(p) * pass_tokens, pass_kind::evaluate);
+      }
     }
     // The evaluation cast W without recording its amax: the next training step casts it again.
     device_->drop_weight_copies();
-    return total / double(eval_->batches());
+    return total / double(eval_->batches() * passes);
   }
 
   void save(const std::string& path) const override {
-    // The checkpoint is written from the host copies: parameters, moments and the scaling state.
-    device_->parameters().download(model_->parameters());
-    scaling_->delayed() = device_->scaling().state().download(stream_);
+    refresh_host_copies();  // the checkpoint is written from the host copies
     training_run::save(path);
   }
 
@@ -83,21 +104,65 @@ class cuda_training_run final : public training_run {
     FP8_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     std::ostringstream out;
     out << training_run::describe() << "device:    cuda " << device << " (" << properties.name << ", sm_"
-        << properties.major << properties.minor << ")\n";
+        << properties.major << properties.minor << ")";
+    if (group_->size() > 1) out << " on rank 0, one GPU per rank";
+    out << "\n";
     return out.str();
   }
 
+ protected:
+  // Parameters, moments and the scaling state, for a checkpoint or the replica check's hash.
+  void refresh_host_copies() const override {
+    device_->parameters().download(model_->parameters());
+    scaling_->delayed() = device_->scaling().state().download(stream_);
+  }
+  const char* gradient_collective() const override { return "ncclAllReduce"; }
+
  private:
   void upload_scaling() { device_->scaling().state().upload(scaling_->delayed(), stream_); }
+  bool shadow_step() const { return options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0; }
 
-  cudaStream_t stream_ = nullptr;  // the legacy default stream: the host copies order with it
+  // The CPU's sharded step (../data_parallel.cpp) on the GPU: this rank's share of the global batch,
+  // its passes, one all-reduce of the packed gradients and losses (devices_; none on one rank), and
+  // the mean over all passes. The amaxes are reduced by the optimizer step's end_step.
+  void gpu_sharded_gradients(step_record& record) {
+    draw_rank_windows();
+    const bool shadow = shadow_step();
+    const std::size_t pass_tokens = std::size_t(split_.micro) * std::size_t(options_.model.context);
+    for (int p = 0; p < split_.passes(); ++p) {
+      const std::int32_t* inputs = inputs_.data() + std::size_t(p) * pass_tokens;
+      const std::int32_t* targets = targets_.data() + std::size_t(p) * pass_tokens;
+      device_->parameters().zero_grad(stream_);
+      const float loss = float(device_->forward(inputs, targets, pass_kind::train));
+      device_->backward();
+      const float shadow_loss = shadow ? float(device_->forward(inputs, targets, pass_kind::shadow)) : 0.0f;
+      gradient_sum_.add_pass(device_->parameters(), p, loss, shadow_loss, stream_);
+    }
+    const device_gradient_sum::mean_losses mean =
+        gradient_sum_.finish(device_->parameters(), split_.shards(), devices_.get(), stream_);
+    record.train_loss = double(mean.loss);
+    if (shadow) record.shadow_loss = double(mean.shadow);
+  }
+
+  cudaStream_t stream_ = nullptr;          // the legacy default stream: the host copies order with it
+  std::unique_ptr<device_group> devices_;  // NCCL over the ranks (null on one rank); outlives device_
   std::unique_ptr<device_model> device_;
+  device_gradient_sum gradient_sum_;  // sharded steps: [gradients, loss, shadow loss]
 };
 
 }  // namespace
 
+std::unique_ptr<training_run> make_training_run(const run_options& options, process_group& group) {
+#ifdef FP8_TRAINER_NCCL
+  check_gpu_data_parallel(group.size(), true);
+#else
+  check_gpu_data_parallel(group.size(), false);
+#endif
+  return std::make_unique<cuda_training_run>(options, &group);
+}
+
 std::unique_ptr<training_run> make_training_run(const run_options& options) {
-  return std::make_unique<cuda_training_run>(options);
+  return std::make_unique<cuda_training_run>(options, nullptr);
 }
 
 }  // namespace trainer::cuda

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "../options.hpp"
+#include "../process_group.hpp"
 #include "../trainer.hpp"
 
 namespace trainer::cuda {
@@ -14,7 +15,11 @@ namespace trainer::cuda {
 // the host model (the parameter layout and the checkpoint's copy), restores --resume on the host
 // and uploads everything. The host model's parameters and scaling() are refreshed from the device
 // by save(); between saves they are stale. Throws like training_run's constructor, and
-// fp8::cuda_error when no GPU can be used.
+// fp8::cuda_error when no GPU can be used. With a group of several ranks (mpirun), each rank drives
+// one GPU and the ranks reduce gradients and amaxes through NCCL (docs/distributed_training.md);
+// collective_error where the trainer was built without NCCL.
+std::unique_ptr<training_run> make_training_run(const run_options& options, process_group& group);
+// This process alone.
 std::unique_ptr<training_run> make_training_run(const run_options& options);
 
 }  // namespace trainer::cuda

@@ -21,7 +21,8 @@ class device_transformer final : public device_model {
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
   device_transformer(const model_options& shape, int batch, const parameter_set& host,
                      const std::vector<linear_layer_info>& linears, const precision_policy& policy,
-                     const fp8::gemm_recipe& recipe, bool with_shadow, cudaStream_t stream);
+                     const fp8::gemm_recipe& recipe, bool with_shadow, cudaStream_t stream,
+                     fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
 
   double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
   // inputs, targets already on the device ([B, T], int32).
