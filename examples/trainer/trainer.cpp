@@ -182,13 +182,17 @@ step_record training_run::train_step(tensor_stats_log* stats) {
   params.refresh_compute(policy_.activation_storage());
   // The amaxes agree over the ranks (one all-reduce with max) before the next step's scales.
   if (pass.scaling != nullptr) scaling_->end_step(group_->amax_reducer());
+  finish_step(record);
+  return record;
+}
+
+void training_run::finish_step(step_record& record) {
   ++step_;
   record.step = step_;
   record.tokens = step_ * long(inputs_.size());
   if (options_.hash_every > 0 && step_ % options_.hash_every == 0) {
     check_replicas("after step " + std::to_string(step_));
   }
-  return record;
 }
 
 double training_run::evaluate() {

@@ -85,6 +85,8 @@ class training_run {
   // Throw collective_error unless every rank holds the same weights and scales (and, at the start,
   // the same text and step).
   void check_replicas(const std::string& when);
+  // Closes a step both devices share: counts it into the record, then the replica check that is due.
+  void finish_step(step_record& record);
   void check_start(const std::string& when);
 
   run_options options_;

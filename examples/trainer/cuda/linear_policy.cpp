@@ -50,6 +50,15 @@ linear_features mlp_linear_features(const model_options& shape, std::size_t line
   return {in, linear == layers ? std::int64_t(shape.vocab) : std::int64_t(shape.hidden)};
 }
 
+std::vector<linear_features> linear_features_of(const model_options& shape, std::size_t count) {
+  const bool mlp = shape.kind == "mlp";
+  std::vector<linear_features> features;
+  for (std::size_t i = 0; i < count; ++i) {
+    features.push_back(mlp ? mlp_linear_features(shape, i) : transformer_linear_features(shape, i));
+  }
+  return features;
+}
+
 fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit) {
   fp8::cuda::linear_precision p = fp8::cuda::linear_precision::bf16();
   if (policy.base == precision::bf16) return p;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <fp8/cuda/linear/config.hpp>
 #include <fp8/scaling/recipe.hpp>
@@ -24,6 +25,8 @@ struct linear_features {
 linear_features transformer_linear_features(const model_options& shape, std::size_t linear);
 // The same for the MLP (../mlp.hpp): fc1 (W*E -> M), fc2 .. fcL (M -> M), then head (M -> V).
 linear_features mlp_linear_features(const model_options& shape, std::size_t linear);
+// The features of the first `count` linear layers of the model `shape.kind` names, in that order.
+std::vector<linear_features> linear_features_of(const model_options& shape, std::size_t count);
 
 // The GEMM classes of the linear layers of precision unit `unit` (a block or the head): all BF16 in
 // a bf16 run, and in an fp8 run FP8 or BF16 as policy.linear_mode says (--bf16-layers,

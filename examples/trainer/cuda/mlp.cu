@@ -12,21 +12,11 @@
 
 namespace trainer::cuda {
 
-namespace {
-
-std::vector<linear_features> features_of(const model_options& shape, std::size_t count) {
-  std::vector<linear_features> features;
-  for (std::size_t i = 0; i < count; ++i) features.push_back(mlp_linear_features(shape, i));
-  return features;
-}
-
-}  // namespace
-
 device_mlp::device_mlp(const model_options& shape, int batch, const parameter_set& host,
                        const std::vector<linear_layer_info>& linears, const precision_policy& policy,
                        const fp8::gemm_recipe& recipe, bool with_shadow, cudaStream_t stream,
                        fp8::cuda::device_amax_reducer* amax_reducer)
-    : device_model(host, features_of(shape, linears.size()), linears,
+    : device_model(host, linear_features_of(shape, linears.size()), linears,
                    std::int64_t(batch) * std::int64_t(shape.context), policy, recipe, with_shadow, stream,
                    amax_reducer),
       batch_(batch),

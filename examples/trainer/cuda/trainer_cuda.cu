@@ -59,12 +59,7 @@ class cuda_training_run final : public training_run {
     const float lr = schedule_.at(step_);
     record.learning_rate = lr;
     record.grad_norm = optimizer_step(*device_, options_.adamw, lr, step_, options_.clip_norm);
-    ++step_;
-    record.step = step_;
-    record.tokens = step_ * long(inputs_.size());
-    if (options_.hash_every > 0 && step_ % options_.hash_every == 0) {
-      check_replicas("after step " + std::to_string(step_));
-    }
+    finish_step(record);
     return record;
   }
 
