@@ -200,6 +200,13 @@ double training_run::evaluate() {
   pass.policy = &policy_;
   pass.scaling = policy_.base == precision::fp32 ? nullptr : scaling_.get();
   pass.record_amax = false;
+  return mean_validation_loss([&](const std::int32_t* inputs, const std::int32_t* targets) {
+    return model_->forward(pass, inputs, targets);
+  });
+}
+
+double training_run::mean_validation_loss(
+    const std::function<double(const std::int32_t* inputs, const std::int32_t* targets)>& pass_loss) {
   // Batches of --batch windows, in passes of the model's batch (several when the step is sharded).
   const int passes = options_.batch / split_.micro;
   const std::size_t pass_tokens = std::size_t(split_.micro) * std::size_t(options_.model.context);
@@ -207,8 +214,8 @@ double training_run::evaluate() {
   for (int b = 0; b < eval_->batches(); ++b) {
     eval_->fill(b, inputs_.data(), targets_.data());
     for (int p = 0; p < passes; ++p) {
-      total += model_->forward(pass, inputs_.data() + std::size_t(p) * pass_tokens,
-                               targets_.data() + std::size_t(p) * pass_tokens);
+      total += pass_loss(inputs_.data() + std::size_t(p) * pass_tokens,
+                         targets_.data() + std::size_t(p) * pass_tokens);
     }
   }
   return total / double(eval_->batches() * passes);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ class training_run {
   // Throw collective_error unless every rank holds the same weights and scales (and, at the start,
   // the same text and step).
   void check_replicas(const std::string& when);
+  // The mean loss over the validation batches, each run in passes of the model's batch through
+  // pass_loss (the device's forward pass, recording no amaxes).
+  double mean_validation_loss(
+      const std::function<double(const std::int32_t* inputs, const std::int32_t* targets)>& pass_loss);
   // Closes a step both devices share: counts it into the record, then the replica check that is due.
   void finish_step(step_record& record);
   void check_start(const std::string& when);

@@ -64,20 +64,12 @@ class cuda_training_run final : public training_run {
   }
 
   double evaluate() override {
-    // Batches of --batch windows, in passes of the model's batch (several when the step is sharded).
-    const int passes = options_.batch / split_.micro;
-    const std::size_t pass_tokens = std::size_t(split_.micro) * std::size_t(options_.model.context);
-    double total = 0.0;
-    for (int b = 0; b < eval_->batches(); ++b) {
-      eval_->fill(b, inputs_.data(), targets_.data());
-      for (int p = 0; p < passes; ++p) {
-        total += device_->forward(inputs_.data() + std::size_t(p) * pass_tokens,
-                                  targets_.data() + std::size_t(p) * pass_tokens, pass_kind::evaluate);
-      }
-    }
+    const double loss = mean_validation_loss([&](const std::int32_t* inputs, const std::int32_t* targets) {
+      return device_->forward(inputs, targets, pass_kind::evaluate);
+    });
     // The evaluation cast W without recording its amax: the next training step casts it again.
     device_->drop_weight_copies();
-    return total / double(eval_->batches() * passes);
+    return loss;
   }
 
   void save(const std::string& path) const override {
