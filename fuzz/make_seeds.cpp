@@ -12,7 +12,7 @@
 #include <fp8/scaling.hpp>
 
 #include "safetensors.hpp"
-#include "trainer.hpp"
+#include "tiny_run.hpp"
 
 namespace {
 
@@ -75,20 +75,7 @@ int main(int argc, char** argv) {
   fs::create_directories(safetensors.parent_path());
   trainer::write_safetensors(safetensors.string(), file);
 
-  trainer::run_options o;
-  o.data_file = FP8_FUZZ_TRAINER_TEXT;
-  o.base_precision = trainer::precision::fp8;
-  o.model.context = 8;
-  o.model.channels = 8;
-  o.model.layers = 1;
-  o.model.heads = 2;
-  o.model.hidden = 16;
-  o.batch = 1;
-  o.steps = 2;
-  o.eval_batches = 1;
-  o.threads = 1;
-  o.recipe.amax_history_length = 4;
-  trainer::training_run run(o);
+  trainer::training_run run(fp8_fuzz::tiny_run());
   run.train_step();
   const fs::path checkpoint = corpus / "fuzz_checkpoint" / "tiny_fp8_run";
   fs::create_directories(checkpoint.parent_path());
