@@ -42,3 +42,27 @@ else
   echo "setup: no CUDA toolkit at /usr/local/cuda: the CUDA parts and CUDA-referenced tests need it" >&2
   exit 1
 fi
+
+# The trainer's fused attention on the GPU: cuDNN's C++ frontend (header-only; PyPI's
+# nvidia-cudnn-frontend, pinned). Only its headers are taken, into the ignored .deps/cudnn-frontend,
+# where cmake/fp8_cudnn.cmake finds them (the GPU check carries .deps to the GPU machine).
+frontend_version=1.32.0
+frontend_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/cudnn-frontend
+if [[ $(cat "$frontend_dir/VERSION" 2>/dev/null) != "$frontend_version" ]]; then
+  echo "setup: fetching the cuDNN frontend $frontend_version headers into $frontend_dir"
+  wheels=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 -d "$wheels" "nvidia-cudnn-frontend==$frontend_version"
+  rm -rf "$frontend_dir"
+  python3 - "$wheels" "$frontend_dir" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
+with zipfile.ZipFile(wheel) as archive:
+    headers = [name for name in archive.namelist() if name.startswith("include/") and not name.endswith("/")]
+    if not any(name == "include/cudnn_frontend.h" for name in headers):
+        sys.exit(f"setup: {wheel.name} has no include/cudnn_frontend.h")
+    archive.extractall(sys.argv[2], members=headers)
+PY
+  rm -rf "$wheels"
+  echo "$frontend_version" >"$frontend_dir/VERSION"
+fi

@@ -15,7 +15,17 @@ namespace {
 }  // namespace
 
 void check_device_options(const run_options& o, bool cuda_built) {
-  if (o.device != device_kind::cuda) return;
+  if (o.attention != attention_kernel::automatic && o.model.kind != "transformer") {
+    throw std::invalid_argument("--attention applies to the transformer; the " + o.model.kind +
+                                " model has no attention");
+  }
+  if (o.device != device_kind::cuda) {
+    if (o.attention == attention_kernel::fused) {
+      throw std::invalid_argument(
+          "--attention fused needs --device cuda (the CPU trainer's attention is materialized)");
+    }
+    return;
+  }
   if (!cuda_built) {
     refuse(
         "this fp8_trainer was built without CUDA (nvcc was not found when it was configured); rebuild "
@@ -34,6 +44,11 @@ void check_device_options(const run_options& o, bool cuda_built) {
   }
   if (o.recipe.scale_granularity == fp8::granularity::mx_1x32) {
     refuse("--granularity mx is CPU-only (cuBLASLt's FP8 products take tensor, row and block scales)");
+  }
+  if (o.attention == attention_kernel::fused && o.base_precision == precision::fp32) {
+    refuse(
+        "--attention fused runs BF16 products and an fp32 run keeps attention in FP32; use --attention "
+        "materialized or auto, or --precision bf16 or fp8");
   }
 }
 

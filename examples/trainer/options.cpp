@@ -218,6 +218,10 @@ void declare_options(CLI::App& app, parse_state& s) {
             "threads for GEMMs and attention (default: all cores)");
   o.choice("--device", "D", r.device, {device_kind::cpu, device_kind::cuda},
            "cpu (default) or cuda (bf16 and fp8 transformer runs on the GPU; see docs/trainer_cuda.md)");
+  o.choice("--attention", "A", r.attention,
+           {attention_kernel::automatic, attention_kernel::fused, attention_kernel::materialized},
+           "--device cuda: fused (cuDNN flash attention, bf16 and fp8 runs), materialized (T x T "
+           "probabilities in memory) or auto (fused where available; default)");
   // --- FP8 recipe ---
   o.choice("--scaling", "R", r.recipe.recipe, {fp8::scaling_mode::delayed, fp8::scaling_mode::current},
            "delayed (scales from an amax history, default) or current (each tensor's own amax)");

@@ -16,6 +16,19 @@ namespace trainer {
 enum class device_kind { cpu, cuda };
 inline const char* to_string(device_kind value) { return value == device_kind::cuda ? "cuda" : "cpu"; }
 
+// How attention runs on the GPU (--attention): materialized keeps the T x T probabilities in memory
+// (cuBLAS products and a softmax kernel; the CPU trainer's algorithm, and the only one of FP32 runs);
+// fused is cuDNN's flash attention (BF16, nothing T x T in memory); automatic takes fused where the
+// run's attention is BF16 and this build and device have it, else materialized.
+enum class attention_kernel { automatic, materialized, fused };
+inline const char* to_string(attention_kernel value) {
+  switch (value) {
+    case attention_kernel::materialized: return "materialized";
+    case attention_kernel::fused: return "fused";
+    default: return "auto";
+  }
+}
+
 struct run_options {
   // What to train.
   model_options model;
@@ -35,6 +48,7 @@ struct run_options {
   unsigned long long seed = 1;
   int threads = 0;  // 0: as many as OpenMP offers
   device_kind device = device_kind::cpu;
+  attention_kernel attention = attention_kernel::automatic;  // --device cuda only
 
   // The FP8 recipe.
   fp8_recipe recipe;

@@ -1,5 +1,6 @@
 // Attention: head split and merge kernels, BF16 operand copies, the causal softmax and its backward
-// (one warp per score row), and the four batched products through cuBLAS.
+// (one warp per score row), and the four batched products through cuBLAS; and the fused path's
+// conversions around cuDNN's flash attention.
 #include "attention.hpp"
 
 #include <cuda_bf16.h>
@@ -149,7 +150,8 @@ void check_shape(const char* function, const attention_shape& s) {
 
 // Checks everything before any work is queued.
 void check_arguments(const char* function, const attention_shape& s, const device_rope_table& rope,
-                     gemm_mode mode, const attention_workspace& workspace) {
+                     gemm_mode mode, const attention_workspace& workspace,
+                     attention_kernel kernel = attention_kernel::materialized) {
   check_shape(function, s);
   detail::require(rope.context == s.context && rope.head_dim == s.head_dim(), function,
                   "the RoPE table is for T " + std::to_string(rope.context) + ", D " +
@@ -159,8 +161,21 @@ void check_arguments(const char* function, const attention_shape& s, const devic
   detail::require(
       w.batch == s.batch && w.context == s.context && w.channels == s.channels && w.heads == s.heads,
       function, "the workspace was made for another shape");
+  detail::require(workspace.kernel() == kernel, function,
+                  std::string("the workspace was made for the ") + to_string(workspace.kernel()) +
+                      " path, not the " + to_string(kernel) + " one");
   detail::require(mode == gemm_mode::fp32 || mode == gemm_mode::bf16, function,
                   std::string("attention's products run in fp32 or bf16, not ") + to_string(mode));
+}
+
+// The fused path's checks: check_arguments', and cuDNN's graphs made for the same shape.
+void check_fused_arguments(const char* function, const attention_shape& s, const device_rope_table& rope,
+                           const attention_workspace& workspace, const cudnn_attention& kernels) {
+  check_arguments(function, s, rope, gemm_mode::bf16, workspace, attention_kernel::fused);
+  const attention_shape& k = kernels.shape();
+  detail::require(
+      k.batch == s.batch && k.context == s.context && k.channels == s.channels && k.heads == s.heads,
+      function, "the cuDNN graphs were built for another shape");
 }
 
 // An operand for batched_gemm: the float buffer in fp32 mode, its BF16 copy in bf16 mode.
@@ -183,14 +198,55 @@ const attention_shape& checked(const attention_shape& shape) {
 
 }  // namespace
 
-attention_workspace::attention_workspace(const attention_shape& shape)
+attention_path choose_attention(attention_kernel requested, gemm_mode mode, const attention_shape& shape) {
+  attention_path path;
+  if (requested == attention_kernel::materialized) {
+    path.description = "materialized";
+    return path;
+  }
+  if (mode != gemm_mode::bf16) {
+    if (requested == attention_kernel::fused) {
+      throw fp8::invalid_argument(
+          std::string("trainer::cuda::choose_attention: the fused attention runs BF16 "
+                      "products; this run's attention products are ") +
+          to_string(mode));
+    }
+    path.description = std::string("materialized (") + to_string(mode) + " attention products)";
+    return path;
+  }
+  if (requested == attention_kernel::automatic && !cudnn_attention_built()) {
+    path.description = "materialized (this build has no cuDNN)";
+    return path;
+  }
+  try {
+    path.fused = std::make_unique<cudnn_attention>(shape);
+  } catch (const fp8::error& e) {
+    if (requested == attention_kernel::fused) throw;
+    path.description = std::string("materialized (no fused kernel: ") + e.what() + ")";
+    return path;
+  }
+  path.kernel = attention_kernel::fused;
+  path.description = "fused (" + cudnn_attention_versions() + ")";
+  return path;
+}
+
+attention_workspace::attention_workspace(const attention_shape& shape, attention_kernel kernel)
     : qkv_bf16(3 * elements(checked(shape))),
-      square_bf16(square_elements(shape)),
+      square_bf16(kernel == attention_kernel::materialized ? square_elements(shape) : 0),
       heads(elements(shape)),
       heads_bf16(elements(shape)),
       dqkv(3 * elements(shape)),
-      square(square_elements(shape)),
-      shape_(shape) {}
+      square(kernel == attention_kernel::materialized ? square_elements(shape) : 0),
+      dqkv_bf16(kernel == attention_kernel::fused ? 3 * elements(shape) : 0),
+      shape_(shape),
+      kernel_(kernel) {
+  if (kernel != attention_kernel::materialized && kernel != attention_kernel::fused) {
+    throw fp8::invalid_argument(
+        "trainer::cuda::attention_workspace: the kernel must be materialized or fused (auto is resolved by "
+        "the "
+        "model first)");
+  }
+}
 
 void attention_forward(float* out, float* qkvr, float* att, const float* inp, const device_rope_table& rope,
                        const attention_shape& shape, gemm_mode mode, storage stored,
@@ -280,6 +336,61 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
                operand(mode, k, qkv16 + head_block, T, D, true), dq, td, B * H, stream);
   batched_gemm(handle, mode, operand(mode, ds, square16, T, T, true), operand(mode, q, qkv16, T, D, true), dk,
                td, B * H, stream);
+  rope_backward(dq, rope, 2 * B * H, storage::fp32, stream);
+  tokens_from_heads(dinp, dq, 3, shape, 3 * C, stored, stream);
+}
+
+void fused_attention_forward(float* out, float* qkvr, std::uint16_t* o16, float* stats, const float* inp,
+                             const device_rope_table& rope, const attention_shape& shape, storage stored,
+                             attention_workspace& workspace, cudnn_attention& kernels, cudaStream_t stream) {
+  const char* function = "trainer::cuda::fused_attention_forward";
+  check_fused_arguments(function, shape, rope, workspace, kernels);
+  const std::size_t head_block = elements(shape);
+  const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.heads) * std::size_t(shape.context);
+  detail::check_pointer(out, head_block, function, "out");
+  detail::check_pointer(qkvr, 3 * head_block, function, "qkvr");
+  detail::check_pointer(o16, head_block, function, "o16");
+  detail::check_pointer(stats, rows, function, "stats");
+  detail::check_pointer(inp, 3 * head_block, function, "inp");
+  const int B = shape.batch, C = shape.channels, H = shape.heads;
+  std::uint16_t* qkv16 = workspace.qkv_bf16.data();
+
+  // The same heads, rotation and storage as the materialised path; then the products on BF16 copies.
+  heads_from_tokens(qkvr, inp, 3, shape, 3 * C, stream);
+  rope_forward(qkvr, rope, 2 * B * H, stored, stream);
+  to_bf16(qkv16, qkvr, 3 * head_block, stream);
+  kernels.forward(o16, stats, qkv16, qkv16 + head_block, qkv16 + 2 * head_block, stream);
+  from_bf16(workspace.heads.data(), o16, head_block, stream);
+  tokens_from_heads(out, workspace.heads.data(), 1, shape, C, stored, stream);
+}
+
+void fused_attention_backward(float* dinp, const float* dout, const float* qkvr, const std::uint16_t* o16,
+                              const float* stats, const device_rope_table& rope, const attention_shape& shape,
+                              storage stored, attention_workspace& workspace, cudnn_attention& kernels,
+                              cudaStream_t stream) {
+  const char* function = "trainer::cuda::fused_attention_backward";
+  check_fused_arguments(function, shape, rope, workspace, kernels);
+  const std::size_t head_block = elements(shape);
+  const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.heads) * std::size_t(shape.context);
+  detail::check_pointer(dinp, 3 * head_block, function, "dinp");
+  detail::check_pointer(dout, head_block, function, "dout");
+  detail::check_pointer(qkvr, 3 * head_block, function, "qkvr");
+  detail::check_pointer(o16, head_block, function, "o16");
+  detail::check_pointer(stats, rows, function, "stats");
+  const int B = shape.batch, C = shape.channels, H = shape.heads;
+  std::uint16_t* qkv16 = workspace.qkv_bf16.data();
+  std::uint16_t* dqkv16 = workspace.dqkv_bf16.data();
+  float* dy = workspace.heads.data();
+  std::uint16_t* dy16 = workspace.heads_bf16.data();
+  float* dq = workspace.dqkv.data();  // then dk and dv
+
+  heads_from_tokens(dy, dout, 1, shape, C, stream);
+  to_bf16(dy16, dy, head_block, stream);
+  // The workspace's copies may belong to another layer's forward pass: make them afresh.
+  to_bf16(qkv16, qkvr, 3 * head_block, stream);
+  kernels.backward(dqkv16, dqkv16 + head_block, dqkv16 + 2 * head_block, qkv16, qkv16 + head_block,
+                   qkv16 + 2 * head_block, o16, dy16, stats, stream);
+  from_bf16(dq, dqkv16, 3 * head_block, stream);
   rope_backward(dq, rope, 2 * B * H, storage::fp32, stream);
   tokens_from_heads(dinp, dq, 3, shape, 3 * C, stored, stream);
 }

@@ -1,26 +1,49 @@
 // Causal multi-head self-attention with rotary positions on the device, forward and backward.
 // Mirrors ../attention.hpp: the same buffers, shapes and storage rules, with the products through
-// cuBLAS (batched over sequences x heads) and the causal softmax and its backward as kernels.
+// cuBLAS (batched over sequences x heads) and the causal softmax and its backward as kernels. Beside
+// it, the fused path: the same layer through cuDNN's flash attention (cudnn_attention.hpp), which keeps
+// no T x T matrix in memory.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "../attention.hpp"
+#include "../options.hpp"
 #include "../precision.hpp"
+#include "cudnn_attention.hpp"
 #include "device_buffer.hpp"
 #include "rope.hpp"
 
 namespace trainer::cuda {
 
+// A model's attention path: --attention resolved for its run.
+struct attention_path {
+  attention_kernel kernel = attention_kernel::materialized;  // never automatic
+  std::string description;                                   // which, and why where automatic chose
+  std::unique_ptr<cudnn_attention> fused;                    // the cuDNN graphs of the fused path
+};
+
+// Resolves `requested` for attention products in `mode` (fp32 or bf16) at `shape`: materialized as
+// asked; fused builds cuDNN's graphs and throws fp8::invalid_argument in fp32 mode, fp8::error where
+// this build or cuDNN has none for the shape or device; automatic takes fused where that succeeds in
+// bf16 mode, else materialized, and says why in the description.
+attention_path choose_attention(attention_kernel requested, gemm_mode mode, const attention_shape& shape);
+
 // Scratch buffers of attention for one shape, reused by every layer and every pass (nothing in them
 // outlives a call). BF16 buffers hold raw __nv_bfloat16 bits; they are used only in gemm_mode::bf16.
+// `kernel` (materialized or fused) says which path the workspace serves: the fused one has no T x T
+// buffers (the memory it saves) and holds cuDNN's BF16 gradients of q, k and v instead.
 class attention_workspace {
  public:
-  explicit attention_workspace(const attention_shape& shape);
+  explicit attention_workspace(const attention_shape& shape,
+                               attention_kernel kernel = attention_kernel::materialized);
   const attention_shape& shape() const { return shape_; }
+  attention_kernel kernel() const { return kernel_; }
 
   device_buffer<std::uint16_t> qkv_bf16;     // [3, B, H, T, D] q, k (rotated) and v as BF16 operands
   device_buffer<std::uint16_t> square_bf16;  // [B, H, T, T]    P (forward, dV) or dS (dq, dk) as BF16
@@ -28,9 +51,11 @@ class attention_workspace {
   device_buffer<std::uint16_t> heads_bf16;   // [B, H, T, D]    dO as BF16
   device_buffer<float> dqkv;                 // [3, B, H, T, D] dq, dk, dv per head
   device_buffer<float> square;               // [B, H, T, T]    dP, then dS
+  device_buffer<std::uint16_t> dqkv_bf16;    // [3, B, H, T, D] fused: dq, dk, dv as cuDNN writes them
 
  private:
   attention_shape shape_;
+  attention_kernel kernel_;
 };
 
 // inp:  [B, T, 3C]       the QKV projection: per token q (C), k (C), v (C); each is H heads of D.
@@ -52,5 +77,22 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
                         const device_rope_table& rope, const attention_shape& shape, gemm_mode mode,
                         storage stored, attention_workspace& workspace, cublasHandle_t handle,
                         cudaStream_t stream);
+
+// The fused path, through `kernels` (made for this shape): the same inputs and outputs as
+// attention_forward, but instead of att it saves o16: [B, H, T, D] (the heads' outputs as BF16, which
+// cuDNN's backward pass reads) and stats: [B, H, T] (each score row's log-sum-exp). q, k and v enter
+// the products as BF16 and the heads' outputs leave as BF16 (the materialised bf16 path rounds the
+// probabilities to BF16 instead); `workspace` must be made for attention_kernel::fused.
+void fused_attention_forward(float* out, float* qkvr, std::uint16_t* o16, float* stats, const float* inp,
+                             const device_rope_table& rope, const attention_shape& shape, storage stored,
+                             attention_workspace& workspace, cudnn_attention& kernels, cudaStream_t stream);
+
+// dinp: [B, T, 3C] (overwritten) from dout: [B, T, C] and the forward pass's qkvr, o16 and stats.
+// cuDNN returns dq, dk, dv as BF16; the inverse rotation of RoPE runs on them in FP32, then the
+// result is stored as on the materialised path.
+void fused_attention_backward(float* dinp, const float* dout, const float* qkvr, const std::uint16_t* o16,
+                              const float* stats, const device_rope_table& rope, const attention_shape& shape,
+                              storage stored, attention_workspace& workspace, cudnn_attention& kernels,
+                              cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -156,10 +156,11 @@ std::unique_ptr<device_model> make_device_model(const model_options& shape, int 
                                                 const precision_policy& policy,
                                                 const fp8::gemm_recipe& recipe, bool with_shadow,
                                                 cudaStream_t stream,
-                                                fp8::cuda::device_amax_reducer* amax_reducer) {
+                                                fp8::cuda::device_amax_reducer* amax_reducer,
+                                                attention_kernel attention) {
   if (shape.kind == "transformer") {
     return std::make_unique<device_transformer>(shape, batch, host.parameters(), host.linear_layers(), policy,
-                                                recipe, with_shadow, stream, amax_reducer);
+                                                recipe, with_shadow, stream, amax_reducer, attention);
   }
   if (shape.kind == "mlp") {
     return std::make_unique<device_mlp>(shape, batch, host.parameters(), host.linear_layers(), policy, recipe,

@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <fp8/cublaslt/handle.hpp>
 #include <fp8/cuda/linear.cuh>
 
 #include "../model.hpp"
+#include "../options.hpp"
 #include "../precision.hpp"
 #include "adamw.hpp"
 #include "batched_gemm.hpp"
@@ -102,6 +104,8 @@ class device_model {
   virtual double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) = 0;
   // Accumulates the gradients of the last training forward pass into parameters().grad.
   virtual void backward() = 0;
+  // How the model's attention runs, for the run's description (empty: a model without attention).
+  virtual std::string attention_description() const { return {}; }
 
   // After the optimizer (or a load): compute = master (in BF16 unless fp32), its BF16 copy for the
   // layers, and every layer's FP8 weight copies dropped (remade, with their amaxes recorded, at the
@@ -150,11 +154,13 @@ class device_model {
 // The device model of the host model `host` (a transformer or an MLP) for batches of `batch`
 // sequences, with host's parameters. Throws fp8::invalid_argument for another kind of model.
 // amax_reducer: see device_linears (a data-parallel run's NCCL reducer; null in one process).
+// attention: the transformer's attention path (--attention; the MLP has none).
 std::unique_ptr<device_model> make_device_model(const model_options& shape, int batch, const model& host,
                                                 const precision_policy& policy,
                                                 const fp8::gemm_recipe& recipe, bool with_shadow,
                                                 cudaStream_t stream,
-                                                fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
+                                                fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
+                                                attention_kernel attention = attention_kernel::automatic);
 
 // The optimizer half of a training step, after forward(train) and backward(): the gradient norm
 // (returned; read on the host), clipping to clip_norm (<= 0: none), AdamW at `step` with

@@ -35,9 +35,9 @@ class cuda_training_run final : public training_run {
                                    options_.current_scaling_for};
     const fp8::gemm_recipe recipe = device_recipe(scaling_->recipe(), delayed_config(switches));
     // One pass of the model is --micro-batch sequences when the step is sharded (as on the CPU).
-    device_ =
-        make_device_model(options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0,
-                          stream_, devices_ != nullptr ? &devices_->amax_reducer() : nullptr);
+    device_ = make_device_model(
+        options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0, stream_,
+        devices_ != nullptr ? &devices_->amax_reducer() : nullptr, options_.attention);
     upload_scaling();
   }
 
@@ -94,6 +94,8 @@ class cuda_training_run final : public training_run {
         << properties.major << properties.minor << ")";
     if (group_->size() > 1) out << " on rank 0, one GPU per rank";
     out << "\n";
+    const std::string attention = device_->attention_description();
+    if (!attention.empty()) out << "attention: " << attention << "\n";
     return out.str();
   }
 

@@ -20,7 +20,8 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                                        const std::vector<linear_layer_info>& linears,
                                        const precision_policy& policy, const fp8::gemm_recipe& recipe,
                                        bool with_shadow, cudaStream_t stream,
-                                       fp8::cuda::device_amax_reducer* amax_reducer)
+                                       fp8::cuda::device_amax_reducer* amax_reducer,
+                                       attention_kernel attention)
     : device_model(host, linear_features_of(shape, linears.size()), linears,
                    std::int64_t(batch) * std::int64_t(shape.context), policy, recipe, with_shadow, stream,
                    amax_reducer),
@@ -36,7 +37,8 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
       lm_head_(host.index_of("lm_head")),
       shape_{batch, shape.context, shape.channels, shape.heads},
       rope_(make_rope_table(shape.context, shape.channels / shape.heads)),
-      attention_(shape_) {
+      attention_path_(choose_attention(attention, attention_mode_, shape_)),
+      attention_(shape_, attention_path_.kernel) {
   if (linears.size() != std::size_t(4 * layers_ + 1)) {
     throw fp8::invalid_argument("trainer::cuda::device_transformer: expected " +
                                 std::to_string(4 * layers_ + 1) + " linear layers, got " +
@@ -51,6 +53,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_), V = std::size_t(vocab_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
+  const bool fused = attention_path_.kernel == attention_kernel::fused;
   inputs_ = device_buffer<std::int32_t>(N);
   targets_ = device_buffer<std::int32_t>(N);
   encoded_ = device_buffer<float>(N * C);
@@ -60,7 +63,12 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
     a.ln1_rstd = device_buffer<float>(N);
     a.qkv = device_buffer<float>(N * 3 * C);
     a.qkvr = device_buffer<float>(N * 3 * C);
-    a.att = device_buffer<float>(BH * T * T);
+    if (fused) {
+      a.att_heads16 = device_buffer<std::uint16_t>(N * C);
+      a.att_stats = device_buffer<float>(BH * T);
+    } else {
+      a.att = device_buffer<float>(BH * T * T);
+    }
     a.atty = device_buffer<float>(N * C);
     a.attproj = device_buffer<float>(N * C);
     a.residual2 = device_buffer<float>(N * C);
@@ -119,8 +127,14 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     rmsnorm_forward(a.ln1.data(), a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stored, stream_);
     linear_forward(linear + 0, kind, a.qkv.data(), a.ln1.data(), p.wqkv, N);
     mark(phase::attention);
-    attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape_, attention_mode,
-                      stored, attention_, cublas_.get(), stream_);
+    if (attention_path_.fused) {
+      fused_attention_forward(a.atty.data(), a.qkvr.data(), a.att_heads16.data(), a.att_stats.data(),
+                              a.qkv.data(), rope_, shape_, stored, attention_, *attention_path_.fused,
+                              stream_);
+    } else {
+      attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape_,
+                        attention_mode, stored, attention_, cublas_.get(), stream_);
+    }
     linear_forward(linear + 1, kind, a.attproj.data(), a.atty.data(), p.wo, N);
     mark(phase::other);
     residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored, stream_);
@@ -172,8 +186,14 @@ void device_transformer::backward() {
     // Attention branch: residual2 = input + wo(attention(wqkv(rmsnorm(input)))).
     linear_backward(linear + 1, dbuffer_c_.data(), p.wo, dresidual_.data(), a.atty.data(), N);
     mark(phase::attention);
-    attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
-                       attention_mode, stored, attention_, cublas_.get(), stream_);
+    if (attention_path_.fused) {
+      fused_attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att_heads16.data(),
+                               a.att_stats.data(), rope_, shape_, stored, attention_, *attention_path_.fused,
+                               stream_);
+    } else {
+      attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
+                         attention_mode, stored, attention_, cublas_.get(), stream_);
+    }
     linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dbuffer_3c_.data(), a.ln1.data(), N);
     mark(phase::other);
     rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dbuffer_c_.data(), block_input,

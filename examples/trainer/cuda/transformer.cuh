@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attention.hpp"
@@ -19,20 +20,29 @@ class device_transformer final : public device_model {
   // are copied); linears: the host model's linear layers in scaling-state order (per block wqkv, wo,
   // w_gate_up, w_down, then lm_head). with_shadow allocates the BF16 layers of shadow passes.
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
+  // attention: materialized, fused (throws fp8::error with the reason where it is unavailable: an
+  // fp32 run, a build without cuDNN, a shape or device cuDNN has no kernel for) or automatic (fused
+  // where available, else materialized; attention_description() says which and why).
   device_transformer(const model_options& shape, int batch, const parameter_set& host,
                      const std::vector<linear_layer_info>& linears, const precision_policy& policy,
                      const fp8::gemm_recipe& recipe, bool with_shadow, cudaStream_t stream,
-                     fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
+                     fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
+                     attention_kernel attention = attention_kernel::automatic);
 
   double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
   // inputs, targets already on the device ([B, T], int32).
   double forward_device(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind);
   void backward() override;
+  std::string attention_description() const override { return attention_path_.description; }
+  attention_kernel attention() const { return attention_path_.kernel; }
 
  private:
   struct block_activations {
     device_buffer<float> ln1, ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2, ln2_rstd, gate_up,
         swiglu, mlp_out, residual3;
+    // The fused path saves these for the backward pass instead of att (left empty on the other path).
+    device_buffer<std::uint16_t> att_heads16;  // [B, H, T, D] the heads' outputs as BF16
+    device_buffer<float> att_stats;            // [B, H, T]    each score row's log-sum-exp
   };
   struct block_parameters {
     std::size_t attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
@@ -43,7 +53,8 @@ class device_transformer final : public device_model {
   std::vector<block_parameters> blocks_;
   attention_shape shape_;
   device_rope_table rope_;
-  cublas_handle cublas_;  // attention's products
+  cublas_handle cublas_;  // attention's products (materialised path)
+  attention_path attention_path_;
   attention_workspace attention_;
 
   device_buffer<std::int32_t> inputs_, targets_;  // [N]

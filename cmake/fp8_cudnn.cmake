@@ -1,0 +1,35 @@
+# fp8_cudnn_frontend: cuDNN (header and library) with its C++ frontend (header-only), for the example
+# trainer's fused attention on the GPU. cuDNN is looked for beside the CUDA toolkit, under
+# FP8_CUDNN_ROOT, or in the Python package nvidia-cudnn (which PyTorch installs); the frontend's
+# headers under .deps/cudnn-frontend/include (scripts/setup.sh puts them there, from PyPI's
+# nvidia-cudnn-frontend) or FP8_CUDNN_FRONTEND_INCLUDE_DIR. Not defined where any part is missing:
+# the trainer then builds with its materialised attention only. The fp8 library never needs cuDNN.
+if(NOT TARGET fp8_cudnn_frontend AND TARGET CUDA::cudart)
+  set(_fp8_cudnn_hints ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR})
+  if(FP8_CUDNN_ROOT)
+    list(PREPEND _fp8_cudnn_hints ${FP8_CUDNN_ROOT}/include ${FP8_CUDNN_ROOT}/lib ${FP8_CUDNN_ROOT}/lib64)
+  endif()
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c "import nvidia.cudnn as c; print(list(c.__path__)[0])"
+      OUTPUT_VARIABLE _fp8_cudnn_python OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(_fp8_cudnn_python)
+      list(APPEND _fp8_cudnn_hints ${_fp8_cudnn_python}/include ${_fp8_cudnn_python}/lib)
+    endif()
+  endif()
+  find_path(FP8_CUDNN_INCLUDE_DIR cudnn.h HINTS ${_fp8_cudnn_hints})
+  # The Python package ships only the versioned name.
+  find_library(FP8_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_fp8_cudnn_hints})
+  find_path(FP8_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
+            HINTS ${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend/include NO_DEFAULT_PATH)
+  if(FP8_CUDNN_INCLUDE_DIR AND FP8_CUDNN_LIBRARY AND FP8_CUDNN_FRONTEND_INCLUDE_DIR)
+    add_library(fp8_cudnn_frontend INTERFACE)
+    target_include_directories(fp8_cudnn_frontend SYSTEM INTERFACE ${FP8_CUDNN_FRONTEND_INCLUDE_DIR}
+                                                                    ${FP8_CUDNN_INCLUDE_DIR})
+    # The frontend's JSON serialisation of graphs is not used.
+    target_compile_definitions(fp8_cudnn_frontend INTERFACE CUDNN_FRONTEND_SKIP_JSON_LIB)
+    # The frontend compiles some of its engines at run time (NVRTC).
+    target_link_libraries(fp8_cudnn_frontend INTERFACE ${FP8_CUDNN_LIBRARY} CUDA::nvrtc CUDA::cudart)
+  endif()
+endif()

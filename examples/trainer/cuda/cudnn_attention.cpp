@@ -1,0 +1,245 @@
+// cudnn_attention through cuDNN's graph API (its C++ frontend): one forward and one backward graph per
+// shape, built once; each call fills the tensors' addresses and runs the chosen plan on the stream.
+#include "cudnn_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <unordered_map>
+
+#include <fp8/error.hpp>
+
+#ifdef FP8_TRAINER_CUDNN
+#include <cudnn_frontend.h>
+
+#include "device_buffer.hpp"
+#endif
+
+namespace trainer::cuda {
+
+#ifdef FP8_TRAINER_CUDNN
+
+namespace {
+
+namespace fe = cudnn_frontend;
+using uid = fe::graph::Tensor_attributes::uid_t;
+
+// The tensors' identities in both graphs' variant packs.
+enum : uid { q_uid = 1, k_uid, v_uid, o_uid, stats_uid, d_o_uid, dq_uid, dk_uid, dv_uid };
+
+void check_cudnn(cudnnStatus_t status, const char* call) {
+  if (status != CUDNN_STATUS_SUCCESS) {
+    throw fp8::error(std::string("trainer::cuda::cudnn_attention: ") + call +
+                     " failed: " + cudnnGetErrorString(status));
+  }
+}
+
+// Throws naming the stage and cuDNN's message when a frontend call fails.
+void check_frontend(fe::error_t status, const char* stage, const attention_shape& s) {
+  if (status.is_good()) return;
+  throw fp8::error("trainer::cuda::cudnn_attention: " + std::string(stage) + " failed for B " +
+                   std::to_string(s.batch) + ", H " + std::to_string(s.heads) + ", T " +
+                   std::to_string(s.context) + ", D " + std::to_string(s.head_dim()) + " (cuDNN " +
+                   std::to_string(cudnnGetVersion()) + "): " + status.get_message());
+}
+
+// A [B, H, T, D] tensor, contiguous (D fastest).
+fe::graph::Tensor_attributes heads_tensor(const char* name, uid id, const attention_shape& s) {
+  const std::int64_t B = s.batch, H = s.heads, T = s.context, D = s.head_dim();
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(id)
+      .set_dim({B, H, T, D})
+      .set_stride({H * T * D, T * D, D, 1});
+}
+
+// The statistics: [B, H, T, 1] FP32.
+fe::graph::Tensor_attributes stats_tensor(const attention_shape& s) {
+  const std::int64_t B = s.batch, H = s.heads, T = s.context;
+  return fe::graph::Tensor_attributes()
+      .set_name("stats")
+      .set_uid(stats_uid)
+      .set_dim({B, H, T, 1})
+      .set_stride({H * T, T, 1, 1})
+      .set_data_type(fe::DataType_t::FLOAT);
+}
+
+// BF16 inputs and outputs, FP32 everywhere inside (scores, softmax, accumulation).
+std::shared_ptr<fe::graph::Graph> new_graph() {
+  auto graph = std::make_shared<fe::graph::Graph>();
+  graph->set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return graph;
+}
+
+// Validates the graph, lowers it, and builds the first plan of cuDNN's heuristics that supports it.
+void build(fe::graph::Graph& graph, cudnnHandle_t handle, const attention_shape& s, const char* which) {
+  const std::string prefix = std::string(which) + " graph: ";
+  check_frontend(graph.validate(), (prefix + "validate").c_str(), s);
+  check_frontend(graph.build_operation_graph(handle), (prefix + "build_operation_graph").c_str(), s);
+  check_frontend(graph.create_execution_plans({fe::HeurMode_t::A}),
+                 (prefix + "create_execution_plans").c_str(), s);
+  check_frontend(graph.check_support(handle), (prefix + "check_support").c_str(), s);
+  check_frontend(graph.build_plans(handle), (prefix + "build_plans").c_str(), s);
+}
+
+float attention_scale(const attention_shape& s) { return 1.0f / std::sqrt(float(s.head_dim())); }
+
+}  // namespace
+
+struct cudnn_attention::graphs {
+  attention_shape shape;
+  cudnnHandle_t handle = nullptr;
+  std::shared_ptr<fe::graph::Graph> forward, backward;
+  device_buffer<std::uint8_t> workspace;
+
+  explicit graphs(const attention_shape& s) : shape(s) {
+    check_cudnn(cudnnCreate(&handle), "cudnnCreate");
+    try {
+      build_forward();
+      build_backward();
+      std::int64_t forward_bytes = 0, backward_bytes = 0;
+      check_frontend(forward->get_workspace_size(forward_bytes), "forward workspace size", shape);
+      check_frontend(backward->get_workspace_size(backward_bytes), "backward workspace size", shape);
+      workspace =
+          device_buffer<std::uint8_t>(std::size_t(std::max<std::int64_t>(forward_bytes, backward_bytes)));
+    } catch (...) {
+      cudnnDestroy(handle);
+      throw;
+    }
+  }
+  ~graphs() { cudnnDestroy(handle); }
+  graphs(const graphs&) = delete;
+  graphs& operator=(const graphs&) = delete;
+
+  void build_forward() {
+    forward = new_graph();
+    auto q = forward->tensor(heads_tensor("q", q_uid, shape));
+    auto k = forward->tensor(heads_tensor("k", k_uid, shape));
+    auto v = forward->tensor(heads_tensor("v", v_uid, shape));
+    auto options = fe::graph::SDPA_attributes()
+                       .set_name("causal_attention")
+                       .set_generate_stats(true)
+                       .set_causal_mask(true)
+                       .set_attn_scale(attention_scale(shape));
+    auto [o, stats] = forward->sdpa(q, k, v, options);
+    const fe::graph::Tensor_attributes o_layout = heads_tensor("o", o_uid, shape);
+    o->set_output(true).set_uid(o_uid).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
+    const fe::graph::Tensor_attributes stats_layout = stats_tensor(shape);
+    stats->set_output(true)
+        .set_uid(stats_uid)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim(stats_layout.get_dim())
+        .set_stride(stats_layout.get_stride());
+    build(*forward, handle, shape, "forward");
+  }
+
+  void build_backward() {
+    backward = new_graph();
+    auto q = backward->tensor(heads_tensor("q", q_uid, shape));
+    auto k = backward->tensor(heads_tensor("k", k_uid, shape));
+    auto v = backward->tensor(heads_tensor("v", v_uid, shape));
+    auto o = backward->tensor(heads_tensor("o", o_uid, shape));
+    auto d_o = backward->tensor(heads_tensor("d_o", d_o_uid, shape));
+    auto stats = backward->tensor(stats_tensor(shape));
+    // Deterministic: resumed and data-parallel runs must repeat their gradients bit for bit.
+    auto options = fe::graph::SDPA_backward_attributes()
+                       .set_name("causal_attention_backward")
+                       .set_causal_mask(true)
+                       .set_attn_scale(attention_scale(shape))
+                       .set_deterministic_algorithm(true);
+    auto [dq, dk, dv] = backward->sdpa_backward(q, k, v, o, d_o, stats, options);
+    const uid ids[3] = {dq_uid, dk_uid, dv_uid};
+    const char* names[3] = {"dq", "dk", "dv"};
+    int i = 0;
+    for (const auto& gradient : {dq, dk, dv}) {
+      const fe::graph::Tensor_attributes layout = heads_tensor(names[i], ids[i], shape);
+      gradient->set_output(true).set_uid(ids[i]).set_dim(layout.get_dim()).set_stride(layout.get_stride());
+      ++i;
+    }
+    build(*backward, handle, shape, "backward");
+  }
+
+  void execute(fe::graph::Graph& graph, std::unordered_map<uid, void*>& pack, cudaStream_t stream,
+               const char* which) {
+    check_cudnn(cudnnSetStream(handle, stream), "cudnnSetStream");
+    check_frontend(graph.execute(handle, pack, workspace.data()), which, shape);
+  }
+};
+
+bool cudnn_attention_built() { return true; }
+
+std::string cudnn_attention_versions() {
+  const std::size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch since cuDNN 9
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100) + " (frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." +
+         std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + "." + std::to_string(CUDNN_FRONTEND_PATCH_VERSION) +
+         ")";
+}
+
+cudnn_attention::cudnn_attention(const attention_shape& shape) {
+  if (shape.batch <= 0 || shape.context <= 0 || shape.heads <= 0 || shape.channels <= 0 ||
+      shape.channels % shape.heads != 0) {
+    throw fp8::invalid_argument(
+        "trainer::cuda::cudnn_attention: needs positive B, T, H, C with C a multiple of H");
+  }
+  graphs_ = std::make_unique<graphs>(shape);
+}
+
+void cudnn_attention::forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,
+                              const std::uint16_t* v, cudaStream_t stream) {
+  // cuDNN's variant pack takes non-const addresses; the inputs are only read.
+  std::unordered_map<uid, void*> pack{{q_uid, const_cast<std::uint16_t*>(q)},
+                                      {k_uid, const_cast<std::uint16_t*>(k)},
+                                      {v_uid, const_cast<std::uint16_t*>(v)},
+                                      {o_uid, o},
+                                      {stats_uid, stats}};
+  graphs_->execute(*graphs_->forward, pack, stream, "forward execute");
+}
+
+void cudnn_attention::backward(std::uint16_t* dq, std::uint16_t* dk, std::uint16_t* dv,
+                               const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
+                               const std::uint16_t* o, const std::uint16_t* d_o, const float* stats,
+                               cudaStream_t stream) {
+  std::unordered_map<uid, void*> pack{{q_uid, const_cast<std::uint16_t*>(q)},
+                                      {k_uid, const_cast<std::uint16_t*>(k)},
+                                      {v_uid, const_cast<std::uint16_t*>(v)},
+                                      {o_uid, const_cast<std::uint16_t*>(o)},
+                                      {d_o_uid, const_cast<std::uint16_t*>(d_o)},
+                                      {stats_uid, const_cast<float*>(stats)},
+                                      {dq_uid, dq},
+                                      {dk_uid, dk},
+                                      {dv_uid, dv}};
+  graphs_->execute(*graphs_->backward, pack, stream, "backward execute");
+}
+
+#else  // built without cuDNN
+
+struct cudnn_attention::graphs {
+  attention_shape shape;
+};
+
+bool cudnn_attention_built() { return false; }
+
+std::string cudnn_attention_versions() { return "no cuDNN in this build"; }
+
+cudnn_attention::cudnn_attention(const attention_shape&) {
+  throw fp8::error(
+      "trainer::cuda::cudnn_attention: this build has no cuDNN (cmake/fp8_cudnn.cmake found no cuDNN or no "
+      "cuDNN frontend headers; scripts/setup.sh fetches the headers)");
+}
+
+void cudnn_attention::forward(std::uint16_t*, float*, const std::uint16_t*, const std::uint16_t*,
+                              const std::uint16_t*, cudaStream_t) {}
+void cudnn_attention::backward(std::uint16_t*, std::uint16_t*, std::uint16_t*, const std::uint16_t*,
+                               const std::uint16_t*, const std::uint16_t*, const std::uint16_t*,
+                               const std::uint16_t*, const float*, cudaStream_t) {}
+
+#endif
+
+cudnn_attention::~cudnn_attention() = default;
+
+const attention_shape& cudnn_attention::shape() const { return graphs_->shape; }
+
+}  // namespace trainer::cuda

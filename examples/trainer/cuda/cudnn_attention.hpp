@@ -1,0 +1,52 @@
+// Causal attention through cuDNN's fused scaled-dot-product attention (flash attention: the T x T
+// scores and probabilities stay on the chip, never in memory), forward and backward, on BF16 q, k, v
+// of shape [B, H, T, D]. The materialised attention (attention.hpp) keeps the T x T matrices instead:
+// it is the FP32 path and the reference; this one is the fast path of bf16 and fp8 runs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "../attention.hpp"
+
+namespace trainer::cuda {
+
+// True where this program was built with cuDNN and its frontend (cmake/fp8_cudnn.cmake).
+bool cudnn_attention_built();
+// "cuDNN 9.19.0 (frontend 1.32.0)": the library loaded at run time and the headers built against.
+std::string cudnn_attention_versions();
+
+class cudnn_attention {
+ public:
+  // Builds the forward and backward graphs for `shape` (causal mask, scale 1 / sqrt(D), FP32
+  // softmax and accumulation, deterministic backward) on the current device and picks their kernels.
+  // Throws fp8::error with cuDNN's reason when this build has no cuDNN or cuDNN has no kernel for the
+  // device or the shape (for example a head dimension that is not a multiple of 8).
+  explicit cudnn_attention(const attention_shape& shape);
+  ~cudnn_attention();
+  cudnn_attention(const cudnn_attention&) = delete;
+  cudnn_attention& operator=(const cudnn_attention&) = delete;
+
+  const attention_shape& shape() const;
+
+  // o: [B, H, T, D] BF16 (raw bits) = softmax(causal(q k^T / sqrt(D))) v; stats: [B, H, T] the
+  // natural log of each row's softmax denominator after its maximum, which the backward pass needs.
+  // q, k, v: [B, H, T, D] BF16. Queued on `stream`; the pointers must stay valid until it has run.
+  void forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,
+               const std::uint16_t* v, cudaStream_t stream);
+
+  // dq, dk, dv: [B, H, T, D] BF16 from the forward pass's q, k, v, o, stats and the output gradient
+  // d_o: [B, H, T, D] BF16. Bit-identical from run to run (cuDNN's deterministic algorithm).
+  void backward(std::uint16_t* dq, std::uint16_t* dk, std::uint16_t* dv, const std::uint16_t* q,
+                const std::uint16_t* k, const std::uint16_t* v, const std::uint16_t* o,
+                const std::uint16_t* d_o, const float* stats, cudaStream_t stream);
+
+ private:
+  struct graphs;  // cuDNN's headers stay in the .cpp file
+  std::unique_ptr<graphs> graphs_;
+};
+
+}  // namespace trainer::cuda
