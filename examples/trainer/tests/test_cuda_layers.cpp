@@ -45,6 +45,7 @@
 #include "cuda/attention.hpp"
 #include "cuda/batched_gemm.hpp"
 #include "cuda/cross_entropy.hpp"
+#include "cuda/cudnn_attention.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/embedding.hpp"
 #include "cuda/gelu.hpp"
@@ -76,6 +77,13 @@ constexpr tolerance reduction_fp32{1e-5, 1e-5, 1.0};
 constexpr tolerance attention_fp32{1e-4, 1e-5, 1.0};
 constexpr tolerance stored_bf16{0.0078125, 1e-5, 0.01};
 constexpr tolerance attention_bf16{0.015625, 0.0078125, 1.0};
+// The fused path (cuDNN's flash attention) computes the same layer another way: the probabilities
+// are rounded to BF16 before they are normalised (and dS likewise in the backward pass), dq, dk, dv
+// leave cuDNN as BF16 and are rounded once more after RoPE's inverse rotation. Each of those is an
+// error of up to 2^-8 relative that the next product carries on, so twice the materialised bf16
+// allowance: 2^-5 relative and 2^-6 of the largest value. A wrong mask, scale or layout is off by
+// tens of percent.
+constexpr tolerance attention_fused{0.03125, 0.015625, 1.0};
 constexpr tolerance long_sum_fp32{1e-5, 1e-4, 1.0};
 constexpr tolerance optimizer{1e-6, 1e-7, 1.0};
 
@@ -310,6 +318,120 @@ TEST_CASE("attention forward and backward match the CPU layer") {
         cuda::attention_forward(buffer.data(), qkvr_d.data(), att_d.data(), buffer.data(), device_table,
                                 shape, gemm_mode::fp8, storage::bf16, workspace, handle.get(), nullptr),
         fp8::invalid_argument);
+  }
+}
+
+TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
+  REQUIRE_MESSAGE(cuda::cudnn_attention_built(), "this build has no cuDNN: the fused path is not built");
+  set_thread_count(1);
+  // The default model's head dimension (32) at its context, and D = 64 with T = 80: a last tile of
+  // queries and keys that is not full.
+  for (const attention_shape& shape : {attention_shape{2, 128, 128, 4}, attention_shape{1, 80, 256, 4}}) {
+    const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads, D = shape.head_dim();
+    CAPTURE(T);
+    CAPTURE(D);
+    const rope_table table = make_rope_table(T, D);
+    const cuda::device_rope_table device_table(table);
+    cuda::attention_workspace workspace(shape, attention_kernel::fused);
+    cuda::cudnn_attention kernels(shape);
+    const std::size_t tokens = std::size_t(B) * T, rows = std::size_t(B) * H * T;
+    const std::vector<float> inp = random_values(tokens * 3 * C, 32, 1.0f, storage::bf16);
+    const std::vector<float> dout = random_values(tokens * C, 33, 1.0f, storage::bf16);
+    std::vector<float> out(tokens * C), qkvr(tokens * 3 * C), att(rows * T), dinp(tokens * 3 * C);
+    attention_forward(out.data(), qkvr.data(), att.data(), inp.data(), table, shape, gemm_mode::bf16,
+                      storage::bf16);
+    attention_backward(dinp.data(), dout.data(), qkvr.data(), att.data(), table, shape, gemm_mode::bf16,
+                       storage::bf16);
+
+    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), qkvr_d(qkvr.size()), stats_d(rows),
+        dinp_d(dinp.size()), dinp_again(dinp.size());
+    device_buffer<std::uint16_t> heads16_d(tokens * C);
+    cuda::fused_attention_forward(out_d.data(), qkvr_d.data(), heads16_d.data(), stats_d.data(), inp_d.data(),
+                                  device_table, shape, storage::bf16, workspace, kernels, nullptr);
+    synchronize();
+    expect_close("fused attention qkvr", qkvr_d.to_host(), qkvr,
+                 for_storage(storage::bf16, elementwise_fp32));
+    expect_close("fused attention out", out_d.to_host(), out, attention_fused);
+    // The statistics are each row's log-sum-exp of the scaled scores (from the CPU's rotated q and k,
+    // [3, B, H, T, D]): between the row's largest scaled score and that plus log(row length), with
+    // 2^-6 of slack for the BF16 operands.
+    const std::vector<float> stats = stats_d.to_host();
+    const std::size_t head_block = rows * std::size_t(D);
+    const double scale = 1.0 / std::sqrt(double(D));
+    std::size_t outside = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t i = r % std::size_t(T), first = r - i;  // query position, row of position 0
+      double largest = -INFINITY;
+      for (std::size_t j = 0; j <= i; ++j) {
+        double dot = 0.0;
+        for (int d = 0; d < D; ++d) {
+          dot += double(qkvr[r * D + std::size_t(d)]) *
+                 double(qkvr[head_block + (first + j) * D + std::size_t(d)]);
+        }
+        largest = std::max(largest, dot * scale);
+      }
+      const double slack = 0.015625 * (1.0 + std::fabs(largest));
+      outside += !(double(stats[r]) >= largest - slack &&
+                   double(stats[r]) <= largest + std::log(double(i + 1)) + slack);
+    }
+    CHECK(outside == 0);
+    cuda::fused_attention_backward(dinp_d.data(), dout_d.data(), qkvr_d.data(), heads16_d.data(),
+                                   stats_d.data(), device_table, shape, storage::bf16, workspace, kernels,
+                                   nullptr);
+    cuda::fused_attention_backward(dinp_again.data(), dout_d.data(), qkvr_d.data(), heads16_d.data(),
+                                   stats_d.data(), device_table, shape, storage::bf16, workspace, kernels,
+                                   nullptr);
+    synchronize();
+    expect_close("fused attention dinp", dinp_d.to_host(), dinp, attention_fused);
+    // Deterministic: resumed and data-parallel runs rely on it.
+    expect_same_bits("fused attention dinp, second run", dinp_again.to_host(), dinp_d.to_host());
+
+    // Causality: changing the last token's q, k and v changes no earlier token's output, bit for bit.
+    std::vector<float> changed = inp;
+    for (int b = 0; b < B; ++b) {
+      float* last = changed.data() + (std::size_t(b) * T + std::size_t(T - 1)) * 3 * C;
+      for (int i = 0; i < 3 * C; ++i) last[i] = -2.0f * last[i] + 1.0f;
+    }
+    device_buffer<float> changed_d(changed), out_changed(out.size());
+    cuda::fused_attention_forward(out_changed.data(), qkvr_d.data(), heads16_d.data(), stats_d.data(),
+                                  changed_d.data(), device_table, shape, storage::bf16, workspace, kernels,
+                                  nullptr);
+    synchronize();
+    const std::vector<float> before = out_d.to_host(), after = out_changed.to_host();
+    std::size_t earlier_changed = 0, last_changed = 0;
+    for (std::size_t token = 0; token < tokens; ++token) {
+      const bool last = token % std::size_t(T) == std::size_t(T - 1);
+      for (int c = 0; c < C; ++c) {
+        const std::size_t i = token * C + std::size_t(c);
+        const bool differs = std::memcmp(&before[i], &after[i], sizeof(float)) != 0;
+        (last ? last_changed : earlier_changed) += differs;
+      }
+    }
+    CHECK(earlier_changed == 0);
+    CHECK(last_changed > 0);
+  }
+  SUBCASE("a workspace of the other path, or graphs of another shape, are refused") {
+    const attention_shape shape{2, 128, 128, 4};
+    const rope_table table = make_rope_table(shape.context, shape.head_dim());
+    const cuda::device_rope_table device_table(table);
+    cuda::attention_workspace materialized(shape);
+    cuda::attention_workspace fused(shape, attention_kernel::fused);
+    cuda::cudnn_attention kernels(shape);
+    cuda::cudnn_attention other(attention_shape{1, 128, 128, 4});
+    const std::size_t tokens = std::size_t(shape.batch) * shape.context;
+    device_buffer<float> buffer(tokens * 3 * shape.channels), stats(std::size_t(shape.batch) * 4 * 128);
+    device_buffer<std::uint16_t> heads16(tokens * shape.channels);
+    CHECK_THROWS_WITH_AS(
+        cuda::fused_attention_forward(buffer.data(), buffer.data(), heads16.data(), stats.data(),
+                                      buffer.data(), device_table, shape, storage::bf16, materialized,
+                                      kernels, nullptr),
+        doctest::Contains("the workspace was made for the materialized path, not the fused one"),
+        fp8::invalid_argument);
+    CHECK_THROWS_WITH_AS(cuda::fused_attention_forward(buffer.data(), buffer.data(), heads16.data(),
+                                                       stats.data(), buffer.data(), device_table, shape,
+                                                       storage::bf16, fused, other, nullptr),
+                         doctest::Contains("the cuDNN graphs were built for another shape"),
+                         fp8::invalid_argument);
   }
 }
 

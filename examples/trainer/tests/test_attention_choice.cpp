@@ -1,0 +1,128 @@
+// --attention on the CPU: parsing, the refusals of combinations that cannot run, and how the GPU
+// transformer resolves the choice (choose_attention) where no cuDNN graph has to be built. No device
+// needed: where this machine has none, automatic must fall back to the materialised path and say why;
+// where it has one, automatic must pick the fused path in bf16 mode.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fp8/error.hpp>
+
+#include "cuda/attention.hpp"
+#include "cuda/cudnn_attention.hpp"
+#include "device_options.hpp"
+#include "options.hpp"
+
+using namespace trainer;
+
+namespace {
+
+run_options parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "fp8_trainer");
+  return parse_options(int(args.size()), args.data());
+}
+
+// The message check_device_options gives for these options, or "" if it accepts them.
+std::string device_error(std::vector<const char*> args) {
+  const run_options o = parse(std::move(args));
+  try {
+    check_device_options(o, true);
+  } catch (const std::invalid_argument& e) { return e.what(); }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+bool device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+const attention_shape shape{2, 64, 128, 4};  // D = 32, the default model's head dimension
+
+}  // namespace
+
+TEST_CASE("--attention is auto by default and takes fused or materialized") {
+  CHECK(parse({}).attention == attention_kernel::automatic);
+  CHECK(parse({"--attention", "fused"}).attention == attention_kernel::fused);
+  CHECK(parse({"--attention=materialized"}).attention == attention_kernel::materialized);
+  CHECK(parse({"--attention", "auto"}).attention == attention_kernel::automatic);
+  try {
+    parse({"--attention", "flash"});
+    FAIL("--attention flash was accepted");
+  } catch (const std::invalid_argument& e) {
+    INFO(e.what());
+    CHECK(contains(e.what(), "--attention must be one of auto, fused, materialized; got 'flash'"));
+  }
+}
+
+TEST_CASE("--attention combinations that cannot run are refused, naming the switch") {
+  CHECK(device_error({"--device", "cuda", "--attention", "fused"}).empty());
+  CHECK(device_error({"--device", "cuda", "--attention", "materialized", "--precision", "fp32"}).empty());
+  CHECK(device_error({"--device", "cuda", "--precision", "fp32"}).empty());  // auto: materialized
+  CHECK(device_error({"--attention", "materialized"}).empty());              // the CPU's own algorithm
+  CHECK(contains(device_error({"--attention", "fused"}), "--attention fused needs --device cuda"));
+  const std::string fp32 = device_error({"--device", "cuda", "--attention", "fused", "--precision", "fp32"});
+  CHECK(contains(fp32, "--device cuda: --attention fused runs BF16 products"));
+  CHECK(contains(device_error({"--model", "mlp", "--device", "cuda", "--attention", "fused"}),
+                 "--attention applies to the transformer; the mlp model has no attention"));
+  CHECK(device_error({"--model", "mlp", "--device", "cuda"}).empty());
+}
+
+TEST_CASE("materialized and fp32 attention resolve without building a cuDNN graph") {
+  for (gemm_mode mode : {gemm_mode::fp32, gemm_mode::bf16}) {
+    const cuda::attention_path asked = cuda::choose_attention(attention_kernel::materialized, mode, shape);
+    CHECK(asked.kernel == attention_kernel::materialized);
+    CHECK(asked.fused == nullptr);
+    CHECK(asked.description == "materialized");
+  }
+  const cuda::attention_path fp32 =
+      cuda::choose_attention(attention_kernel::automatic, gemm_mode::fp32, shape);
+  CHECK(fp32.kernel == attention_kernel::materialized);
+  CHECK(fp32.fused == nullptr);
+  CHECK(fp32.description == "materialized (fp32 attention products)");
+  CHECK_THROWS_WITH_AS(cuda::choose_attention(attention_kernel::fused, gemm_mode::fp32, shape),
+                       doctest::Contains("the fused attention runs BF16 products; this run's attention "
+                                         "products are fp32"),
+                       fp8::invalid_argument);
+}
+
+TEST_CASE("automatic attention in bf16 mode takes the fused path exactly where it can be built") {
+  const cuda::attention_path path =
+      cuda::choose_attention(attention_kernel::automatic, gemm_mode::bf16, shape);
+  INFO(path.description);
+  if (device_present() && cuda::cudnn_attention_built()) {
+    // A GPU with cuDNN: Hopper and newer have the fused kernels for D = 32.
+    CHECK(path.kernel == attention_kernel::fused);
+    REQUIRE(path.fused != nullptr);
+    CHECK(path.fused->shape().context == shape.context);
+    CHECK(contains(path.description, "fused (cuDNN "));
+  } else {
+    CHECK(path.kernel == attention_kernel::materialized);
+    CHECK(path.fused == nullptr);
+    if (cuda::cudnn_attention_built()) {
+      // No device: cuDNN's handle cannot be made, and the description carries cuDNN's reason.
+      CHECK(contains(path.description, "materialized (no fused kernel: trainer::cuda::cudnn_attention: "));
+    } else {
+      CHECK(path.description == "materialized (this build has no cuDNN)");
+    }
+    // Asked for explicitly, the same failure is an error, not a fallback.
+    CHECK_THROWS_AS(cuda::choose_attention(attention_kernel::fused, gemm_mode::bf16, shape), fp8::error);
+  }
+}
+
+TEST_CASE("the cuDNN versions are named") {
+  const std::string versions = cuda::cudnn_attention_versions();
+  if (cuda::cudnn_attention_built()) {
+    CHECK(contains(versions, "cuDNN 9."));
+    CHECK(contains(versions, "(frontend 1."));
+  } else {
+    CHECK(versions == "no cuDNN in this build");
+  }
+}
