@@ -43,6 +43,58 @@ wide exact_count(granularity g, std::size_t rows, std::size_t cols) {
   return wide(rows) * ceil_div(cols, 32);
 }
 
+// The error of a span one element short: "<function>: <name> holds <n> elements but <n + 1> are needed
+// (<what it holds>)".
+std::string short_span_error(const std::string& name, std::size_t held, const std::string& what) {
+  return "fp8::quantize_transpose: " + name + " holds " + std::to_string(held) + " elements but " +
+         std::to_string(held + 1) + " are needed (" + what + ")";
+}
+
+// A scaled quantize_transpose with each of its five spans in turn one element short: the error names
+// that span and what it must hold, and nothing is written. With every size right, the call equals the
+// pointer overload.
+template <class Scale>
+void check_scaled_transpose_spans(const fp8::quantization& q, const std::array<std::string, 5>& names,
+                                  const std::string& granularity_name) {
+  const std::size_t rows = 3;
+  const std::size_t cols = 300;
+  const std::array<std::size_t, 5> right = {rows * cols, rows * cols, rows * cols,
+                                            fp8::scale_count(q.granularity, rows, cols),
+                                            fp8::scale_count(q.granularity, cols, rows)};
+  const std::array<std::string, 5> what = {"rows x cols", "rows x cols", "rows x cols",
+                                           "scale_count(" + granularity_name + ", rows, cols)",
+                                           "scale_count(" + granularity_name + ", cols, rows)"};
+  for (std::size_t shorted = 0; shorted < right.size(); ++shorted) {
+    CAPTURE(names[shorted]);
+    std::array<std::size_t, 5> size = right;
+    --size[shorted];
+    std::vector<float> in(size[0]);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = float(int(i % 89) - 44) * 0.61f;
+    std::vector<std::uint8_t> out(size[1], 0xAB), out_t(size[2], 0xAB);
+    std::vector<Scale> scales(size[3], Scale(7)), scales_t(size[4], Scale(7));
+    CHECK(error_of([&] {
+            fp8::quantize_transpose(fp8::span(in), rows, cols, q, out, scales, out_t, scales_t);
+          }) == short_span_error(names[shorted], size[shorted], what[shorted]));
+    CHECK(out == std::vector<std::uint8_t>(size[1], 0xAB));
+    CHECK(out_t == std::vector<std::uint8_t>(size[2], 0xAB));
+    CHECK(scales == std::vector<Scale>(size[3], Scale(7)));
+    CHECK(scales_t == std::vector<Scale>(size[4], Scale(7)));
+  }
+
+  std::vector<float> in(right[0]);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = float(int(i % 89) - 44) * 0.61f;
+  std::vector<std::uint8_t> out(right[1]), out_t(right[2]), pointer_out(right[1]), pointer_out_t(right[2]);
+  std::vector<Scale> scales(right[3]), scales_t(right[4]), pointer_scales(right[3]),
+      pointer_scales_t(right[4]);
+  const float amax = fp8::quantize_transpose(fp8::span(in), rows, cols, q, out, scales, out_t, scales_t);
+  CHECK(amax == fp8::quantize_transpose(in.data(), rows, cols, q, pointer_out.data(), pointer_scales.data(),
+                                        pointer_out_t.data(), pointer_scales_t.data()));
+  CHECK(out == pointer_out);
+  CHECK(out_t == pointer_out_t);
+  CHECK(scales == pointer_scales);
+  CHECK(scales_t == pointer_scales_t);
+}
+
 }  // namespace
 
 TEST_CASE("quantize_transpose of an empty matrix writes the scales quantize of the transpose writes") {
@@ -181,4 +233,33 @@ TEST_CASE(
           fp8::dequantize(fp8::span(out), fp8_format::e4m3, 1.0f, fp8::span(back.data(), 10));
         }).find("out holds 10") != std::string::npos);
   CHECK(fp8::compute_amax(fp8::span(in)) == fp8::compute_amax(in.data(), in.size()));
+}
+
+TEST_CASE("quantize_transpose names the span at fault, with float scales, E8M0 scales or none") {
+  SUBCASE("float scales") {
+    check_scaled_transpose_spans<float>({fp8_format::e4m3, granularity::tile_1x128},
+                                        {"in", "out", "out_t", "scale_inv", "scale_inv_t"}, "granularity");
+  }
+  SUBCASE("E8M0 scales") {
+    check_scaled_transpose_spans<std::uint8_t>({fp8_format::e4m3, granularity::mx_1x32},
+                                               {"in", "out", "out_t", "scale_e8m0", "scale_e8m0_t"},
+                                               "mx_1x32");
+  }
+  SUBCASE("one per-tensor scale") {
+    const std::size_t rows = 3;
+    const std::size_t cols = 300;
+    const std::array<std::string, 3> names = {"in", "out", "out_t"};
+    for (std::size_t shorted = 0; shorted < names.size(); ++shorted) {
+      CAPTURE(names[shorted]);
+      std::array<std::size_t, 3> size = {rows * cols, rows * cols, rows * cols};
+      --size[shorted];
+      std::vector<float> in(size[0], 1.5f);
+      std::vector<std::uint8_t> out(size[1], 0xAB), out_t(size[2], 0xAB);
+      CHECK(error_of([&] {
+              fp8::quantize_transpose(fp8::span(in), rows, cols, fp8_format::e5m2, 1.0f, out, out_t);
+            }) == short_span_error(names[shorted], size[shorted], "rows x cols"));
+      CHECK(out == std::vector<std::uint8_t>(size[1], 0xAB));
+      CHECK(out_t == std::vector<std::uint8_t>(size[2], 0xAB));
+    }
+  }
 }

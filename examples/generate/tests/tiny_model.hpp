@@ -8,24 +8,15 @@
 #include <unistd.h>
 
 #include "options.hpp"
+#include "tiny_options.hpp"
 #include "trainer.hpp"
 
 namespace generate_tests {
 
 inline trainer::run_options tiny_options() {
-  trainer::run_options o;
-  o.data_file = FP8_GENERATE_TEST_TEXT;
+  trainer::run_options o =
+      trainer_tests::tiny_options(FP8_GENERATE_TEST_TEXT, trainer_tests::two_layers_of_32, 4, 80);
   o.base_precision = trainer::precision::bf16;
-  o.model.context = 32;
-  o.model.channels = 32;
-  o.model.layers = 2;
-  o.model.heads = 2;
-  o.model.hidden = 64;
-  o.batch = 4;
-  o.steps = 80;
-  o.eval_batches = 2;
-  o.threads = 1;
-  o.progress_bar = false;
   return o;
 }
 

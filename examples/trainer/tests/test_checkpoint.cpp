@@ -15,6 +15,7 @@
 
 #include "checkpoint.hpp"
 #include "safetensors.hpp"
+#include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
@@ -22,18 +23,8 @@ using namespace trainer;
 namespace {
 
 run_options tiny_options() {
-  run_options o;
-  o.data_file = FP8_TRAINER_TEST_TEXT;
+  run_options o = trainer_tests::tiny_options(FP8_TRAINER_TEST_TEXT, trainer_tests::one_layer_of_16, 2, 6);
   o.base_precision = precision::fp8;
-  o.model.context = 16;
-  o.model.channels = 16;
-  o.model.layers = 1;
-  o.model.heads = 2;
-  o.model.hidden = 32;
-  o.batch = 2;
-  o.steps = 6;
-  o.eval_batches = 1;
-  o.threads = 1;
   o.recipe.amax_history_length = 8;
   return o;
 }

@@ -16,6 +16,7 @@
 
 #include "cuda/trainer_cuda.hpp"
 #include "gpu_skip.hpp"
+#include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
@@ -24,21 +25,13 @@ namespace {
 
 // A small transformer on the test text (as test_training.cpp): seconds on the CPU.
 run_options tiny_options(precision p, device_kind device) {
-  run_options o;
-  o.data_file = FP8_TRAINER_TEST_TEXT;
+  run_options o = trainer_tests::tiny_options(FP8_TRAINER_TEST_TEXT, trainer_tests::two_layers_of_32, 4, 40);
+  // The CPU runs these tests compare with on every thread OpenMP offers (the default), not on one.
+  o.threads = 0;
   o.base_precision = p;
   o.device = device;
-  o.model.context = 32;
-  o.model.channels = 32;
-  o.model.layers = 2;
-  o.model.heads = 2;
-  o.model.hidden = 64;
-  o.batch = 4;
-  o.steps = 40;
   o.learning_rate = 1e-2f;  // the loss falls clearly within the tests' few dozen steps
-  o.eval_batches = 2;
-  o.progress_bar = false;
-  o.fp8_head = true;  // every linear layer in FP8
+  o.fp8_head = true;        // every linear layer in FP8
   return o;
 }
 

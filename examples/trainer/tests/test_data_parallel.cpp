@@ -9,6 +9,7 @@
 
 #include "data_parallel.hpp"
 #include "process_group.hpp"
+#include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
@@ -48,19 +49,7 @@ class scripted_group final : public process_group {
 };
 
 run_options tiny_options() {
-  run_options o;
-  o.data_file = FP8_TRAINER_TEST_TEXT;
-  o.model.context = 16;
-  o.model.channels = 16;
-  o.model.layers = 1;
-  o.model.heads = 2;
-  o.model.hidden = 32;
-  o.batch = 4;
-  o.eval_batches = 1;
-  o.threads = 1;
-  o.progress_bar = false;
-  o.steps = 10;
-  return o;
+  return trainer_tests::tiny_options(FP8_TRAINER_TEST_TEXT, trainer_tests::one_layer_of_16, 4, 10);
 }
 
 std::string message_of(const std::function<void()>& action) {

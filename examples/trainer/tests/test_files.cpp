@@ -17,6 +17,7 @@
 #include "file_io.hpp"
 #include "logging.hpp"
 #include "tensor_stats.hpp"
+#include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
@@ -40,19 +41,9 @@ std::string error_of(Function&& function) {
 }
 
 run_options tiny_run(const fs::path& out, long steps) {
-  run_options o;
-  o.data_file = FP8_TRAINER_TEST_TEXT;
-  o.model.context = 16;
-  o.model.channels = 16;
-  o.model.layers = 1;
-  o.model.heads = 2;
-  o.model.hidden = 32;
-  o.batch = 2;
-  o.steps = steps;
+  run_options o =
+      trainer_tests::tiny_options(FP8_TRAINER_TEST_TEXT, trainer_tests::one_layer_of_16, 2, steps);
   o.eval_every = 2;
-  o.eval_batches = 1;
-  o.threads = 1;
-  o.progress_bar = false;
   o.log_every = 1000;
   o.recipe.amax_history_length = 4;
   o.out_dir = out.string();

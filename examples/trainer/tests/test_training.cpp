@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
@@ -17,19 +18,9 @@ namespace {
 
 // A small transformer on the test text: a few seconds for dozens of steps.
 run_options tiny_options(precision p, long steps) {
-  run_options o;
-  o.data_file = FP8_TRAINER_TEST_TEXT;
+  run_options o =
+      trainer_tests::tiny_options(FP8_TRAINER_TEST_TEXT, trainer_tests::two_layers_of_32, 4, steps);
   o.base_precision = p;
-  o.model.context = 32;
-  o.model.channels = 32;
-  o.model.layers = 2;
-  o.model.heads = 2;
-  o.model.hidden = 64;
-  o.batch = 4;
-  o.steps = steps;
-  o.eval_batches = 2;
-  o.threads = 1;
-  o.progress_bar = false;
   o.fp8_head = true;  // every linear layer in FP8: the widest coverage of the FP8 path
   return o;
 }

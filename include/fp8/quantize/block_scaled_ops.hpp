@@ -159,7 +159,11 @@ inline namespace FP8_BLOCK_ABI_NAMESPACE {
 inline constexpr const char* block_kernels_name = FP8_BLOCK_KERNELS_NAME;
 
 // --- Scalar: one value at a time, through the conversion routine itself. ---
-struct block_ops_scalar {
+// Every kernel set derives from block_ops_base<itself> (CRTP): it inherits the scalar operations it
+// does not vectorise, and the block and group routines composed from its own amax and encoders
+// (mx_fp4_block_generic and the others above) unless it defines faster ones, as AVX-512 does.
+template <class Ops>
+struct block_ops_base {
   static constexpr std::size_t width = 1;
   static std::uint32_t amax_bits(const float* p, std::size_t n) noexcept {
     std::uint32_t m = 0;
@@ -222,26 +226,28 @@ struct block_ops_scalar {
     }
   }
   static std::uint8_t mx_fp4_block(const float* p, int emax, std::uint8_t* packed) noexcept {
-    return mx_fp4_block_generic<block_ops_scalar>(p, emax, packed);
+    return mx_fp4_block_generic<Ops>(p, emax, packed);
   }
   static std::uint32_t mx_fp4_block_pair(const float* p, int emax, std::uint8_t* packed) noexcept {
-    return mx_fp4_block_pair_generic<block_ops_scalar>(p, emax, packed);
+    return mx_fp4_block_pair_generic<Ops>(p, emax, packed);
   }
   static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, const float* multipliers_by_code,
                                    std::uint8_t* scales, std::uint8_t* packed) noexcept {
-    return nvfp4_group_generic<block_ops_scalar>(p, encode_times_sixth, multipliers_by_code, scales, packed);
+    return nvfp4_group_generic<Ops>(p, encode_times_sixth, multipliers_by_code, scales, packed);
   }
   static std::uint32_t mx_fp4_group(const float* p, int emax, std::uint8_t* scales,
                                     std::uint8_t* packed) noexcept {
-    return mx_fp4_group_generic<block_ops_scalar>(p, emax, scales, packed);
+    return mx_fp4_group_generic<Ops>(p, emax, scales, packed);
   }
   // Whether mx_fp6_group exists (a vector FP6 packer); without it MXFP6 packs through pack<>().
   static constexpr bool has_mx_fp6_group = false;
 };
 
+// The scalar set: the base as it is.
+struct block_ops_scalar : block_ops_base<block_ops_scalar> {};
+
 #if FP8_QUANTIZE_ISA_AVX512
-// The SIMD structs inherit the scalar operations they do not vectorise.
-struct block_ops_avx512 : block_ops_scalar {
+struct block_ops_avx512 : block_ops_base<block_ops_avx512> {
   static constexpr std::size_t width = 16;
   // GCC 12's plain forms of several intrinsics pass an "undefined" source operand that trips a false
   // -Wmaybe-uninitialized (GCC PR 105593) under -Werror; the zero-masking forms with every lane
@@ -642,7 +648,7 @@ struct block_ops_avx512 : block_ops_scalar {
 };
 using block_ops = block_ops_avx512;
 #elif FP8_QUANTIZE_ISA_AVX2
-struct block_ops_avx2 : block_ops_scalar {
+struct block_ops_avx2 : block_ops_base<block_ops_avx2> {
   static constexpr std::size_t width = 8;
 
   static std::uint32_t amax_bits(const float* p, std::size_t n) noexcept {
@@ -762,20 +768,6 @@ struct block_ops_avx2 : block_ops_scalar {
       std::memcpy(codes + j, &low, sizeof low);
       std::memcpy(codes + j + 4, &high, sizeof high);
     }
-  }
-  static std::uint8_t mx_fp4_block(const float* p, int emax, std::uint8_t* packed) noexcept {
-    return mx_fp4_block_generic<block_ops_avx2>(p, emax, packed);
-  }
-  static std::uint32_t mx_fp4_block_pair(const float* p, int emax, std::uint8_t* packed) noexcept {
-    return mx_fp4_block_pair_generic<block_ops_avx2>(p, emax, packed);
-  }
-  static std::uint32_t nvfp4_group(const float* p, float encode_times_sixth, const float* multipliers_by_code,
-                                   std::uint8_t* scales, std::uint8_t* packed) noexcept {
-    return nvfp4_group_generic<block_ops_avx2>(p, encode_times_sixth, multipliers_by_code, scales, packed);
-  }
-  static std::uint32_t mx_fp4_group(const float* p, int emax, std::uint8_t* scales,
-                                    std::uint8_t* packed) noexcept {
-    return mx_fp4_group_generic<block_ops_avx2>(p, emax, scales, packed);
   }
 };
 using block_ops = block_ops_avx2;

@@ -40,6 +40,52 @@ inline std::size_t checked_scales(const quantization& q, std::size_t rows, std::
   return scale_count(q.granularity, rows, cols);
 }
 
+// The three code-sized spans of quantize_transpose: in, out and out_t hold rows x cols elements each.
+template <class T>
+void check_transpose_codes(span<T> in, span<std::uint8_t> out, span<std::uint8_t> out_t, std::size_t elements,
+                           const char* function) {
+  check_span_size(in.size(), elements, function, "in", "rows x cols");
+  check_span_size(out.size(), elements, function, "out", "rows x cols");
+  check_span_size(out_t.size(), elements, function, "out_t", "rows x cols");
+}
+
+// What the scale spans of the scaled calls are called in their errors, by scale type: float scale_inv
+// (any float granularity) or E8M0 scale_e8m0 (MX), each with its transposed copy's name.
+template <class Scale>
+struct scale_span_names;
+template <>
+struct scale_span_names<float> {
+  static constexpr bool mx = false;
+  static constexpr const char* name = "scale_inv";
+  static constexpr const char* name_t = "scale_inv_t";
+  static constexpr const char* count = "scale_count(granularity, rows, cols)";
+  static constexpr const char* count_t = "scale_count(granularity, cols, rows)";
+};
+template <>
+struct scale_span_names<std::uint8_t> {
+  static constexpr bool mx = true;
+  static constexpr const char* name = "scale_e8m0";
+  static constexpr const char* name_t = "scale_e8m0_t";
+  static constexpr const char* count = "scale_count(mx_1x32, rows, cols)";
+  static constexpr const char* count_t = "scale_count(mx_1x32, cols, rows)";
+};
+
+// Every span of a scaled quantize_transpose (float or E8M0 scales): the codes as above, scales the
+// scale_count(q.granularity, rows, cols) entries of the matrix and scales_t those of its transpose.
+template <class T, class Scale>
+void check_transpose_spans(span<T> in, std::size_t rows, std::size_t cols, const quantization& q,
+                           span<std::uint8_t> out, span<Scale> scales, span<std::uint8_t> out_t,
+                           span<Scale> scales_t) {
+  using names = scale_span_names<Scale>;
+  constexpr const char* function = "fp8::quantize_transpose";
+  const std::size_t elements = checked_elements(rows, cols, function);
+  const std::size_t scale_entries = checked_scales(q, rows, cols, function, names::mx);
+  const std::size_t scale_entries_t = scale_count(q.granularity, cols, rows);
+  check_transpose_codes(in, out, out_t, elements, function);
+  check_span_size(scales.size(), scale_entries, function, names::name, names::count);
+  check_span_size(scales_t.size(), scale_entries_t, function, names::name_t, names::count_t);
+}
+
 }  // namespace detail
 
 inline namespace FP8_QUANTIZE_ABI_NAMESPACE {
@@ -134,10 +180,7 @@ template <class T>
 float quantize_transpose(span<T> in, std::size_t rows, std::size_t cols, fp8_format format, float scale,
                          span<std::uint8_t> out, span<std::uint8_t> out_t) {
   constexpr const char* function = "fp8::quantize_transpose";
-  const std::size_t elements = detail::checked_elements(rows, cols, function);
-  detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
-  detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(out_t.size(), elements, function, "out_t", "rows x cols");
+  detail::check_transpose_codes(in, out, out_t, detail::checked_elements(rows, cols, function), function);
   return quantize_transpose(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, format, scale,
                             out.data(), out_t.data());
 }
@@ -146,17 +189,7 @@ template <class T>
 float quantize_transpose(span<T> in, std::size_t rows, std::size_t cols, const quantization& q,
                          span<std::uint8_t> out, span<float> scale_inv, span<std::uint8_t> out_t,
                          span<float> scale_inv_t) {
-  constexpr const char* function = "fp8::quantize_transpose";
-  const std::size_t elements = detail::checked_elements(rows, cols, function);
-  const std::size_t scales = detail::checked_scales(q, rows, cols, function, false);
-  const std::size_t scales_t = scale_count(q.granularity, cols, rows);
-  detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
-  detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(out_t.size(), elements, function, "out_t", "rows x cols");
-  detail::check_span_size(scale_inv.size(), scales, function, "scale_inv",
-                          "scale_count(granularity, rows, cols)");
-  detail::check_span_size(scale_inv_t.size(), scales_t, function, "scale_inv_t",
-                          "scale_count(granularity, cols, rows)");
+  detail::check_transpose_spans(in, rows, cols, q, out, scale_inv, out_t, scale_inv_t);
   return quantize_transpose(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(),
                             scale_inv.data(), out_t.data(), scale_inv_t.data());
 }
@@ -165,17 +198,7 @@ template <class T>
 float quantize_transpose(span<T> in, std::size_t rows, std::size_t cols, const quantization& q,
                          span<std::uint8_t> out, span<std::uint8_t> scale_e8m0, span<std::uint8_t> out_t,
                          span<std::uint8_t> scale_e8m0_t) {
-  constexpr const char* function = "fp8::quantize_transpose";
-  const std::size_t elements = detail::checked_elements(rows, cols, function);
-  const std::size_t scales = detail::checked_scales(q, rows, cols, function, true);
-  const std::size_t scales_t = scale_count(q.granularity, cols, rows);
-  detail::check_span_size(in.size(), elements, function, "in", "rows x cols");
-  detail::check_span_size(out.size(), elements, function, "out", "rows x cols");
-  detail::check_span_size(out_t.size(), elements, function, "out_t", "rows x cols");
-  detail::check_span_size(scale_e8m0.size(), scales, function, "scale_e8m0",
-                          "scale_count(mx_1x32, rows, cols)");
-  detail::check_span_size(scale_e8m0_t.size(), scales_t, function, "scale_e8m0_t",
-                          "scale_count(mx_1x32, cols, rows)");
+  detail::check_transpose_spans(in, rows, cols, q, out, scale_e8m0, out_t, scale_e8m0_t);
   return quantize_transpose(static_cast<const std::remove_const_t<T>*>(in.data()), rows, cols, q, out.data(),
                             scale_e8m0.data(), out_t.data(), scale_e8m0_t.data());
 }
