@@ -4,11 +4,12 @@
 //
 //   bench_trainer [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
 //                 [--batch 2] [--warmup 3] [--steps 10] [--profile-steps 3] [--precisions bf16,fp8]
-//                 [--out DIR]
+//                 [--attention auto|fused|materialized] [--out DIR]
 //
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
-// byte vocabulary, 4 blocks (0.975 B parameters; as many as fit with the trainer's materialised
-// attention). Random tokens; weights drawn once, the same for both precisions. Writes DIR/speed.csv
+// byte vocabulary, 4 blocks (0.975 B parameters, about the issue's 1 B). Attention as fp8_trainer's
+// --attention (auto: cuDNN's fused attention where this build has it; the line printed per precision
+// says which ran). Random tokens; weights drawn once, the same for both precisions. Writes DIR/speed.csv
 // and DIR/profile.csv with --out, and prints both as Markdown tables.
 #include <cuda_runtime.h>
 
@@ -37,6 +38,7 @@ struct bench_options {
   int steps = 10;
   int profile_steps = 3;
   std::vector<trainer::precision> precisions{trainer::precision::bf16, trainer::precision::fp8};
+  trainer::attention_kernel attention = trainer::attention_kernel::automatic;
   std::string out;
 };
 
@@ -84,7 +86,17 @@ bench_options parse(int argc, char** argv) {
       o.profile_steps = positive(option, value);
     else if (option == "--out")
       o.out = value;
-    else if (option == "--precisions") {
+    else if (option == "--attention") {
+      const std::string v = value;
+      if (v == "auto")
+        o.attention = trainer::attention_kernel::automatic;
+      else if (v == "fused")
+        o.attention = trainer::attention_kernel::fused;
+      else if (v == "materialized")
+        o.attention = trainer::attention_kernel::materialized;
+      else
+        usage("--attention takes auto, fused or materialized; got '" + v + "'");
+    } else if (option == "--precisions") {
       o.precisions.clear();
       std::stringstream list(value);
       std::string item;
@@ -103,8 +115,9 @@ bench_options parse(int argc, char** argv) {
 }
 
 // FLOPs of one training token (forward + backward = 3x forward): 6 per parameter of every linear
-// layer, plus attention's two T x T products (4 T C per token and layer forward, computed in full:
-// the trainer does not skip the masked half).
+// layer, plus attention's two T x T products (4 T C per token and layer forward) counted in full, the
+// usual convention of model FLOPs (the materialised attention computes them all; the fused one skips
+// the masked half, which this count does not credit).
 double flops_per_token(const trainer::model_options& s) {
   const double C = s.channels, F = s.hidden, V = s.vocab, T = s.context, L = s.layers;
   const double linear_parameters = L * (4.0 * C * C + 3.0 * C * F) + V * C;
@@ -130,7 +143,8 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   const scaling_state state(switches, names);
   cuda::device_transformer model(o.shape, o.batch, host.parameters(), host.linear_layers(), policy,
                                  cuda::device_recipe(state.recipe(), delayed_config(switches)), false,
-                                 nullptr);
+                                 nullptr, nullptr, o.attention);
+  std::printf("bench_trainer: %s: attention %s\n", to_string(p), model.attention_description().c_str());
   cuda::device_buffer<std::int32_t> inputs(tokens);
   const std::int32_t* in = inputs.data();
   const std::int32_t* target = inputs.data() + 1;  // the next byte; tokens holds n + 1
