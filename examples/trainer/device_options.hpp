@@ -6,8 +6,8 @@
 namespace trainer {
 
 // Throws std::invalid_argument naming the switch when `options` ask --device cuda for something it
-// cannot do: a program built without CUDA (`cuda_built` false), fake quantization, --stats-every
-// (the casts report no saturation counts) or MX scaling (CPU only). --device cpu accepts everything.
+// cannot do: a program built without CUDA (`cuda_built` false) or MX scaling (cuBLASLt takes MX
+// block scales on Blackwell only). --device cpu accepts everything.
 void check_device_options(const run_options& options, bool cuda_built);
 
 }  // namespace trainer
