@@ -22,7 +22,9 @@ void check_device_options(const run_options& o, bool cuda_built) {
         "it with the CUDA toolkit, or use --device cpu");
   }
   if (o.recipe.scale_granularity == fp8::granularity::mx_1x32) {
-    refuse("--granularity mx is CPU-only (cuBLASLt's FP8 products take tensor, row and block scales)");
+    refuse(
+        "--granularity mx is CPU-only (cuBLASLt's FP8 products take tensor, row and block scales on "
+        "Hopper; its MX block scales need Blackwell, and the device casts make no E8M0 scales)");
   }
 }
 

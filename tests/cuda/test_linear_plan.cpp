@@ -390,8 +390,9 @@ TEST_CASE("fake_fp8 names, and which classes read FP8 copies") {
 }
 
 TEST_CASE("fake_fp8 plan: the FP8 plan's casts, each copy decoded to BF16, the same TN products in BF16") {
-  for (const auto& recipe : {fp8::gemm_recipe{}, current(fp8::granularity::per_row, fp8::granularity::per_row),
-                             fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+  for (const auto& recipe :
+       {fp8::gemm_recipe{}, current(fp8::granularity::per_row, fp8::granularity::per_row),
+        fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
     const linear_plan real =
         fp8::cuda::make_linear_plan(config_of(256, 128, 256, recipe, linear_precision::fp8()), 256);
     const linear_plan fake =

@@ -29,10 +29,10 @@ namespace trainer::cuda {
 enum class pass_kind { train, evaluate, shadow };
 
 // The linear layers of a model: one fp8::cuda::linear_layer each in the policy's precision (BF16,
-// FP8 or fake FP8 per GEMM class and unit), all-BF16 twins for shadow passes, the float <-> BF16 copies around
-// them, and the scaling state they share; in fp32 runs FP32 cuBLAS products instead (the layer has
-// no FP32 path). Layer i has features[i] and the precision unit infos[i].unit, and is slot i of
-// the scaling state (the host scaling state's order).
+// FP8 or fake FP8 per GEMM class and unit), all-BF16 twins for shadow passes, the float <-> BF16
+// copies around them, and the scaling state they share; in fp32 runs FP32 cuBLAS products instead
+// (the layer has no FP32 path). Layer i has features[i] and the precision unit infos[i].unit, and
+// is slot i of the scaling state (the host scaling state's order).
 class device_linears {
  public:
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.

@@ -1,9 +1,10 @@
 // fp8::cuda::linear_layer: an FP8 (or BF16) linear layer for any C++/CUDA program, device pointers
 // and a stream in, no framework. Forward Y = X·Wᵀ (+ bias); backward dX = dY·W and dW (+)= dYᵀ·X in
 // FP32, dbias (+)= colsum(dY). Each GEMM class runs in FP8, BF16 or fake_fp8 (cast to FP8, decoded
-// to BF16, BF16 product: linear_precision); FP8 operands are cast by the recipe of their operand (delayed through linear_scaling's device state, or current
-// per tensor / row / 1x128 / 128x128), with the transposed copies the backward products need made in
-// the same pass as the cast. W's FP8 copies are kept until weights_changed().
+// to BF16, BF16 product: linear_precision); FP8 operands are cast by the recipe of their operand (delayed
+// through linear_scaling's device state, or current per tensor / row / 1x128 / 128x128), with the transposed
+// copies the backward products need made in the same pass as the cast. W's FP8 copies are kept until
+// weights_changed().
 //
 //   fp8::cublaslt::handle lt;
 //   fp8::cuda::linear_scaling scaling(recipe, /*layers=*/1);
@@ -221,7 +222,8 @@ class linear_layer {
     for (bool c : counted_) any = any || c;
     if (!any) return out;
     std::array<cast_counters, gemm_operand_count> host{};
-    FP8_CUDA_CHECK(cudaMemcpyAsync(host.data(), counters_.data(), sizeof(host), cudaMemcpyDeviceToHost, stream));
+    FP8_CUDA_CHECK(
+        cudaMemcpyAsync(host.data(), counters_.data(), sizeof(host), cudaMemcpyDeviceToHost, stream));
     FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (std::size_t op = 0; op < gemm_operand_count; ++op) {
       if (counted_[op]) out[op] = statistics_of(host[op]);
@@ -370,8 +372,8 @@ class linear_layer {
                            bool transposed) {
       const quantization& q = config_.recipe[operand].quant;
       detail::count_cast(in, std::size_t(c.rows), std::size_t(c.cols), codes, transposed, q.granularity,
-                         scale_inv, max_finite(q.format), magnitude_mask, counters_.data() + std::size_t(operand),
-                         stream);
+                         scale_inv, max_finite(q.format), magnitude_mask,
+                         counters_.data() + std::size_t(operand), stream);
       counted_[std::size_t(operand)] = true;
     };
     if (c.row_major) count(c.row_operand, t.row.data(), t.row_scale.data(), false);

@@ -329,8 +329,8 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
                 linear_buffer::x_fp8, linear_buffer::x_t_fp8),
            fprop_fake, wgrad_fake, linear_buffer::x_fake, linear_buffer::x_t_fake);
   plan.casts[std::size_t(linear_tensor::w)] =
-      fake(cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight, gemm_operand::dgrad_weight,
-                linear_buffer::w_fp8, linear_buffer::w_t_fp8),
+      fake(cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight,
+                gemm_operand::dgrad_weight, linear_buffer::w_fp8, linear_buffer::w_t_fp8),
            fprop_fake, dgrad_fake, linear_buffer::w_fake, linear_buffer::w_t_fake);
   plan.casts[std::size_t(linear_tensor::dy)] =
       fake(cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
