@@ -163,7 +163,8 @@ void check_product(const char* what, const std::vector<T>& got, const std::vecto
       }
       const double tolerance = rel * std::fabs(sum) + 0x1p-10 * magnitude + 1e-30;
       if (!(std::fabs(value - sum) <= tolerance) && bad++ < 3) {
-        MESSAGE(what << "[" << r << ", " << c << "] = " << value << ", expected " << sum << " +- " << tolerance);
+        MESSAGE(what << "[" << r << ", " << c << "] = " << value << ", expected " << sum << " +- "
+                     << tolerance);
       }
     }
   }
@@ -184,8 +185,8 @@ void run_fake(const char* name, const fp8::gemm_recipe& recipe) {
   const std::vector<float> x = random_values(std::size_t(M * K), 11, 2.0f);
   const std::vector<float> w = random_values(std::size_t(N * K), 12, 0.5f);
   const std::vector<float> dy = random_values(std::size_t(M * N), 13, 0.01f);
-  device_vector<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)), y(std::size_t(M * N)),
-      dx(std::size_t(M * K));
+  device_vector<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
+      y(std::size_t(M * N)), dx(std::size_t(M * K));
   device_vector<float> dw(std::size_t(N * K));
   layer.forward({x_dev.get(), w_dev.get(), nullptr, y.get(), M, true});
   layer.backward({dy_dev.get(), x_dev.get(), w_dev.get(), dx.get(), dw.get(), nullptr, M, false, true});
@@ -208,10 +209,10 @@ void run_fake(const char* name, const fp8::gemm_recipe& recipe) {
   check_decode(layer, linear_buffer::x_t_fake, hxt);
   check_decode(layer, linear_buffer::dy_t_fake, hdyt);
 
-  check_product("y", download(y.get(), std::size_t(M * N)), values_of(hx.decoded), values_of(hw.decoded), M, N,
-                K, 0x1p-8);
-  check_product("dx", download(dx.get(), std::size_t(M * K)), values_of(hdy.decoded), values_of(hwt.decoded), M,
-                K, N, 0x1p-8);
+  check_product("y", download(y.get(), std::size_t(M * N)), values_of(hx.decoded), values_of(hw.decoded), M,
+                N, K, 0x1p-8);
+  check_product("dx", download(dx.get(), std::size_t(M * K)), values_of(hdy.decoded), values_of(hwt.decoded),
+                M, K, N, 0x1p-8);
   check_product("dw", download(dw.get(), std::size_t(N * K)), values_of(hdyt.decoded), values_of(hxt.decoded),
                 N, K, M, 0x1p-20);
 
@@ -232,7 +233,8 @@ fp8::gemm_recipe current(fp8::granularity g) {
 // The statistics the host gives for its own cast (the definitions of cast_statistics).
 fp8::cuda::cast_statistics count_on_host(const std::vector<float>& in, std::int64_t rows, std::int64_t cols,
                                          const host_cast& h) {
-  const fp8::scale_layout layout = fp8::make_scale_layout(h.quant.granularity, std::size_t(rows), std::size_t(cols));
+  const fp8::scale_layout layout =
+      fp8::make_scale_layout(h.quant.granularity, std::size_t(rows), std::size_t(cols));
   const float max_finite = fp8::max_finite(h.quant.format);
   fp8::cuda::cast_statistics s;
   s.counted = true;
@@ -299,8 +301,8 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
   plant(dy, 41, 0x1p-19f, 19);
   plant(dy, 5, 0.0f, 23);
   const std::vector<float> w = random_values(std::size_t(N * K), 23, 0.5f);
-  device_vector<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)), y(std::size_t(M * N)),
-      dx(std::size_t(M * K));
+  device_vector<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
+      y(std::size_t(M * N)), dx(std::size_t(M * K));
   device_vector<float> dw(std::size_t(N * K));
 
   // No statistics asked: nothing counted.
@@ -310,7 +312,8 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
   linear_layer::forward_args forward{x_dev.get(), w_dev.get(), nullptr, y.get(), M, true};
   forward.statistics = true;
   layer.forward(forward);
-  linear_layer::backward_args backward{dy_dev.get(), x_dev.get(), w_dev.get(), dx.get(), dw.get(), nullptr, M, false, true};
+  linear_layer::backward_args backward{dy_dev.get(), x_dev.get(), w_dev.get(), dx.get(), dw.get(),
+                                       nullptr,      M,           false,       true};
   backward.statistics = true;
   layer.backward(backward);
   const fp8::cuda::linear_statistics got = layer.read_statistics();
