@@ -96,6 +96,12 @@ void check_products(const linear_plan& plan) {
       {linear_buffer::dy, dy},
       {linear_buffer::dy_fp8, dy},
       {linear_buffer::dy_t_fp8, transpose(dy, m, n)},
+      {linear_buffer::x_fake, x},  // the BF16 decodes hold the copies' values too
+      {linear_buffer::x_t_fake, transpose(x, m, k)},
+      {linear_buffer::w_fake, w},
+      {linear_buffer::w_t_fake, transpose(w, n, k)},
+      {linear_buffer::dy_fake, dy},
+      {linear_buffer::dy_t_fake, transpose(dy, m, n)},
       {linear_buffer::y, std::vector<double>(std::size_t(m * n))},
       {linear_buffer::dx, std::vector<double>(std::size_t(m * k))},
       {linear_buffer::dw, dw0}};
@@ -300,6 +306,18 @@ TEST_CASE("bias: the fprop epilogue, and BGRADB where cuBLASLt has it, else a co
   plan = fp8::cuda::make_linear_plan(c, 32);
   CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::column_sum);
   CHECK(plan.gemm(gemm_kind::wgrad).problem.options.epilogue_kind == lt::epilogue::none);
+  // A fake_fp8 wgrad is a BF16 product on the decoded dYᵀ: BGRADB in every recipe, so dbias sums the
+  // same fake-quantized dY as dW.
+  c.fuse_bias_gradient = true;
+  c.precision = linear_precision::fake_fp8();
+  for (const auto& recipe : {fp8::gemm_recipe{}, fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    c.recipe = recipe;
+    plan = fp8::cuda::make_linear_plan(c, 32);
+    CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue);
+    CHECK(plan.gemm(gemm_kind::wgrad).bias == linear_buffer::bias_gradient);
+    CHECK(plan.gemm(gemm_kind::wgrad).b == linear_buffer::dy_t_fake);
+    CHECK(plan.gemm(gemm_kind::fprop).problem.options.epilogue_kind == lt::epilogue::bias);
+  }
 }
 
 TEST_CASE("shapes cuBLASLt refuses are refused in the layer's terms, per FP8 class") {
@@ -364,4 +382,124 @@ TEST_CASE("caller pointers that an FP8 product or an epilogue reads are checked 
   CHECK_NOTHROW(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::x, off_by_8));
   CHECK_THROWS_AS(fp8::cuda::check_caller_pointer(bf16_plan, linear_buffer::bias, off_by_8),
                   fp8::invalid_argument);
+}
+
+TEST_CASE("fake_fp8 names, and which classes read FP8 copies") {
+  CHECK(std::string(fp8::cuda::precision_name(gemm_precision::fp8)) == "fp8");
+  CHECK(std::string(fp8::cuda::precision_name(gemm_precision::bf16)) == "bf16");
+  CHECK(std::string(fp8::cuda::precision_name(gemm_precision::fake_fp8)) == "fake_fp8");
+  CHECK(fp8::cuda::casts_to_fp8(gemm_precision::fp8));
+  CHECK(fp8::cuda::casts_to_fp8(gemm_precision::fake_fp8));
+  CHECK_FALSE(fp8::cuda::casts_to_fp8(gemm_precision::bf16));
+  constexpr linear_precision fake = linear_precision::fake_fp8();
+  for (gemm_kind kind : {gemm_kind::fprop, gemm_kind::dgrad, gemm_kind::wgrad}) {
+    CHECK(fake.of(kind) == gemm_precision::fake_fp8);
+    CHECK(fake.fast_accumulation(kind) == linear_precision{}.fast_accumulation(kind));
+  }
+  CHECK(std::string(fp8::cuda::buffer_name(linear_buffer::w_t_fake)) == "w_t_fake");
+  CHECK(std::string(fp8::cuda::buffer_name(linear_buffer::dy_t_fake)) == "dy_t_fake");
+  CHECK(fp8::cuda::linear_buffer_count == std::size_t(linear_buffer::dy_t_fake) + 1);
+}
+
+TEST_CASE("fake_fp8 plan: the FP8 plan's casts, each copy decoded to BF16, the same TN products in BF16") {
+  for (const auto& recipe :
+       {fp8::gemm_recipe{}, current(fp8::granularity::per_row, fp8::granularity::per_row),
+        fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    const linear_plan real =
+        fp8::cuda::make_linear_plan(config_of(256, 128, 256, recipe, linear_precision::fp8()), 256);
+    const linear_plan fake =
+        fp8::cuda::make_linear_plan(config_of(256, 128, 256, recipe, linear_precision::fake_fp8()), 256);
+    for (linear_tensor t : {linear_tensor::x, linear_tensor::w, linear_tensor::dy}) {
+      CAPTURE(int(t));
+      const fp8::cuda::cast_plan& r = real.cast(t);
+      const fp8::cuda::cast_plan& f = fake.cast(t);
+      // The same casts: copies, fusion, operands and recipes (so the same values and amaxes).
+      CHECK(f.row_major == r.row_major);
+      CHECK(f.transposed == r.transposed);
+      CHECK(f.fused == r.fused);
+      CHECK(f.row_operand == r.row_operand);
+      CHECK(f.transposed_operand == r.transposed_operand);
+      CHECK(f.row_buffer == r.row_buffer);
+      CHECK(f.transposed_buffer == r.transposed_buffer);
+      // Every copy is decoded in the fake plan, none in the real one.
+      CHECK(f.dequantize_row);
+      CHECK(f.dequantize_transposed);
+      CHECK_FALSE(r.dequantize_row);
+      CHECK_FALSE(r.dequantize_transposed);
+    }
+    CHECK(fake.cast(linear_tensor::x).row_fake_buffer == linear_buffer::x_fake);
+    CHECK(fake.cast(linear_tensor::x).transposed_fake_buffer == linear_buffer::x_t_fake);
+    CHECK(fake.cast(linear_tensor::w).transposed_fake_buffer == linear_buffer::w_t_fake);
+    CHECK(fake.cast(linear_tensor::dy).row_fake_buffer == linear_buffer::dy_fake);
+    for (gemm_kind kind : {gemm_kind::fprop, gemm_kind::dgrad, gemm_kind::wgrad}) {
+      CAPTURE(int(kind));
+      const fp8::cuda::gemm_plan& r = real.gemm(kind);
+      const fp8::cuda::gemm_plan& f = fake.gemm(kind);
+      CHECK(f.precision == gemm_precision::fake_fp8);
+      // The FP8 product's shape and transposes, on BF16 operands without scales or fast accumulation.
+      CHECK(f.problem.m == r.problem.m);
+      CHECK(f.problem.n == r.problem.n);
+      CHECK(f.problem.k == r.problem.k);
+      CHECK(f.problem.op_a == r.problem.op_a);
+      CHECK(f.problem.op_b == r.problem.op_b);
+      CHECK(f.problem.a.type == lt::data_type::bf16);
+      CHECK(f.problem.b.type == lt::data_type::bf16);
+      CHECK(f.problem.d.type == r.problem.d.type);
+      CHECK(f.problem.options.fast_accum == lt::fast_accumulation::off);
+      CHECK(f.d == r.d);
+      CHECK(f.c == r.c);
+    }
+    CHECK(fake.gemm(gemm_kind::fprop).a == linear_buffer::w_fake);
+    CHECK(fake.gemm(gemm_kind::fprop).b == linear_buffer::x_fake);
+    CHECK(fake.gemm(gemm_kind::dgrad).a == linear_buffer::w_t_fake);
+    CHECK(fake.gemm(gemm_kind::dgrad).b == linear_buffer::dy_fake);
+    CHECK(fake.gemm(gemm_kind::wgrad).a == linear_buffer::x_t_fake);
+    CHECK(fake.gemm(gemm_kind::wgrad).b == linear_buffer::dy_t_fake);
+    CHECK(fake.gemm(gemm_kind::wgrad).problem.options.beta == 1.0f);
+    check_products(fake);
+  }
+}
+
+TEST_CASE("fake_fp8 per class: only the copies a fake class reads are decoded") {
+  linear_precision mixed{};
+  mixed.fprop = gemm_precision::fp8;
+  mixed.dgrad = gemm_precision::fake_fp8;
+  mixed.wgrad = gemm_precision::bf16;
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, mixed), 32);
+  // X: fprop's FP8 copy only (wgrad reads the BF16 X), not decoded.
+  CHECK(plan.cast(linear_tensor::x).row_major);
+  CHECK_FALSE(plan.cast(linear_tensor::x).transposed);
+  CHECK_FALSE(plan.cast(linear_tensor::x).dequantize_row);
+  // W: fprop's copy as it is, dgrad's transpose decoded; one fused cast.
+  CHECK(plan.cast(linear_tensor::w).fused);
+  CHECK_FALSE(plan.cast(linear_tensor::w).dequantize_row);
+  CHECK(plan.cast(linear_tensor::w).dequantize_transposed);
+  // dY: dgrad's copy, decoded; no transpose (wgrad in BF16).
+  CHECK(plan.cast(linear_tensor::dy).row_major);
+  CHECK_FALSE(plan.cast(linear_tensor::dy).transposed);
+  CHECK(plan.cast(linear_tensor::dy).dequantize_row);
+  CHECK_FALSE(plan.cast(linear_tensor::dy).dequantize_transposed);
+  CHECK(plan.gemm(gemm_kind::fprop).a == linear_buffer::w_fp8);
+  CHECK(plan.gemm(gemm_kind::fprop).problem.options.fast_accum == lt::fast_accumulation::on);
+  CHECK(plan.gemm(gemm_kind::dgrad).a == linear_buffer::w_t_fake);
+  CHECK(plan.gemm(gemm_kind::wgrad).a == linear_buffer::x);
+  check_products(plan);
+}
+
+TEST_CASE("fake_fp8 classes take shapes an FP8 product refuses, and need no aligned caller pointers") {
+  // K 40, N 24, M 21: FP8 refuses each class (K % 16, N % 16, M % 16); the BF16 products take them.
+  CHECK(contains(refusal(config_of(40, 24, 64), 21), "in_features (K)"));
+  for (const auto& recipe : {fp8::gemm_recipe{}, fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    const linear_plan plan =
+        fp8::cuda::make_linear_plan(config_of(40, 24, 64, recipe, linear_precision::fake_fp8()), 21);
+    check_products(plan);
+    const void* odd = reinterpret_cast<const void*>(std::uintptr_t(0x1002));
+    CHECK_NOTHROW(fp8::cuda::check_caller_pointer(plan, linear_buffer::y, odd));
+    CHECK_NOTHROW(fp8::cuda::check_caller_pointer(plan, linear_buffer::dw, odd));
+  }
+  // One class fake, the others FP8: the FP8 classes keep their rules, named with the way out.
+  linear_precision fake_wgrad{};
+  fake_wgrad.wgrad = gemm_precision::fake_fp8;
+  CHECK(refusal(config_of(64, 32, 64, fp8::gemm_recipe{}, fake_wgrad), 21) == "");
+  CHECK(contains(refusal(config_of(40, 32, 64, fp8::gemm_recipe{}, fake_wgrad), 32), "BF16 or fake_fp8"));
 }

@@ -86,6 +86,7 @@ void device_linears::forward(std::size_t linear, pass_kind kind, float* y, const
   args.y = reinterpret_cast<__nv_bfloat16*>(y16_.data());
   args.m = m;
   args.record_amax = kind == pass_kind::train;
+  args.statistics = statistics_ && kind == pass_kind::train;
   layer(linear, kind).forward(args, stream);
   mark(phase::staging);
   from_bf16(y, y16_.data(), mn, stream);
@@ -118,6 +119,7 @@ void device_linears::backward(std::size_t linear, float* dx, float* dw, const fl
   args.m = m;
   args.accumulate = true;  // into the gradients zero_grad() cleared, as the CPU's wgrad does
   args.record_amax = true;
+  args.statistics = statistics_;
   layer(linear, pass_kind::train).backward(args, stream);
   mark(phase::staging);
   from_bf16(dx, dx16_.data(), mk, stream);
@@ -126,6 +128,13 @@ void device_linears::backward(std::size_t linear, float* dx, float* dw, const fl
 void device_linears::drop_weight_copies() {
   for (auto& l : layers_) l->weights_changed();
   for (auto& l : shadow_layers_) l->weights_changed();
+}
+
+std::vector<fp8::cuda::linear_statistics> device_linears::read_statistics(cudaStream_t stream) {
+  std::vector<fp8::cuda::linear_statistics> out;
+  out.reserve(layers_.size());
+  for (auto& l : layers_) out.push_back(l->read_statistics(stream));
+  return out;
 }
 
 device_model::device_model(const parameter_set& host, const std::vector<linear_features>& features,

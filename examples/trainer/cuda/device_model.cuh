@@ -30,11 +30,11 @@ namespace trainer::cuda {
 // evaluation records nothing, a shadow pass runs every GEMM in BF16 and records nothing.
 enum class pass_kind { train, evaluate, shadow };
 
-// The linear layers of a model: one fp8::cuda::linear_layer each in the policy's precision (BF16 or
-// FP8 per GEMM class and unit), all-BF16 twins for shadow passes, the float <-> BF16 copies around
-// them, and the scaling state they share; in fp32 runs FP32 cuBLAS products instead (the layer has
-// no FP32 path). Layer i has features[i] and the precision unit infos[i].unit, and is slot i of
-// the scaling state (the host scaling state's order).
+// The linear layers of a model: one fp8::cuda::linear_layer each in the policy's precision (BF16,
+// FP8 or fake FP8 per GEMM class and unit), all-BF16 twins for shadow passes, the float <-> BF16
+// copies around them, and the scaling state they share; in fp32 runs FP32 cuBLAS products instead
+// (the layer has no FP32 path). Layer i has features[i] and the precision unit infos[i].unit, and
+// is slot i of the scaling state (the host scaling state's order).
 class device_linears {
  public:
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
@@ -59,6 +59,13 @@ class device_linears {
   // at their next use.
   void drop_weight_copies();
 
+  // While on, training passes also count what each layer's casts do (--stats-every): saturated
+  // and flushed elements, amax and scale range per operand.
+  void set_statistics(bool on) { statistics_ = on; }
+  // The counts of the statistics passes since the last read, per layer (empty in fp32 runs, which
+  // have no layers). Waits for `stream`.
+  std::vector<fp8::cuda::linear_statistics> read_statistics(cudaStream_t stream);
+
  private:
   fp8::cuda::linear_layer& layer(std::size_t linear, pass_kind kind);
   void mark(phase p) {
@@ -73,6 +80,7 @@ class device_linears {
   std::vector<std::unique_ptr<fp8::cuda::linear_layer>> layers_;         // the policy's precision
   std::vector<std::unique_ptr<fp8::cuda::linear_layer>> shadow_layers_;  // all BF16 (shadow passes)
   phase_profile* profile_ = nullptr;
+  bool statistics_ = false;
   // BF16 operands and results: x and dx [M, max K], y and dy [M, max N]; fp32 runs: one wgrad
   // product [max N x K] before it is added to the gradient.
   device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
@@ -114,6 +122,10 @@ class device_model {
   // Drops the FP8 weight copies only (after an evaluation, which casts W without recording its
   // amax: the next training step casts it again and records).
   void drop_weight_copies() { linears_.drop_weight_copies(); }
+
+  // Statistics of the casts (device_linears::set_statistics, read_statistics).
+  void collect_statistics(bool on) { linears_.set_statistics(on); }
+  std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }
 
  protected:
   // host: the parameter layout and values (all five buffers are copied); features: each linear

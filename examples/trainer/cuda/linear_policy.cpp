@@ -13,8 +13,8 @@ fp8::cuda::gemm_precision precision_of(gemm_mode mode, fp8::gemm_kind which) {
   switch (mode) {
     case gemm_mode::fp8: return fp8::cuda::gemm_precision::fp8;
     case gemm_mode::bf16: return fp8::cuda::gemm_precision::bf16;
-    case gemm_mode::fp32:
-    case gemm_mode::fake_fp8: break;
+    case gemm_mode::fake_fp8: return fp8::cuda::gemm_precision::fake_fp8;
+    case gemm_mode::fp32: break;
   }
   throw fp8::invalid_argument(std::string("trainer::cuda::linear_precision_of: ") + to_string(which) +
                               " runs in " + to_string(mode) + ", which the GPU linear layer does not have");

@@ -29,9 +29,9 @@ linear_features mlp_linear_features(const model_options& shape, std::size_t line
 std::vector<linear_features> linear_features_of(const model_options& shape, std::size_t count);
 
 // The GEMM classes of the linear layers of precision unit `unit` (a block or the head): all BF16 in
-// a bf16 run, and in an fp8 run FP8 or BF16 as policy.linear_mode says (--bf16-layers,
-// --first-last-bf16, the LM head unless --fp8-head, --fprop/--dgrad/--wgrad bf16). Fake quantization
-// has no GPU form: it is refused (fp8::invalid_argument) here as well as by the options.
+// a bf16 run, and in an fp8 run FP8, fake_fp8 or BF16 as policy.linear_mode says (--bf16-layers,
+// --first-last-bf16, the LM head unless --fp8-head, --fprop/--dgrad/--wgrad fake|bf16, --fake-quant).
+// An fp32 run has no layer form: fp8::invalid_argument.
 fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit);
 
 // `recipe`'s operands with `delayed` as its delayed-scaling configuration (the host scaling state's),

@@ -16,6 +16,7 @@
 #include "device_model.cuh"
 #include "gradient_sum.hpp"
 #include "nccl_group.hpp"
+#include "stats_rows.hpp"
 
 namespace trainer::cuda {
 
@@ -42,8 +43,12 @@ class cuda_training_run final : public training_run {
   }
 
   step_record train_step(tensor_stats_log* stats) override {
-    if (stats != nullptr) throw fp8::invalid_argument("--stats-every is not supported on --device cuda");
     step_record record;
+    // Statistics steps count the casts of the step's first pass (as the CPU logs the operands of
+    // one pass); fp32 runs have no casts and log nothing, as on the CPU.
+    const bool statistics = stats != nullptr && device_->records_scaling();
+    if (stats != nullptr) stats->set_step(step_ + 1);
+    device_->collect_statistics(statistics);
     if (split_.sharded()) {
       gpu_sharded_gradients(record);
     } else {
@@ -51,10 +56,14 @@ class cuda_training_run final : public training_run {
       device_->parameters().zero_grad(stream_);
       record.train_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::train);
       device_->backward();
+      device_->collect_statistics(false);
       if (shadow_step()) {
         // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
         record.shadow_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::shadow);
       }
+    }
+    if (statistics) {
+      log_statistics(*stats, *scaling_, policy_, model_->linear_layers(), device_->read_statistics());
     }
     const float lr = schedule_.at(step_);
     record.learning_rate = lr;
@@ -124,6 +133,7 @@ class cuda_training_run final : public training_run {
       device_->parameters().zero_grad(stream_);
       const float loss = float(device_->forward(inputs, targets, pass_kind::train));
       device_->backward();
+      device_->collect_statistics(false);  // the first pass only
       const float shadow_loss = shadow ? float(device_->forward(inputs, targets, pass_kind::shadow)) : 0.0f;
       gradient_sum_.add_pass(device_->parameters(), p, loss, shadow_loss, stream_);
     }

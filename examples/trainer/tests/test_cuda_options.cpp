@@ -1,9 +1,12 @@
 // --device on the CPU: parsing, the refusals of what the GPU loop lacks (a program built without
-// CUDA, fake quantization, tensor statistics, MX), and the host planning of the GPU
-// transformer's linear layers (sizes, per-class precision, the device scaling recipe). No device
+// CUDA, MX), and the host planning of the GPU transformer's linear layers (sizes, per-class
+// precision, fake quantization, the device scaling recipe) and of its stats.csv rows. No device
 // needed.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -12,6 +15,7 @@
 #include <fp8/error.hpp>
 
 #include "cuda/linear_policy.hpp"
+#include "cuda/stats_rows.hpp"
 #include "device_options.hpp"
 #include "options.hpp"
 #include "scaling_state.hpp"
@@ -78,7 +82,12 @@ TEST_CASE("--device cuda accepts what the GPU loop supports") {
            {"--device", "cuda", "--bf16-layers", "0,head", "--first-last-bf16"},
            {"--device", "cuda", "--fp8-head", "--shadow-every", "10"},
            {"--device", "cuda", "--scaling", "current", "--granularity", "block"},
-           {"--device", "cuda", "--current-scaling-for", "dgrad", "--amax-algo", "most_recent"}}) {
+           {"--device", "cuda", "--current-scaling-for", "dgrad", "--amax-algo", "most_recent"},
+           {"--device", "cuda", "--fake-quant"},
+           {"--device", "cuda", "--dgrad", "fake", "--wgrad", "bf16"},
+           {"--device", "cuda", "--stats-every", "10"},
+           {"--device", "cuda", "--fake-quant", "--stats-every", "1", "--scaling", "current", "--granularity",
+            "block"}}) {
     CAPTURE(args.size());
     CHECK(device_error(args) == "");
   }
@@ -86,13 +95,15 @@ TEST_CASE("--device cuda accepts what the GPU loop supports") {
 
 TEST_CASE("--device cuda refuses what the GPU loop lacks, naming the switch") {
   CHECK(contains(device_error({"--device", "cuda"}, /*cuda_built=*/false), "built without CUDA"));
-  CHECK(contains(device_error({"--device", "cuda", "--fake-quant"}), "--fake-quant"));
-  CHECK(contains(device_error({"--device", "cuda", "--dgrad", "fake"}), "--dgrad fake"));
-  CHECK(contains(device_error({"--device", "cuda", "--stats-every", "10"}), "--stats-every"));
   CHECK(contains(device_error({"--device", "cuda", "--scaling", "current", "--granularity", "mx"}),
                  "--granularity mx"));
+  // MX stays refused with fake quantization too (the casts would need MX scales on the device).
+  CHECK(contains(
+      device_error({"--device", "cuda", "--fake-quant", "--scaling", "current", "--granularity", "mx"}),
+      "--granularity mx"));
   // Every refusal starts with the switch that asked for the GPU and points at the documentation.
-  const std::string message = device_error({"--device", "cuda", "--stats-every", "3"});
+  const std::string message =
+      device_error({"--device", "cuda", "--scaling", "current", "--granularity", "mx"});
   CHECK(message.rfind("--device cuda: ", 0) == 0);
   CHECK(contains(message, "docs/trainer_cuda.md"));
 }
@@ -163,12 +174,100 @@ TEST_CASE("each GEMM class of each unit gets the policy's precision on the GPU")
   CHECK(bf16.fprop == gemm_precision::bf16);
   CHECK(bf16.wgrad == gemm_precision::bf16);
   CHECK(bf16.fast_accumulation_fprop == fp8::cuda::linear_precision{}.fast_accumulation_fprop);
-  // Modes the layer does not have are refused, not mapped silently.
-  precision_policy fake = fp8_policy;
-  fake.linear_modes[0] = gemm_mode::fake_fp8;
-  CHECK_THROWS_AS(cuda::linear_precision_of(fake, 0), fp8::invalid_argument);
+  // The FP32 run has no layer form: refused, not mapped silently.
   o.base_precision = precision::fp32;
   CHECK_THROWS_AS(cuda::linear_precision_of(make_policy(o, *host), 0), fp8::invalid_argument);
+}
+
+TEST_CASE("fake quantization maps to the layer's fake_fp8 class, per class and unit") {
+  using fp8::cuda::gemm_precision;
+  const auto unit_precision = [](std::vector<const char*> args, int unit) {
+    const run_options o = parse(std::move(args));
+    const std::unique_ptr<model> host = make_model(o.model, 1);
+    return cuda::linear_precision_of(make_policy(o, *host), unit < 0 ? host->unit_count() - 1 : unit);
+  };
+  // --fake-quant: every class still in fp8 becomes fake; --wgrad bf16 stays BF16.
+  const fp8::cuda::linear_precision all =
+      unit_precision({"--device", "cuda", "--fake-quant", "--wgrad", "bf16"}, 0);
+  CHECK(all.fprop == gemm_precision::fake_fp8);
+  CHECK(all.dgrad == gemm_precision::fake_fp8);
+  CHECK(all.wgrad == gemm_precision::bf16);
+  // The LM head stays BF16 (no --fp8-head), as on the CPU.
+  const fp8::cuda::linear_precision head = unit_precision({"--device", "cuda", "--fake-quant"}, -1);
+  CHECK(head.fprop == gemm_precision::bf16);
+  CHECK(head.dgrad == gemm_precision::bf16);
+  CHECK(head.wgrad == gemm_precision::bf16);
+  // One class fake (the bisection of a divergence), the others FP8.
+  const fp8::cuda::linear_precision dgrad = unit_precision({"--device", "cuda", "--dgrad", "fake"}, 0);
+  CHECK(dgrad.fprop == gemm_precision::fp8);
+  CHECK(dgrad.dgrad == gemm_precision::fake_fp8);
+  CHECK(dgrad.wgrad == gemm_precision::fp8);
+  // A bf16 run ignores the FP8 switches: BF16 everywhere.
+  const fp8::cuda::linear_precision bf16 =
+      unit_precision({"--device", "cuda", "--precision", "bf16", "--fake-quant"}, 0);
+  CHECK(bf16.fprop == gemm_precision::bf16);
+  CHECK(bf16.dgrad == gemm_precision::bf16);
+  CHECK(bf16.wgrad == gemm_precision::bf16);
+}
+
+TEST_CASE("the GPU's statistics become the CPU's stats.csv rows") {
+  // Fractions as the CPU computes them: saturated of all elements, flushed of the nonzero ones.
+  fp8::cuda::cast_statistics counted;
+  counted.counted = true;
+  counted.amax = 3.5f;
+  counted.scale_min = 16.0f;
+  counted.scale_max = 128.0f;
+  counted.elements = 1000;
+  counted.nonzero = 800;
+  counted.saturated = 5;
+  counted.flushed = 20;
+  const tensor_stats stats = cuda::to_tensor_stats(counted);
+  CHECK(stats.amax == 3.5f);
+  CHECK(stats.scale_min == 16.0f);
+  CHECK(stats.scale_max == 128.0f);
+  CHECK(stats.saturated == doctest::Approx(0.005).epsilon(1e-12));
+  CHECK(stats.flushed == doctest::Approx(0.025).epsilon(1e-12));
+  fp8::cuda::cast_statistics zeros = counted;  // an all-zero tensor: nothing flushed, no division by 0
+  zeros.nonzero = 0;
+  zeros.flushed = 0;
+  CHECK(cuda::to_tensor_stats(zeros).flushed == 0.0);
+
+  // Rows: one per counted operand, layers in order, operands in fp8::gemm_operand order, with the
+  // recipe's format and granularity and the policy's mode (the CPU's names).
+  const run_options o = parse({"--device", "cuda", "--dgrad", "fake", "--layers", "1"});
+  const std::unique_ptr<model> host = make_model(o.model, 1);
+  const precision_policy policy = make_policy(o, *host);
+  const recipe_switches switches{o.recipe, o.power_of_two_scales, o.current_scaling_for};
+  std::vector<std::string> names;
+  for (const linear_layer_info& info : host->linear_layers()) names.push_back(info.name);
+  const scaling_state scaling(switches, names);
+  std::vector<fp8::cuda::linear_statistics> layers(2);
+  layers[0][std::size_t(fp8::gemm_operand::fprop_input)] = counted;
+  layers[0][std::size_t(fp8::gemm_operand::dgrad_grad_output)] = counted;
+  layers[1][std::size_t(fp8::gemm_operand::wgrad_input)] = counted;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "fp8_trainer_cuda_stats_rows.csv").string();
+  {
+    tensor_stats_log log(path, 0);
+    log.set_step(7);
+    cuda::log_statistics(log, scaling, policy, host->linear_layers(), layers);
+    log.flush();
+  }
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::remove(path.c_str());
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "step,layer,operand,format,mode,granularity,amax,scale_min,scale_max,saturated,flushed");
+  CHECK(lines[1] == "7," + names[0] + ",fprop_input,e4m3,fp8,per_tensor,3.5,16,128,0.005,0.025");
+  CHECK(lines[2] == "7," + names[0] + ",dgrad_grad_output,e5m2,fake,per_tensor,3.5,16,128,0.005,0.025");
+  CHECK(lines[3] == "7," + names[1] + ",wgrad_input,e4m3,fp8,per_tensor,3.5,16,128,0.005,0.025");
+  // More layers of statistics than the model has is a programming error, named.
+  layers.resize(host->linear_layers().size() + 1);
+  tensor_stats_log log(path, 0);
+  CHECK_THROWS_AS(cuda::log_statistics(log, scaling, policy, host->linear_layers(), layers),
+                  fp8::invalid_argument);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("the device recipe keeps every operand and takes the host state's delayed configuration") {

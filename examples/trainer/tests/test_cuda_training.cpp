@@ -1,7 +1,8 @@
 // The GPU training loop (--device cuda) against the CPU trainer: the default model follows the CPU
 // loss curve, FP8 with every GEMM class in BF16 equals the BF16 run bit for bit, a resumed run equals
-// the uninterrupted one bit for bit, checkpoints move between the devices, and --micro-batch runs the
-// step in passes as the CPU does. Label `gpu`: skipped without a device (gpu_skip.hpp).
+// the uninterrupted one bit for bit, checkpoints move between the devices, --micro-batch runs the
+// step in passes as the CPU does, fake quantization follows the CPU's, and --stats-every writes the
+// CPU's stats.csv rows. Label `gpu`: skipped without a device (gpu_skip.hpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -397,4 +400,95 @@ TEST_CASE("the GPU run's run() writes the CPU run's log and a checkpoint the CPU
   const std::unique_ptr<training_run> resumed = make_run(cpu);
   CHECK(resumed->step() == 10);
   CHECK(std::abs(resumed->evaluate() - final_loss) < 0.01);
+}
+
+TEST_CASE("--fake-quant on the GPU follows the CPU's fake-quant run") {
+  // The first test's setup (default model, 200 steps) with every FP8 class fake-quantized on both
+  // devices (the LM head stays BF16, as by default), and its tolerances: both devices cast with the
+  // library's bit-identical quantize and dequantize, then run BF16 products, so the runs differ as
+  // two runs of different rounding order do.
+  run_options o;
+  o.data_file = documentation_text();
+  o.steps = 200;
+  o.eval_batches = 8;
+  o.progress_bar = false;
+  o.linear_modes = {gemm_mode::fake_fp8, gemm_mode::fake_fp8, gemm_mode::fake_fp8};
+  std::vector<double> losses[2], validation[2];
+  for (device_kind device : {device_kind::cpu, device_kind::cuda}) {
+    o.device = device;
+    const std::unique_ptr<training_run> run = make_run(o);
+    const std::size_t d = device == device_kind::cuda ? 1 : 0;
+    validation[d].push_back(run->evaluate());
+    losses[d] = train_losses(*run, o.steps);
+    validation[d].push_back(run->evaluate());
+  }
+  CHECK(std::abs(validation[1][0] - validation[0][0]) < 0.01);
+  CHECK(validation[0][1] < validation[0][0] - 2.0);
+  for (std::size_t begin = 0; begin < 200; begin += 20) {
+    CAPTURE(begin);
+    CHECK(std::abs(mean(losses[1], begin, begin + 20) - mean(losses[0], begin, begin + 20)) < 0.1);
+  }
+  CHECK(std::abs(validation[1][1] - validation[0][1]) < 0.05);
+  std::printf("fake quantization, final validation loss: cpu %.4f, cuda %.4f\n", validation[0][1],
+              validation[1][1]);
+}
+
+namespace {
+
+// stats.csv as (step,layer,operand,format,mode,granularity) -> the five numbers.
+std::map<std::string, std::vector<double>> read_stats(const std::string& path, std::string& header) {
+  std::ifstream in(path);
+  std::getline(in, header);
+  std::map<std::string, std::vector<double>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    std::stringstream split(line);
+    for (std::string field; std::getline(split, field, ',');) fields.push_back(field);
+    REQUIRE(fields.size() == 11);
+    std::string key = fields[0];
+    for (std::size_t i = 1; i < 6; ++i) key += "," + fields[i];
+    std::vector<double> numbers;
+    for (std::size_t i = 6; i < 11; ++i) numbers.push_back(std::stod(fields[i]));
+    CHECK_MESSAGE(rows.count(key) == 0, "a second row for " << key);
+    rows[key] = numbers;
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("--stats-every on the GPU writes the CPU's stats.csv rows") {
+  // Two steps with statistics on each, FP8 and fake quantization, on both devices. Every linear
+  // layer runs in FP8 (tiny_options: --fp8-head), so both write the same rows: six operands per
+  // layer and step. Step 1 starts from the same weights and batch; the devices differ by rounding
+  // order only, so amaxes and scales agree to a few BF16 ulps (2e-2 relative) and the fractions to
+  // the few elements a rounding flip moves across a threshold (0.01 + 10% of the CPU's fraction).
+  for (const gemm_mode mode : {gemm_mode::fp8, gemm_mode::fake_fp8}) {
+    CAPTURE(to_string(mode));
+    std::map<std::string, std::vector<double>> rows[2];
+    std::string headers[2];
+    for (device_kind device : {device_kind::cpu, device_kind::cuda}) {
+      run_options o = tiny_options(precision::fp8, device);
+      o.steps = 2;
+      o.stats_every = 1;
+      o.eval_every = 2;
+      o.linear_modes = {mode, mode, mode};
+      o.out_dir = temporary_path(std::string("stats_") + to_string(mode) + "_" +
+                                 (device == device_kind::cuda ? "cuda" : "cpu"));
+      o.overwrite = true;
+      CHECK(std::isfinite(make_run(o)->run()));
+      const std::size_t d = device == device_kind::cuda ? 1 : 0;
+      rows[d] = read_stats(o.out_dir + "/stats.csv", headers[d]);
+    }
+    CHECK(headers[1] == headers[0]);
+    CHECK(rows[0].size() == rows[1].size());
+    CHECK(rows[1].size() % 12 == 0);  // 2 steps x 6 operands per layer
+    for (const auto& [key, cpu] : rows[0]) {
+      CAPTURE(key);
+      const auto gpu = rows[1].find(key);
+      REQUIRE(gpu != rows[1].end());
+      for (std::size_t i = 0; i < 3; ++i) CHECK(std::abs(gpu->second[i] - cpu[i]) <= 2e-2 * std::abs(cpu[i]));
+      for (std::size_t i = 3; i < 5; ++i) CHECK(std::abs(gpu->second[i] - cpu[i]) <= 0.01 + 0.1 * cpu[i]);
+    }
+  }
 }

@@ -1,9 +1,10 @@
 // fp8::cuda::linear_layer: an FP8 (or BF16) linear layer for any C++/CUDA program, device pointers
 // and a stream in, no framework. Forward Y = X·Wᵀ (+ bias); backward dX = dY·W and dW (+)= dYᵀ·X in
-// FP32, dbias (+)= colsum(dY). Each GEMM class runs in FP8 or BF16 (linear_precision); FP8 operands
-// are cast by the recipe of their operand (delayed through linear_scaling's device state, or current
-// per tensor / row / 1x128 / 128x128), with the transposed copies the backward products need made in
-// the same pass as the cast. W's FP8 copies are kept until weights_changed().
+// FP32, dbias (+)= colsum(dY). Each GEMM class runs in FP8, BF16 or fake_fp8 (cast to FP8, decoded
+// to BF16, BF16 product: linear_precision); FP8 operands are cast by the recipe of their operand (delayed
+// through linear_scaling's device state, or current per tensor / row / 1x128 / 128x128), with the transposed
+// copies the backward products need made in the same pass as the cast. W's FP8 copies are kept until
+// weights_changed().
 //
 //   fp8::cublaslt::handle lt;
 //   fp8::cuda::linear_scaling scaling(recipe, /*layers=*/1);
@@ -13,7 +14,8 @@
 //   ... optimizer updates w ...; layer.weights_changed(); scaling.end_step(stream);
 //
 // One forward is in flight per layer: backward(m) uses the Xᵀ copy the last forward(m) made.
-// See docs/linear_layer.md.
+// A call with `statistics = true` also counts what its casts did (saturated and flushed elements,
+// amax, scale range), read with read_statistics(). See docs/linear_layer.md.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -35,6 +37,7 @@
 #include "linear/kernels.cuh"
 #include "linear/plan.hpp"
 #include "linear/scaling.cuh"
+#include "linear/statistics.hpp"
 #include "quantize.cuh"
 
 namespace fp8::cuda {
@@ -48,6 +51,7 @@ class linear_layer {
     __nv_bfloat16* y = nullptr;           // [M, N]
     std::int64_t m = 0;                   // tokens
     bool record_amax = true;              // false for evaluation passes: the histories stay as they are
+    bool statistics = false;              // count what the casts of X and W did (read_statistics)
   };
   struct backward_args {
     const __nv_bfloat16* dy = nullptr;  // [M, N]
@@ -59,6 +63,7 @@ class linear_layer {
     std::int64_t m = 0;
     bool accumulate = true;  // dW += and dbias += (micro-batches); false: overwrite
     bool record_amax = true;
+    bool statistics = false;  // count what the casts of dY did (read_statistics)
   };
 
   // An FP8 copy the layer holds (for inspection and tests): codes, inverse scales and how they were made.
@@ -78,6 +83,7 @@ class linear_layer {
     const linear_plan full = make_linear_plan(config_, config_.max_tokens);
     for (const cast_plan& c : full.casts) allocate(c);
     if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
+    counters_ = detail::device_array<cast_counters>(gemm_operand_count);
   }
 
   const linear_config& config() const noexcept { return config_; }
@@ -103,6 +109,12 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::w, args.w);
     ensure_weight_copies(p, args.w, args.record_amax, stream);
     run_cast(p.cast(linear_tensor::x), args.x, args.record_amax, stream);
+    if (args.statistics) {
+      // W's copies may be cached from an earlier call: they are counted against the W passed now,
+      // which is the W they were made from as long as weights_changed() follows every change.
+      count_casts(p.cast(linear_tensor::w), args.w, stream);
+      count_casts(p.cast(linear_tensor::x), args.x, stream);
+    }
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
     pointers_[index_of(linear_buffer::w)] = args.w;
@@ -116,13 +128,13 @@ class linear_layer {
     constexpr const char* function = "fp8::cuda::linear_layer::backward";
     const linear_plan& p = plan_for(args.m);
     const bool dgrad = args.dx != nullptr;
-    const bool wgrad8 = p.gemm(gemm_kind::wgrad).precision == gemm_precision::fp8;
+    const bool wgrad8 = casts_to_fp8(p.gemm(gemm_kind::wgrad).precision);  // reads the saved Xᵀ copy
     detail::require(args.dy != nullptr && args.dw != nullptr, function, "dy and dw must be set");
     detail::require(
         config_.bias == (args.dbias != nullptr), function,
         config_.bias ? "the config has a bias: pass dbias" : "dbias was passed but the config has none");
     detail::require(!wgrad8 || saved_m_ == args.m, function,
-                    "the FP8 wgrad product reads the Xᵀ copy of the last forward, which had " +
+                    "the FP8 (or fake_fp8) wgrad product reads the Xᵀ copy of the last forward, which had " +
                         std::to_string(saved_m_) + " tokens, not " + std::to_string(args.m) +
                         " (call forward first; one forward in flight per layer)");
     detail::require(wgrad8 || args.x != nullptr, function, "x must be set: wgrad runs in BF16 and reads X");
@@ -141,6 +153,7 @@ class linear_layer {
     // No dX: only wgrad's copy of dY (a fused cast still writes both: its one pass needs no scratch).
     if (!dgrad && !dy_cast.fused) dy_cast.row_major = false;
     run_cast(dy_cast, args.dy, args.record_amax, stream);
+    if (args.statistics) count_casts(dy_cast, args.dy, stream);
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
     pointers_[index_of(linear_buffer::w)] = args.w;
@@ -186,11 +199,45 @@ class linear_layer {
                            buffer_name(buffer) + " copy");
   }
 
+  // The BF16 decode a fake_fp8 class reads (x_fake, x_t_fake, w_fake, w_t_fake, dy_fake, dy_t_fake)
+  // as of the last call that made it: rows x cols as stored, row-major. Throws if the plan has none.
+  const __nv_bfloat16* fake_copy(linear_buffer buffer, std::int64_t m) const {
+    const linear_plan p = make_linear_plan(config_, m);
+    for (const cast_plan& c : p.casts) {
+      const tensor_copies& t = copies_[std::size_t(c.tensor)];
+      if (c.row_fake_buffer == buffer && c.dequantize_row) return t.row_fake.data();
+      if (c.transposed_fake_buffer == buffer && c.dequantize_transposed) return t.transposed_fake.data();
+    }
+    throw invalid_argument(std::string("fp8::cuda::linear_layer::fake_copy: this configuration makes no ") +
+                           buffer_name(buffer) + " copy");
+  }
+
+  // The statistics of every operand cast in a call with `statistics = true` since the last read
+  // (`counted` false for the others: their class runs in BF16, or no such call cast them). Waits
+  // for `stream` when there is something to read. A later statistics call for the same operand
+  // replaces its counts (micro-batches: the last one counted).
+  linear_statistics read_statistics(cudaStream_t stream = nullptr) {
+    linear_statistics out{};
+    bool any = false;
+    for (bool c : counted_) any = any || c;
+    if (!any) return out;
+    std::array<cast_counters, gemm_operand_count> host{};
+    FP8_CUDA_CHECK(
+        cudaMemcpyAsync(host.data(), counters_.data(), sizeof(host), cudaMemcpyDeviceToHost, stream));
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (std::size_t op = 0; op < gemm_operand_count; ++op) {
+      if (counted_[op]) out[op] = statistics_of(host[op]);
+    }
+    counted_.fill(false);
+    return out;
+  }
+
  private:
   // The FP8 copies of one tensor, with their inverse scales and the amax scratch of current scaling.
   struct tensor_copies {
     detail::device_array<std::uint8_t> row, transposed, scratch;
     detail::device_array<float> row_scale, transposed_scale, scratch_scale, amax;
+    detail::device_array<__nv_bfloat16> row_fake, transposed_fake;  // decodes for fake_fp8 classes
   };
 
   static const linear_config& checked(const linear_config& config) {
@@ -198,6 +245,8 @@ class linear_layer {
     return config;
   }
   static constexpr std::size_t index_of(linear_buffer buffer) noexcept { return std::size_t(buffer); }
+  // The bits of an FP8 code without its sign (the same for E4M3 and E5M2): zero means ±0.
+  static constexpr std::uint32_t magnitude_mask = format_traits<e4m3_format>::magnitude_mask;
 
   // The plan of the last token count, remade (and re-checked) only when the count changes.
   const linear_plan& plan_for(std::int64_t m) {
@@ -240,6 +289,8 @@ class linear_layer {
       }
     }
     if (c.any()) t.amax = detail::device_array<float>(1);
+    if (c.dequantize_row) t.row_fake = detail::device_array<__nv_bfloat16>(elements);
+    if (c.dequantize_transposed) t.transposed_fake = detail::device_array<__nv_bfloat16>(elements);
   }
 
   void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
@@ -291,17 +342,42 @@ class linear_layer {
     if (c.fused) {
       cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), t.transposed.data(),
                t.transposed_scale.data(), t.amax.data(), row_slot, transposed_slot, record, stream);
-      return;
+    } else {
+      if (c.row_major) {
+        cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), nullptr, nullptr,
+                 t.amax.data(), row_slot, nullptr, record, stream);
+      }
+      if (c.transposed) {
+        cast_one(in, c.rows, c.cols, transposed, c.transposed_operand, t.scratch.data(),
+                 t.scratch_scale.data(), t.transposed.data(), t.transposed_scale.data(), t.amax.data(),
+                 transposed_slot, nullptr, record, stream);
+      }
     }
-    if (c.row_major) {
-      cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), nullptr, nullptr,
-               t.amax.data(), row_slot, nullptr, record, stream);
+    // fake_fp8: the copies decoded to BF16 by the library's dequantize (value x scale_inv of its
+    // block, rounded once), bit-identical to the CPU's fp8::dequantize.
+    const std::size_t rows = std::size_t(c.rows), cols = std::size_t(c.cols);
+    if (c.row_major && c.dequantize_row) {
+      dequantize(t.row.data(), rows, cols, row.quant, t.row_scale.data(), t.row_fake.data(), stream);
     }
-    if (c.transposed) {
-      cast_one(in, c.rows, c.cols, transposed, c.transposed_operand, t.scratch.data(), t.scratch_scale.data(),
-               t.transposed.data(), t.transposed_scale.data(), t.amax.data(), transposed_slot, nullptr,
-               record, stream);
+    if (c.transposed && c.dequantize_transposed) {
+      dequantize(t.transposed.data(), cols, rows, transposed.quant, t.transposed_scale.data(),
+                 t.transposed_fake.data(), stream);
     }
+  }
+
+  // Counts each copy `c` made from `in` into its operand's counters (statistics calls only).
+  void count_casts(const cast_plan& c, const __nv_bfloat16* in, cudaStream_t stream) {
+    const tensor_copies& t = copies_[std::size_t(c.tensor)];
+    const auto count = [&](gemm_operand operand, const std::uint8_t* codes, const float* scale_inv,
+                           bool transposed) {
+      const quantization& q = config_.recipe[operand].quant;
+      detail::count_cast(in, std::size_t(c.rows), std::size_t(c.cols), codes, transposed, q.granularity,
+                         scale_inv, max_finite(q.format), magnitude_mask,
+                         counters_.data() + std::size_t(operand), stream);
+      counted_[std::size_t(operand)] = true;
+    };
+    if (c.row_major) count(c.row_operand, t.row.data(), t.row_scale.data(), false);
+    if (c.transposed) count(c.transposed_operand, t.transposed.data(), t.transposed_scale.data(), true);
   }
 
   // Data and inverse scales of a buffer: the caller's (pointers_) or an FP8 copy of the layer's.
@@ -313,6 +389,12 @@ class linear_layer {
       case linear_buffer::w_t_fp8: return copies_[1].transposed.data();
       case linear_buffer::dy_fp8: return copies_[2].row.data();
       case linear_buffer::dy_t_fp8: return copies_[2].transposed.data();
+      case linear_buffer::x_fake: return copies_[0].row_fake.data();
+      case linear_buffer::x_t_fake: return copies_[0].transposed_fake.data();
+      case linear_buffer::w_fake: return copies_[1].row_fake.data();
+      case linear_buffer::w_t_fake: return copies_[1].transposed_fake.data();
+      case linear_buffer::dy_fake: return copies_[2].row_fake.data();
+      case linear_buffer::dy_t_fake: return copies_[2].transposed_fake.data();
       default: return pointers_[index_of(buffer)];
     }
   }
@@ -353,7 +435,9 @@ class linear_layer {
   cublaslt::handle& lt_;
   std::array<tensor_copies, 3> copies_{};  // x, w, dy
   detail::device_array<float> bias_gradient_;
-  std::array<const void*, 15> pointers_{};
+  std::array<const void*, linear_buffer_count> pointers_{};
+  detail::device_array<cast_counters> counters_;  // per gemm_operand: the last statistics pass's counts
+  std::array<bool, gemm_operand_count> counted_{};
   bool weights_cached_ = false;
   std::uint64_t weight_casts_ = 0;
   std::int64_t saved_m_ = -1;

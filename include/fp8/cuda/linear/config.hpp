@@ -9,17 +9,31 @@
 
 namespace fp8::cuda {
 
-// What one GEMM class runs in: FP8 operands (cast by the layer) or the BF16 operands as given.
-enum class gemm_precision : std::uint8_t { fp8 = 0, bf16 = 1 };
+// What one GEMM class runs in:
+//  fp8:      FP8 operands, cast by the layer with their operand's recipe, in an FP8 product;
+//  bf16:     the BF16 operands as given, in a BF16 product;
+//  fake_fp8: "fake quantization", a debugging mode: the operands are cast exactly as for fp8 (same
+//            recipe, scales, copies and amaxes), dequantized back to BF16 (each FP8 value times its
+//            inverse scale, rounded once to BF16), and multiplied in a BF16 product. If a run is fine
+//            with fake_fp8 but not with fp8, the FP8 product is at fault, not the rounding of the data.
+enum class gemm_precision : std::uint8_t { fp8 = 0, bf16 = 1, fake_fp8 = 2 };
 
 constexpr const char* precision_name(gemm_precision precision) noexcept {
-  return precision == gemm_precision::fp8 ? "fp8" : "bf16";
+  switch (precision) {
+    case gemm_precision::fp8: return "fp8";
+    case gemm_precision::bf16: return "bf16";
+    case gemm_precision::fake_fp8: break;
+  }
+  return "fake_fp8";
 }
+
+// True when the class reads FP8 copies of its operands (fp8, and fake_fp8 through their BF16 decode).
+constexpr bool casts_to_fp8(gemm_precision precision) noexcept { return precision != gemm_precision::bf16; }
 
 // One field per GEMM class, and fast accumulation per class (Transformer Engine's defaults: on for
 // fprop, off for the gradients, whose long sums over tokens lose most without the FP32 promotion).
 // Fast accumulation only applies to FP8 products with tensorwise or row-wise scales; block scaling
-// always runs without it (cuBLASLt requires that).
+// always runs without it (cuBLASLt requires that), and BF16 and fake_fp8 products have none.
 struct linear_precision {
   gemm_precision fprop = gemm_precision::fp8;
   gemm_precision dgrad = gemm_precision::fp8;
@@ -33,6 +47,11 @@ struct linear_precision {
   static constexpr linear_precision fp8() noexcept { return {}; }
   static constexpr linear_precision bf16() noexcept {
     return {gemm_precision::bf16, gemm_precision::bf16, gemm_precision::bf16, true, false, false};
+  }
+  // Every class fake-quantized: the first step of bisecting an FP8 divergence (if the loss then
+  // matches BF16, put one class at a time back to fp8).
+  static constexpr linear_precision fake_fp8() noexcept {
+    return {gemm_precision::fake_fp8, gemm_precision::fake_fp8, gemm_precision::fake_fp8, true, false, false};
   }
 
   constexpr gemm_precision of(gemm_kind kind) const noexcept {

@@ -1,6 +1,6 @@
 // The small kernels of the FP8 linear layer beside the casts and products: recording an amax into
-// the scaling state's slots, and the bias gradient (a column sum of dY, or the BGRADB epilogue's
-// output added to the caller's FP32 dbias).
+// the scaling state's slots, the bias gradient (a column sum of dY, or the BGRADB epilogue's output
+// added to the caller's FP32 dbias), and the statistics of a cast (saturated and flushed counts).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -13,9 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../../scaling/granularity.hpp"
 #include "../amax.cuh"
 #include "../element.cuh"
 #include "../launch.cuh"
+#include "statistics.hpp"
 
 namespace fp8::cuda::detail {
 
@@ -70,6 +72,77 @@ template <class T>
 void add_vector(const T* from, std::size_t count, bool accumulate, float* to, cudaStream_t stream) {
   add_vector_kernel<T><<<grid_for(count), block_threads, 0, stream>>>(from, count, accumulate, to);
   check_launch("fp8::cuda::detail::add_vector_kernel");
+}
+
+// The counters before a statistics pass: zero counts, amax 0, the scale range empty.
+template <int Threads>
+__global__ void __launch_bounds__(Threads) reset_counters_kernel(cast_counters* counters) {
+  *counters = cast_counters{0, 0, 0, 0, 0.0f, 0xFFFFFFFFu, 0u, 0u};
+}
+
+__device__ __forceinline__ unsigned long long warp_sum(unsigned long long value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
+  return value;
+}
+
+// Counts what the cast of `in` (rows x cols, row-major) into `codes` did: element (r, c) of the
+// copy holds in[r][c], or in[c][r] when the copy is the transpose (cols x rows); its scale is
+// 1 / scale_inv[layout.index_of_element(r, c)] in the copy's coordinates (the layout the cast wrote).
+// Reads the input and the codes once more: it runs only in statistics passes.
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
+    count_cast_kernel(const __nv_bfloat16* in, std::size_t rows, std::size_t cols, const std::uint8_t* codes,
+                      bool transposed, scale_layout layout, const float* scale_inv, float max_finite,
+                      std::uint32_t magnitude_mask, cast_counters* counters) {
+  const std::size_t copy_cols = transposed ? rows : cols;
+  const std::size_t count = rows * cols;
+  const std::size_t stride = std::size_t(gridDim.x) * Threads;
+  const std::size_t first = std::size_t(blockIdx.x) * Threads + threadIdx.x;
+  unsigned long long nonzero = 0, saturated = 0, flushed = 0;
+  std::uint32_t amax = 0;
+  for (std::size_t e = first; e < count; e += stride) {
+    const std::size_t r = e / copy_cols, c = e % copy_cols;
+    const float x = widen(in[transposed ? c * cols + r : e]);
+    const float scale = 1.0f / scale_inv[layout.index_of_element(r, c)];
+    amax = max(amax, amax_bits(x));
+    if (fabsf(x) * scale > max_finite) ++saturated;
+    if (x != 0.0f) {
+      ++nonzero;
+      if ((codes[e] & magnitude_mask) == 0u) ++flushed;
+    }
+  }
+  nonzero = warp_sum(nonzero);
+  saturated = warp_sum(saturated);
+  flushed = warp_sum(flushed);
+  amax = warp_max(amax);
+  if (threadIdx.x % 32 == 0) {
+    atomicAdd(&counters->nonzero, nonzero);
+    atomicAdd(&counters->saturated, saturated);
+    atomicAdd(&counters->flushed, flushed);
+    atomic_max_amax(&counters->amax, amax);
+  }
+  // The scale range over the copy's blocks (not over the padding of the scale buffer).
+  const std::size_t blocks = layout.grid_rows * layout.grid_cols;
+  for (std::size_t b = first; b < blocks; b += stride) {
+    const float scale = 1.0f / scale_inv[layout.index(b / layout.grid_cols, b % layout.grid_cols)];
+    atomicMin(&counters->scale_min_bits, __float_as_uint(scale));
+    atomicMax(&counters->scale_max_bits, __float_as_uint(scale));
+  }
+  if (first == 0) counters->elements = count;
+}
+
+// Zeroes `counters` and counts the cast of `in` (rows x cols) into `codes` (the copy as stored, or
+// its transpose) with its inverse scales at granularity `g`, on `stream`.
+inline void count_cast(const __nv_bfloat16* in, std::size_t rows, std::size_t cols, const std::uint8_t* codes,
+                       bool transposed, granularity g, const float* scale_inv, float max_finite,
+                       std::uint32_t magnitude_mask, cast_counters* counters, cudaStream_t stream) {
+  reset_counters_kernel<1><<<1, 1, 0, stream>>>(counters);
+  check_launch("fp8::cuda::detail::reset_counters_kernel");
+  const scale_layout layout =
+      transposed ? make_scale_layout(g, cols, rows) : make_scale_layout(g, rows, cols);
+  count_cast_kernel<block_threads><<<grid_for(rows * cols), block_threads, 0, stream>>>(
+      in, rows, cols, codes, transposed, layout, scale_inv, max_finite, magnitude_mask, counters);
+  check_launch("fp8::cuda::detail::count_cast_kernel");
 }
 
 }  // namespace fp8::cuda::detail

@@ -9,9 +9,12 @@
 //   dgrad  dX[M,K] = dY[M,N]  · Wᵀ[K,N]ᵀ    x = dY,  w = Wᵀ       (the FP8 copy of W transposed)
 //   wgrad  dW[N,K] = dYᵀ[N,M] · Xᵀ[K,M]ᵀ    x = dYᵀ, w = Xᵀ       (beta = 1 into the FP32 dW)
 // In BF16 no copy is transposed: dgrad and wgrad read W, dY and X as stored, through op N / op T.
+// A fake_fp8 class makes the FP8 copies of its fp8 form, decodes each to a BF16 copy of the same
+// shape (x_fake, w_t_fake, ...), and runs the same TN product on those in BF16.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,7 +28,7 @@
 namespace fp8::cuda {
 
 // Every matrix or vector a product reads or writes: the caller's (x, w, dy, y, dx, dw, bias) and the
-// layer's FP8 copies and bias-gradient scratch.
+// layer's FP8 copies, their BF16 decodes (fake_fp8 classes) and bias-gradient scratch.
 enum class linear_buffer : std::uint8_t {
   none,
   x,
@@ -41,8 +44,15 @@ enum class linear_buffer : std::uint8_t {
   w_t_fp8,
   dy_fp8,
   dy_t_fp8,
-  bias_gradient
+  bias_gradient,
+  x_fake,  // the BF16 decode of x_fp8 (read by a fake_fp8 class), and so on for each FP8 copy
+  x_t_fake,
+  w_fake,
+  w_t_fake,
+  dy_fake,
+  dy_t_fake
 };
+inline constexpr std::size_t linear_buffer_count = std::size_t(linear_buffer::dy_t_fake) + 1;
 
 constexpr const char* buffer_name(linear_buffer buffer) noexcept {
   switch (buffer) {
@@ -60,9 +70,15 @@ constexpr const char* buffer_name(linear_buffer buffer) noexcept {
     case linear_buffer::w_t_fp8: return "w_t_fp8";
     case linear_buffer::dy_fp8: return "dy_fp8";
     case linear_buffer::dy_t_fp8: return "dy_t_fp8";
-    case linear_buffer::bias_gradient: break;
+    case linear_buffer::bias_gradient: return "bias_gradient";
+    case linear_buffer::x_fake: return "x_fake";
+    case linear_buffer::x_t_fake: return "x_t_fake";
+    case linear_buffer::w_fake: return "w_fake";
+    case linear_buffer::w_t_fake: return "w_t_fake";
+    case linear_buffer::dy_fake: return "dy_fake";
+    case linear_buffer::dy_t_fake: break;
   }
-  return "bias_gradient";
+  return "dy_t_fake";
 }
 
 // The three high-precision tensors the layer casts.
@@ -71,7 +87,8 @@ enum class linear_tensor : std::uint8_t { x = 0, w = 1, dy = 2 };
 // How one tensor (rows x cols, row-major BF16) becomes FP8: the copy as stored (for the product that
 // reads it K-contiguous as it is) and/or its transpose (for the one that reduces over its rows).
 // `fused`: both copies come from one pass (quantize_transpose), which needs one recipe for both
-// operands; otherwise each copy has its own cast and scale.
+// operands; otherwise each copy has its own cast and scale. A copy whose product is fake_fp8 is then
+// decoded to BF16 (`dequantize_row`, `dequantize_transposed`) with its own inverse scales.
 struct cast_plan {
   linear_tensor tensor = linear_tensor::x;
   std::int64_t rows = 0;
@@ -83,6 +100,10 @@ struct cast_plan {
   gemm_operand transposed_operand = gemm_operand::wgrad_input;  // the operand the transpose feeds
   linear_buffer row_buffer = linear_buffer::x_fp8;
   linear_buffer transposed_buffer = linear_buffer::x_t_fp8;
+  bool dequantize_row = false;
+  bool dequantize_transposed = false;
+  linear_buffer row_fake_buffer = linear_buffer::x_fake;
+  linear_buffer transposed_fake_buffer = linear_buffer::x_t_fake;
 
   constexpr bool any() const noexcept { return row_major || transposed; }
 };
@@ -159,7 +180,8 @@ inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
   const std::int64_t k = config.in_features;
   const std::int64_t n = config.out_features;
   const linear_precision& p = config.precision;
-  const std::string run_bf16 = " (pad it, or run that class in BF16)";
+  // fake_fp8 classes run BF16 products on BF16 decodes, which take any size.
+  const std::string run_bf16 = " (pad it, or run that class in BF16 or fake_fp8)";
   if (p.fprop == gemm_precision::fp8) {
     require_multiple(k, cublaslt::fp8_k_multiple, "in_features (K)",
                      "the FP8 fprop product reduces over K, which cuBLASLt needs divisible by 16" + run_bf16);
@@ -180,7 +202,7 @@ inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
     require_multiple(m, cublaslt::fp8_k_multiple, "tokens (M)",
                      "the FP8 wgrad product reduces over the tokens and reads the FP8 copies Xᵀ [K, M] and "
                      "dYᵀ [N, M], whose rows must span a multiple of 16 bytes (pad the batch with zero rows, "
-                     "or run wgrad in BF16)");
+                     "or run wgrad in BF16 or fake_fp8)");
     require_multiple(
         k, 4, "in_features (K)",
         "the FP32 rows of dW (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
@@ -202,7 +224,7 @@ inline cublaslt::input_matrix bf16_input() {
 
 inline cublaslt::fast_accumulation fast_accumulation_of(const linear_precision& precision, gemm_kind kind,
                                                         const cublaslt::gemm_problem& problem) {
-  if (precision.of(kind) == gemm_precision::bf16) return cublaslt::fast_accumulation::off;
+  if (precision.of(kind) != gemm_precision::fp8) return cublaslt::fast_accumulation::off;
   const bool block =
       cublaslt::detail::block_scaled(problem.a.scaling) || cublaslt::detail::block_scaled(problem.b.scaling);
   return precision.fast_accumulation(kind) && !block ? cublaslt::fast_accumulation::on
@@ -269,9 +291,13 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   using cublaslt::data_type;
   const gemm_recipe& r = config.recipe;
   const linear_precision& precision = config.precision;
-  const bool fprop8 = precision.fprop == gemm_precision::fp8;
-  const bool dgrad8 = precision.dgrad == gemm_precision::fp8;
-  const bool wgrad8 = precision.wgrad == gemm_precision::fp8;
+  // Classes that read FP8 copies (fp8 and fake_fp8), and those of them that read their BF16 decodes.
+  const bool fprop8 = casts_to_fp8(precision.fprop);
+  const bool dgrad8 = casts_to_fp8(precision.dgrad);
+  const bool wgrad8 = casts_to_fp8(precision.wgrad);
+  const bool fprop_fake = precision.fprop == gemm_precision::fake_fp8;
+  const bool dgrad_fake = precision.dgrad == gemm_precision::fake_fp8;
+  const bool wgrad_fake = precision.wgrad == gemm_precision::fake_fp8;
 
   linear_plan plan{};
   plan.m = tokens;
@@ -290,21 +316,37 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
     c.fused = row_major && transposed && same_recipe(r[row_operand], r[transposed_operand]);
     return c;
   };
+  const auto fake = [](cast_plan c, bool row, bool transposed, linear_buffer row_fake,
+                       linear_buffer transposed_fake) {
+    c.dequantize_row = row;
+    c.dequantize_transposed = transposed;
+    c.row_fake_buffer = row_fake;
+    c.transposed_fake_buffer = transposed_fake;
+    return c;
+  };
   plan.casts[std::size_t(linear_tensor::x)] =
-      cast(linear_tensor::x, m, k, fprop8, wgrad8, gemm_operand::fprop_input, gemm_operand::wgrad_input,
-           linear_buffer::x_fp8, linear_buffer::x_t_fp8);
+      fake(cast(linear_tensor::x, m, k, fprop8, wgrad8, gemm_operand::fprop_input, gemm_operand::wgrad_input,
+                linear_buffer::x_fp8, linear_buffer::x_t_fp8),
+           fprop_fake, wgrad_fake, linear_buffer::x_fake, linear_buffer::x_t_fake);
   plan.casts[std::size_t(linear_tensor::w)] =
-      cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight, gemm_operand::dgrad_weight,
-           linear_buffer::w_fp8, linear_buffer::w_t_fp8);
+      fake(cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight,
+                gemm_operand::dgrad_weight, linear_buffer::w_fp8, linear_buffer::w_t_fp8),
+           fprop_fake, dgrad_fake, linear_buffer::w_fake, linear_buffer::w_t_fake);
   plan.casts[std::size_t(linear_tensor::dy)] =
-      cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
-           gemm_operand::wgrad_grad_output, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8);
+      fake(cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
+                gemm_operand::wgrad_grad_output, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8),
+           dgrad_fake, wgrad_fake, linear_buffer::dy_fake, linear_buffer::dy_t_fake);
 
   // fprop: Y[M,N] = X·Wᵀ (+ bias in the epilogue).
   gemm_plan& fprop = plan.gemms[std::size_t(gemm_kind::fprop)];
   fprop.kind = gemm_kind::fprop;
   fprop.precision = precision.fprop;
-  if (fprop8) {
+  if (fprop_fake) {
+    fprop.problem = detail::fp8_linear(m, n, k, detail::bf16_input(), detail::bf16_input(), data_type::bf16,
+                                       cublaslt::gemm_purpose::forward);
+    fprop.a = linear_buffer::w_fake;
+    fprop.b = linear_buffer::x_fake;
+  } else if (fprop8) {
     fprop.problem = detail::fp8_linear(
         m, n, k, detail::fp8_input(r[gemm_operand::fprop_input], gemm_operand::fprop_input),
         detail::fp8_input(r[gemm_operand::fprop_weight], gemm_operand::fprop_weight), data_type::bf16,
@@ -328,7 +370,12 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   gemm_plan& dgrad = plan.gemms[std::size_t(gemm_kind::dgrad)];
   dgrad.kind = gemm_kind::dgrad;
   dgrad.precision = precision.dgrad;
-  if (dgrad8) {
+  if (dgrad_fake) {
+    dgrad.problem = detail::fp8_linear(m, k, n, detail::bf16_input(), detail::bf16_input(), data_type::bf16,
+                                       cublaslt::gemm_purpose::gradient);
+    dgrad.a = linear_buffer::w_t_fake;
+    dgrad.b = linear_buffer::dy_fake;
+  } else if (dgrad8) {
     dgrad.problem = detail::fp8_linear(
         m, k, n, detail::fp8_input(r[gemm_operand::dgrad_grad_output], gemm_operand::dgrad_grad_output),
         detail::fp8_input(r[gemm_operand::dgrad_weight], gemm_operand::dgrad_weight), data_type::bf16,
@@ -359,7 +406,12 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   gemm_plan& wgrad = plan.gemms[std::size_t(gemm_kind::wgrad)];
   wgrad.kind = gemm_kind::wgrad;
   wgrad.precision = precision.wgrad;
-  if (wgrad8) {
+  if (wgrad_fake) {
+    wgrad.problem = detail::fp8_linear(n, k, m, detail::bf16_input(), detail::bf16_input(), data_type::fp32,
+                                       cublaslt::gemm_purpose::gradient);
+    wgrad.a = linear_buffer::x_t_fake;
+    wgrad.b = linear_buffer::dy_t_fake;
+  } else if (wgrad8) {
     wgrad.problem = detail::fp8_linear(
         n, k, m, detail::fp8_input(r[gemm_operand::wgrad_grad_output], gemm_operand::wgrad_grad_output),
         detail::fp8_input(r[gemm_operand::wgrad_input], gemm_operand::wgrad_input), data_type::fp32,
