@@ -136,10 +136,10 @@ step "configure" "$logs/configure.log" 120 cmake "${configure[@]}" || {
   echo; python3 "$root/bench/cuda/summarize.py" "$logs"; exit 1; }
 gpu_targets=(test_device_convert test_device_quantize test_device_small_formats test_cublaslt_gemm test_cublaslt_paths
              test_cublaslt_checks test_cublaslt_wrapper test_kernel_arguments test_linear_plan test_linear_layer
-             bench_gemm bench_quantize bench_layer)
+             test_linear_fake_quant bench_gemm bench_quantize bench_layer)
 # The trainer's CUDA layers, where its dependencies (nlohmann-json, CLI11) were found.
 [[ -z $(grep -l "trainer_test_cuda_layers" "$build/examples/trainer/tests/CTestTestfile.cmake" 2>/dev/null) ]] ||
-  gpu_targets+=(trainer_test_cuda_layers trainer_test_cuda_training)
+  gpu_targets+=(trainer_test_cuda_layers trainer_test_cuda_training trainer_test_attention_choice)
 # The NCCL reducer and all-gather, where NCCL was found beside the toolkit (else the test is not a gpu test).
 if grep -q '/tests/distributed/test_nccl"' "$build/tests/distributed/CTestTestfile.cmake" 2>/dev/null; then
   gpu_targets+=(test_nccl)
@@ -172,10 +172,10 @@ gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $
 step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E "'test_device_convert|trainer_test_cuda_training|trainer_test_gpu_data_parallel'")"
 # The trainer's GPU loop against its CPU loop (trains on both devices: mostly CPU time).
 if [[ " ${gpu_targets[*]} " == *" trainer_test_cuda_training "* ]]; then
-  step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 240 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
+  step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 360 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
 fi
 step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
-  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan' --output-on-failure"
+  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan|trainer_test_attention_choice' --output-on-failure"
 if [[ $all_tests -eq 1 ]]; then
   step "ctest (all)" "$logs/ctest_all.log" 600 bash -c "cd '$build' && ctest --output-on-failure -j 4 --timeout 600"
 fi
@@ -210,6 +210,7 @@ if command -v compute-sanitizer >/dev/null; then
   sanitize memcheck tests/cuda/test_device_convert "$exclude"
   sanitize memcheck tests/cuda/test_cublaslt_gemm
   sanitize memcheck tests/cuda/test_linear_layer
+  sanitize memcheck tests/cuda/test_linear_fake_quant
   # The trainer's CUDA layers (built above where the trainer's dependencies were found).
   if [[ -x $build/examples/trainer/tests/trainer_test_cuda_layers ]]; then
     sanitize memcheck examples/trainer/tests/trainer_test_cuda_layers
