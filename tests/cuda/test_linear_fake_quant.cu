@@ -28,6 +28,7 @@
 #include <fp8/float8.hpp>
 #include <fp8/quantize.hpp>
 
+#include "device_buffer.hpp"
 #include "gpu_skip.hpp"
 
 namespace {
@@ -43,15 +44,7 @@ using fp8::cuda::linear_scaling;
 
 constexpr std::int64_t M = 256, K = 256, N = 128;
 
-template <class T>
-struct device_vector {
-  fp8::cuda::detail::device_array<T> memory;
-  explicit device_vector(const std::vector<T>& host) : memory(host.size()) {
-    FP8_CUDA_CHECK(cudaMemcpy(memory.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  explicit device_vector(std::size_t count) : memory(count) {}
-  T* get() const { return memory.data(); }
-};
+using fp8_test::device_buffer;
 
 template <class T>
 std::vector<T> download(const T* device, std::size_t count) {
@@ -185,11 +178,11 @@ void run_fake(const char* name, const fp8::gemm_recipe& recipe) {
   const std::vector<float> x = random_values(std::size_t(M * K), 11, 2.0f);
   const std::vector<float> w = random_values(std::size_t(N * K), 12, 0.5f);
   const std::vector<float> dy = random_values(std::size_t(M * N), 13, 0.01f);
-  device_vector<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
+  device_buffer<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
       y(std::size_t(M * N)), dx(std::size_t(M * K));
-  device_vector<float> dw(std::size_t(N * K));
-  layer.forward({x_dev.get(), w_dev.get(), nullptr, y.get(), M, true});
-  layer.backward({dy_dev.get(), x_dev.get(), w_dev.get(), dx.get(), dw.get(), nullptr, M, false, true});
+  device_buffer<float> dw(std::size_t(N * K));
+  layer.forward({x_dev.data(), w_dev.data(), nullptr, y.data(), M, true});
+  layer.backward({dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, true});
 
   // The host casts, each of the operand as its product reads it (the transposes for dgrad's W and
   // wgrad's X and dY), with the scale the state held during the step (delayed: 1 at the start).
@@ -209,12 +202,12 @@ void run_fake(const char* name, const fp8::gemm_recipe& recipe) {
   check_decode(layer, linear_buffer::x_t_fake, hxt);
   check_decode(layer, linear_buffer::dy_t_fake, hdyt);
 
-  check_product("y", download(y.get(), std::size_t(M * N)), values_of(hx.decoded), values_of(hw.decoded), M,
+  check_product("y", download(y.data(), std::size_t(M * N)), values_of(hx.decoded), values_of(hw.decoded), M,
                 N, K, 0x1p-8);
-  check_product("dx", download(dx.get(), std::size_t(M * K)), values_of(hdy.decoded), values_of(hwt.decoded),
+  check_product("dx", download(dx.data(), std::size_t(M * K)), values_of(hdy.decoded), values_of(hwt.decoded),
                 M, K, N, 0x1p-8);
-  check_product("dw", download(dw.get(), std::size_t(N * K)), values_of(hdyt.decoded), values_of(hxt.decoded),
-                N, K, M, 0x1p-20);
+  check_product("dw", download(dw.data(), std::size_t(N * K)), values_of(hdyt.decoded),
+                values_of(hxt.decoded), N, K, M, 0x1p-20);
 
   // The amaxes go into the state as for fp8: the operands' own maxima.
   const fp8::delayed_scaling_state state = scaling.state().download();
@@ -301,19 +294,19 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
   plant(dy, 41, 0x1p-19f, 19);
   plant(dy, 5, 0.0f, 23);
   const std::vector<float> w = random_values(std::size_t(N * K), 23, 0.5f);
-  device_vector<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
+  device_buffer<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
       y(std::size_t(M * N)), dx(std::size_t(M * K));
-  device_vector<float> dw(std::size_t(N * K));
+  device_buffer<float> dw(std::size_t(N * K));
 
   // No statistics asked: nothing counted.
-  layer.forward({x_dev.get(), w_dev.get(), nullptr, y.get(), M, false, false});
+  layer.forward({x_dev.data(), w_dev.data(), nullptr, y.data(), M, false, false});
   for (const auto& s : layer.read_statistics()) CHECK_FALSE(s.counted);
 
-  linear_layer::forward_args forward{x_dev.get(), w_dev.get(), nullptr, y.get(), M, true};
+  linear_layer::forward_args forward{x_dev.data(), w_dev.data(), nullptr, y.data(), M, true};
   forward.statistics = true;
   layer.forward(forward);
-  linear_layer::backward_args backward{dy_dev.get(), x_dev.get(), w_dev.get(), dx.get(), dw.get(),
-                                       nullptr,      M,           false,       true};
+  linear_layer::backward_args backward{
+      dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, true};
   backward.statistics = true;
   layer.backward(backward);
   const fp8::cuda::linear_statistics got = layer.read_statistics();
