@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <fp8/error.hpp>
 
@@ -64,12 +66,71 @@ fe::graph::Tensor_attributes stats_tensor(const attention_shape& s) {
       .set_data_type(fe::DataType_t::FLOAT);
 }
 
-// BF16 inputs and outputs, FP32 everywhere inside (scores, softmax, accumulation).
-std::shared_ptr<fe::graph::Graph> new_graph() {
+// A device description, for lowering graphs without a device (null: the current device's).
+using device_description = std::shared_ptr<const fe::DeviceProperties>;
+
+// BF16 inputs and outputs, FP32 everywhere inside (scores, softmax, accumulation). With a description
+// (of an sm_90 device), before any node is added: the nodes take the graph's context as they are made.
+std::shared_ptr<fe::graph::Graph> new_graph(const device_description& device) {
   auto graph = std::make_shared<fe::graph::Graph>();
+  if (device != nullptr) graph->set_device_properties(device).set_sm_version(90);
   graph->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
+  return graph;
+}
+
+float attention_scale(const attention_shape& s) { return 1.0f / std::sqrt(float(s.head_dim())); }
+
+// The forward graph of `shape`, not yet built: o and the row statistics from q, k, v.
+std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
+                                                const device_description& device = nullptr) {
+  auto graph = new_graph(device);
+  auto q = graph->tensor(heads_tensor("q", q_uid, shape));
+  auto k = graph->tensor(heads_tensor("k", k_uid, shape));
+  auto v = graph->tensor(heads_tensor("v", v_uid, shape));
+  auto options = fe::graph::SDPA_attributes()
+                     .set_name("causal_attention")
+                     .set_generate_stats(true)
+                     .set_causal_mask(true)
+                     .set_attn_scale(attention_scale(shape));
+  auto [o, stats] = graph->sdpa(q, k, v, options);
+  const fe::graph::Tensor_attributes o_layout = heads_tensor("o", o_uid, shape);
+  o->set_output(true).set_uid(o_uid).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
+  const fe::graph::Tensor_attributes stats_layout = stats_tensor(shape);
+  stats->set_output(true)
+      .set_uid(stats_uid)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim(stats_layout.get_dim())
+      .set_stride(stats_layout.get_stride());
+  return graph;
+}
+
+// The backward graph of `shape`, not yet built: dq, dk, dv from q, k, v, o, dO and the statistics.
+std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
+                                                 const device_description& device = nullptr) {
+  auto graph = new_graph(device);
+  auto q = graph->tensor(heads_tensor("q", q_uid, shape));
+  auto k = graph->tensor(heads_tensor("k", k_uid, shape));
+  auto v = graph->tensor(heads_tensor("v", v_uid, shape));
+  auto o = graph->tensor(heads_tensor("o", o_uid, shape));
+  auto d_o = graph->tensor(heads_tensor("d_o", d_o_uid, shape));
+  auto stats = graph->tensor(stats_tensor(shape));
+  // Deterministic: resumed and data-parallel runs must repeat their gradients bit for bit.
+  auto options = fe::graph::SDPA_backward_attributes()
+                     .set_name("causal_attention_backward")
+                     .set_causal_mask(true)
+                     .set_attn_scale(attention_scale(shape))
+                     .set_deterministic_algorithm(true);
+  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
+  const uid ids[3] = {dq_uid, dk_uid, dv_uid};
+  const char* names[3] = {"dq", "dk", "dv"};
+  int i = 0;
+  for (const auto& gradient : {dq, dk, dv}) {
+    const fe::graph::Tensor_attributes layout = heads_tensor(names[i], ids[i], shape);
+    gradient->set_output(true).set_uid(ids[i]).set_dim(layout.get_dim()).set_stride(layout.get_stride());
+    ++i;
+  }
   return graph;
 }
 
@@ -84,8 +145,6 @@ void build(fe::graph::Graph& graph, cudnnHandle_t handle, const attention_shape&
   check_frontend(graph.build_plans(handle), (prefix + "build_plans").c_str(), s);
 }
 
-float attention_scale(const attention_shape& s) { return 1.0f / std::sqrt(float(s.head_dim())); }
-
 }  // namespace
 
 struct cudnn_attention::graphs {
@@ -97,8 +156,10 @@ struct cudnn_attention::graphs {
   explicit graphs(const attention_shape& s) : shape(s) {
     check_cudnn(cudnnCreate(&handle), "cudnnCreate");
     try {
-      build_forward();
-      build_backward();
+      forward = forward_graph(shape);
+      build(*forward, handle, shape, "forward");
+      backward = backward_graph(shape);
+      build(*backward, handle, shape, "backward");
       std::int64_t forward_bytes = 0, backward_bytes = 0;
       check_frontend(forward->get_workspace_size(forward_bytes), "forward workspace size", shape);
       check_frontend(backward->get_workspace_size(backward_bytes), "backward workspace size", shape);
@@ -113,54 +174,6 @@ struct cudnn_attention::graphs {
   graphs(const graphs&) = delete;
   graphs& operator=(const graphs&) = delete;
 
-  void build_forward() {
-    forward = new_graph();
-    auto q = forward->tensor(heads_tensor("q", q_uid, shape));
-    auto k = forward->tensor(heads_tensor("k", k_uid, shape));
-    auto v = forward->tensor(heads_tensor("v", v_uid, shape));
-    auto options = fe::graph::SDPA_attributes()
-                       .set_name("causal_attention")
-                       .set_generate_stats(true)
-                       .set_causal_mask(true)
-                       .set_attn_scale(attention_scale(shape));
-    auto [o, stats] = forward->sdpa(q, k, v, options);
-    const fe::graph::Tensor_attributes o_layout = heads_tensor("o", o_uid, shape);
-    o->set_output(true).set_uid(o_uid).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
-    const fe::graph::Tensor_attributes stats_layout = stats_tensor(shape);
-    stats->set_output(true)
-        .set_uid(stats_uid)
-        .set_data_type(fe::DataType_t::FLOAT)
-        .set_dim(stats_layout.get_dim())
-        .set_stride(stats_layout.get_stride());
-    build(*forward, handle, shape, "forward");
-  }
-
-  void build_backward() {
-    backward = new_graph();
-    auto q = backward->tensor(heads_tensor("q", q_uid, shape));
-    auto k = backward->tensor(heads_tensor("k", k_uid, shape));
-    auto v = backward->tensor(heads_tensor("v", v_uid, shape));
-    auto o = backward->tensor(heads_tensor("o", o_uid, shape));
-    auto d_o = backward->tensor(heads_tensor("d_o", d_o_uid, shape));
-    auto stats = backward->tensor(stats_tensor(shape));
-    // Deterministic: resumed and data-parallel runs must repeat their gradients bit for bit.
-    auto options = fe::graph::SDPA_backward_attributes()
-                       .set_name("causal_attention_backward")
-                       .set_causal_mask(true)
-                       .set_attn_scale(attention_scale(shape))
-                       .set_deterministic_algorithm(true);
-    auto [dq, dk, dv] = backward->sdpa_backward(q, k, v, o, d_o, stats, options);
-    const uid ids[3] = {dq_uid, dk_uid, dv_uid};
-    const char* names[3] = {"dq", "dk", "dv"};
-    int i = 0;
-    for (const auto& gradient : {dq, dk, dv}) {
-      const fe::graph::Tensor_attributes layout = heads_tensor(names[i], ids[i], shape);
-      gradient->set_output(true).set_uid(ids[i]).set_dim(layout.get_dim()).set_stride(layout.get_stride());
-      ++i;
-    }
-    build(*backward, handle, shape, "backward");
-  }
-
   void execute(fe::graph::Graph& graph, std::unordered_map<uid, void*>& pack, cudaStream_t stream,
                const char* which) {
     check_cudnn(cudnnSetStream(handle, stream), "cudnnSetStream");
@@ -169,6 +182,34 @@ struct cudnn_attention::graphs {
 };
 
 bool cudnn_attention_built() { return true; }
+
+// An H100 SXM as cuDNN describes a device (its JSON form of cudaDeviceProp's fields), for lowering
+// graphs on a machine without one.
+constexpr const char* h100_properties = R"({"deviceName": "NVIDIA H100 80GB HBM3", "cudaDeviceId": 0,
+  "deviceVer": 900, "driverVer": 13000, "multiProcessorCount": 132, "totalGlobalMem": 85520809984,
+  "maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64], "regsPerBlock": 65536,
+  "smClockRateKHz": 1980000, "memClockRateKHz": 2619000, "l2CacheSize": 52428800, "warpSize": 32,
+  "maxSharedMemoryPerBlock": 49152, "maxSharedMemoryPerBlockOptin": 232448,
+  "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536, "pciDeviceId": 0, "maxCtasPerSM": 32,
+  "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "isTccDriver": 0, "supportCoopLaunch": 1})";
+
+std::string cudnn_attention_lowering_error(const attention_shape& shape) {
+  if (cudnnGetVersion() < 90800) return "lowering without a device needs cuDNN 9.8 or newer";
+  const std::string json = h100_properties;
+  auto device = std::make_shared<fe::DeviceProperties>();
+  const fe::error_t loaded = device->deserialize(std::vector<std::uint8_t>(json.begin(), json.end()));
+  if (!loaded.is_good()) return "the H100 description: " + fe::error_t(loaded).get_message();
+  const std::pair<const char*, std::shared_ptr<fe::graph::Graph>> graphs[2] = {
+      {"forward", forward_graph(shape, device)}, {"backward", backward_graph(shape, device)}};
+  for (const auto& [which, graph] : graphs) {
+    fe::error_t status = graph->validate();
+    if (!status.is_good()) return std::string(which) + " graph: validate: " + status.get_message();
+    status = graph->build_operation_graph(nullptr);
+    if (!status.is_good())
+      return std::string(which) + " graph: build_operation_graph: " + status.get_message();
+  }
+  return {};
+}
 
 std::string cudnn_attention_versions() {
   const std::size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch since cuDNN 9
@@ -223,6 +264,8 @@ struct cudnn_attention::graphs {
 bool cudnn_attention_built() { return false; }
 
 std::string cudnn_attention_versions() { return "no cuDNN in this build"; }
+
+std::string cudnn_attention_lowering_error(const attention_shape&) { return "no cuDNN in this build"; }
 
 cudnn_attention::cudnn_attention(const attention_shape&) {
   throw fp8::error(

@@ -18,6 +18,11 @@ namespace trainer::cuda {
 bool cudnn_attention_built();
 // "cuDNN 9.19.0 (frontend 1.32.0)": the library loaded at run time and the headers built against.
 std::string cudnn_attention_versions();
+// Lowers `shape`'s forward and backward graphs for an H100 (sm_90) without a device: as far as cuDNN
+// goes without a GPU driver (validation of the graphs and their lowering to cuDNN's operation graph;
+// choosing and compiling kernels needs the driver). Returns "" or the stage and cuDNN's reason, so that
+// a machine without a GPU checks that the graphs are well formed and the shape is one cuDNN takes.
+std::string cudnn_attention_lowering_error(const attention_shape& shape);
 
 class cudnn_attention {
  public:

@@ -126,3 +126,26 @@ TEST_CASE("the cuDNN versions are named") {
     CHECK(versions == "no cuDNN in this build");
   }
 }
+
+TEST_CASE("cuDNN lowers the fused attention's graphs for an H100 at the trainer's shapes, without a GPU") {
+  if (!cuda::cudnn_attention_built()) {
+    CHECK(cuda::cudnn_attention_lowering_error(shape) == "no cuDNN in this build");
+    return;
+  }
+  // The default model (batch 16, context 128, d_model 128, 4 heads: D = 32), the tests' tiny model
+  // (D = 16) and layer shapes (D = 32 and 64, T = 80), the parity model (d_model 1024, 16 heads) and
+  // the speed shape (d_model 4096, 32 heads: D = 128, context 2048).
+  for (const attention_shape& s : {attention_shape{16, 128, 128, 4}, attention_shape{4, 32, 32, 2},
+                                   attention_shape{2, 128, 128, 4}, attention_shape{1, 80, 256, 4},
+                                   attention_shape{8, 512, 1024, 16}, attention_shape{2, 2048, 4096, 32}}) {
+    CAPTURE(s.head_dim());
+    CAPTURE(s.context);
+    CHECK(cuda::cudnn_attention_lowering_error(s) == "");
+  }
+  // A head dimension cuDNN has no kernel for (12: not a multiple of 8) fails validation, naming it;
+  // --attention auto then keeps the materialised path.
+  const std::string refused = cuda::cudnn_attention_lowering_error(attention_shape{2, 64, 48, 4});
+  INFO(refused);
+  CHECK(contains(refused, "forward graph: validate: "));
+  CHECK(contains(refused, "multiple of 8"));
+}
