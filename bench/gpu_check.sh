@@ -6,12 +6,15 @@
 # cut short still leaves the most important logs and a table of what ran.
 #
 #   bench/gpu_check.sh <log-folder> [--quick] [--all-tests] [--budget SECONDS] [--docs FOLDER]
+#                      [--archive FILE.tar.gz]
 #
 #   --quick      smaller benchmark sizes (the whole check in about 8 minutes on an H100)
 #   --all-tests  also build and run the whole ctest suite (trainer and CPU tests included)
 #   --budget     seconds the whole check may take (default 540); steps that would start after
 #                it are listed as NOT RUN
 #   --docs       where cuda_results.md and the speedup plot go (default: the repository's docs/)
+#   --archive    also pack the log folder and the generated docs into one .tar.gz when the check
+#                ends, however it ends (one file to bring back from the GPU machine)
 #
 # Needs: CUDA toolkit (nvcc, cuBLASLt, compute-sanitizer) at /usr/local/cuda or on PATH, CMake,
 # Ninja or Make, Python 3; PyTorch for the _scaled_mm comparison, matplotlib for the plot.
@@ -24,7 +27,7 @@
 set -uo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,23p' "$0"
+  sed -n '2,26p' "$0"
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,17 +37,33 @@ quick=""
 all_tests=0
 budget=540
 docs=$root/docs
+archive=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick="--quick" ;;
     --all-tests) all_tests=1 ;;
     --budget) budget=$2; shift ;;
     --docs) docs=$(mkdir -p "$2" && cd "$2" && pwd); shift ;;
+    --archive) archive=$(mkdir -p "$(dirname "$2")" && cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
 export PATH=/usr/local/cuda/bin:$PATH
+# pack: the logs and the generated docs in one archive (--archive), on every exit.
+pack() {
+  [[ -n $archive ]] || return 0
+  local staging
+  staging=$(mktemp -d)
+  mkdir -p "$staging/gpu_check/docs"
+  cp -r "$logs" "$staging/gpu_check/logs"
+  for file in "$docs"/cuda_results.md "$docs"/fp8_gemm_speedup.*; do
+    [[ -f $file ]] && cp "$file" "$staging/gpu_check/docs/"
+  done
+  tar -czf "$archive" -C "$staging" gpu_check && echo "gpu_check: packed into $archive"
+  rm -rf "$staging"
+}
+trap pack EXIT
 build=$root/build-gpu
 steps=$logs/steps.csv
 echo "step,result,seconds" >"$steps"

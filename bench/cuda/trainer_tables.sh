@@ -6,14 +6,16 @@
 #   3. loss parity: fp8_trainer --device cuda, d_model 1024, 8 blocks, FP8 vs BF16, and the plot.
 #
 #   bench/cuda/trainer_tables.sh <build-dir> <out-dir> [--data FILE] [--steps N] [--quick]
+#                                [--archive FILE.tar.gz]
 #
 # --data: the text of the parity runs (default: Debian's fortunes where installed, otherwise the
 # repository's docs/*.md concatenated). --steps: parity steps (default 600). --quick: 2 timed steps
-# and 200 parity steps. Writes <out-dir>/trainer_cuda_results.md, speed.csv, profile.csv,
+# and 200 parity steps. --archive: also pack <out-dir> into one .tar.gz at the end, however the
+# script ends. Writes <out-dir>/trainer_cuda_results.md, speed.csv, profile.csv,
 # torch_peer.csv, runs/{bf16,fp8}/log.csv and loss_parity.png. GPU only.
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
-  sed -n '2,14p' "$0"
+  sed -n '2,16p' "$0"
   exit 2
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,6 +23,7 @@ build=$(cd "$1" && pwd) || exit 2
 out=$(mkdir -p "$2" && cd "$2" && pwd) || exit 2
 shift 2
 data=""
+archive=""
 steps=600
 timed=10
 while [[ $# -gt 0 ]]; do
@@ -28,10 +31,17 @@ while [[ $# -gt 0 ]]; do
     --data) data=$2; shift ;;
     --steps) steps=$2; shift ;;
     --quick) steps=200; timed=2 ;;
+    --archive) archive=$(mkdir -p "$(dirname "$2")" && cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     *) echo "trainer_tables: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+# The whole output folder in one archive (--archive), on every exit.
+pack() {
+  [[ -n $archive ]] || return 0
+  tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" && echo "trainer_tables: packed into $archive"
+}
+trap pack EXIT
 for program in "$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer"; do
   [[ -x $program ]] || { echo "trainer_tables: $program is missing: cmake --build $build --target bench_trainer fp8_trainer" >&2; exit 1; }
 done
