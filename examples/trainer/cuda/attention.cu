@@ -12,6 +12,7 @@
 
 #include "batched_gemm.hpp"
 #include "kernel_support.cuh"
+#include "rope_pair.cuh"
 #include "storage.hpp"
 
 namespace trainer::cuda {
@@ -148,15 +149,17 @@ void check_shape(const char* function, const attention_shape& s) {
                       std::to_string(s.heads) + ")");
 }
 
-// Checks everything before any work is queued.
-void check_arguments(const char* function, const attention_shape& s, const device_rope_table& rope,
-                     gemm_mode mode, const attention_workspace& workspace,
-                     attention_kernel kernel = attention_kernel::materialized) {
-  check_shape(function, s);
+// The RoPE table: made for this shape's T and D.
+void check_rope(const char* function, const attention_shape& s, const device_rope_table& rope) {
   detail::require(rope.context == s.context && rope.head_dim == s.head_dim(), function,
                   "the RoPE table is for T " + std::to_string(rope.context) + ", D " +
                       std::to_string(rope.head_dim) + " but the shape has T " + std::to_string(s.context) +
                       ", D " + std::to_string(s.head_dim()));
+}
+
+// The workspace: made for this shape and for this path.
+void check_workspace(const char* function, const attention_shape& s, const attention_workspace& workspace,
+                     attention_kernel kernel) {
   const attention_shape& w = workspace.shape();
   detail::require(
       w.batch == s.batch && w.context == s.context && w.channels == s.channels && w.heads == s.heads,
@@ -164,18 +167,101 @@ void check_arguments(const char* function, const attention_shape& s, const devic
   detail::require(workspace.kernel() == kernel, function,
                   std::string("the workspace was made for the ") + to_string(workspace.kernel()) +
                       " path, not the " + to_string(kernel) + " one");
+}
+
+// Checks everything of the materialised path before any work is queued.
+void check_arguments(const char* function, const attention_shape& s, const device_rope_table& rope,
+                     gemm_mode mode, const attention_workspace& workspace) {
+  check_shape(function, s);
+  check_rope(function, s, rope);
+  check_workspace(function, s, workspace, attention_kernel::materialized);
   detail::require(mode == gemm_mode::fp32 || mode == gemm_mode::bf16, function,
                   std::string("attention's products run in fp32 or bf16, not ") + to_string(mode));
 }
 
-// The fused path's checks: check_arguments', and cuDNN's graphs made for the same shape.
-void check_fused_arguments(const char* function, const attention_shape& s, const device_rope_table& rope,
-                           const attention_workspace& workspace, const cudnn_attention& kernels) {
-  check_arguments(function, s, rope, gemm_mode::bf16, workspace, attention_kernel::fused);
+// The fused path's checks: the shape and RoPE table as check_arguments', and cuDNN's graphs made for
+// the same shape.
+void check_fused_shape(const char* function, const attention_shape& s, const device_rope_table& rope,
+                       const cudnn_attention& kernels) {
+  check_shape(function, s);
+  check_rope(function, s, rope);
   const attention_shape& k = kernels.shape();
   detail::require(
       k.batch == s.batch && k.context == s.context && k.channels == s.channels && k.heads == s.heads,
       function, "the cuDNN graphs were built for another shape");
+}
+
+// The work of the fused path's two conversions, per token: the C/2 rotation pairs of q, the C/2 of
+// k, and v's elements in the same pairs (i, i + D/2) of each head (copied, not turned): 3C/2 pairs.
+struct token_pairs {
+  int context, channels, head_dim;
+  std::size_t tokens;
+
+  explicit token_pairs(const attention_shape& s)
+      : context(s.context),
+        channels(s.channels),
+        head_dim(s.head_dim()),
+        tokens(std::size_t(s.batch) * std::size_t(s.context)) {}
+  __host__ __device__ std::size_t per_token() const { return 3 * std::size_t(channels) / 2; }
+  __host__ __device__ std::size_t count() const { return tokens * per_token(); }
+};
+
+// Pair p of the token layout [B, T, 3C]: where its first element sits (the second is D/2 further),
+// whether it is turned (q or k) and the table row of its angle (position t, frequency i).
+struct token_pair_at {
+  std::size_t first;
+  bool rotated;
+  std::size_t angle;
+
+  __device__ token_pair_at(const token_pairs& w, std::size_t p) {
+    const std::size_t half_channels = std::size_t(w.channels) / 2, half_dim = std::size_t(w.head_dim) / 2;
+    const std::size_t token = p / w.per_token(), j = p % w.per_token();
+    const std::size_t tensor = j / half_channels, r = j % half_channels;  // tensor: 0 q, 1 k, 2 v
+    const std::size_t head = r / half_dim, i = r % half_dim;
+    first = token * 3 * std::size_t(w.channels) + tensor * std::size_t(w.channels) +
+            head * std::size_t(w.head_dim) + i;
+    rotated = tensor < 2;
+    angle = (token % std::size_t(w.context)) * half_dim + i;
+  }
+};
+
+// qkv16: [B, T, 3C] BF16 from qkv: [B, T, 3C]: q and k turned by RoPE (rope.cu's rotation) and
+// stored, v as it is; then as BF16 (exact where stored values are BF16, as in every run that takes
+// the fused path). One thread per pair, grid-stride.
+__global__ void rotated_to_bf16_kernel(__nv_bfloat16* qkv16, const float* qkv, const float* cos_table,
+                                       const float* sin_table, token_pairs pairs, storage stored) {
+  const std::size_t count = pairs.count(), half = std::size_t(pairs.head_dim) / 2;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t p = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; p < count; p += stride) {
+    const token_pair_at at(pairs, p);
+    float a = qkv[at.first], b = qkv[at.first + half];
+    if (at.rotated) {
+      const detail::rotated_pair r = detail::rotate_pair(a, b, cos_table[at.angle], sin_table[at.angle]);
+      a = detail::store_value(stored, r.first);
+      b = detail::store_value(stored, r.second);
+    }
+    qkv16[at.first] = __float2bfloat16_rn(a);
+    qkv16[at.first + half] = __float2bfloat16_rn(b);
+  }
+}
+
+// dinp: [B, T, 3C] from cuDNN's dq, dk, dv: [B, T, 3C] BF16: dq and dk turned back (the inverse
+// rotation, in FP32), dv as it is; then stored.
+__global__ void unrotated_from_bf16_kernel(float* dinp, const __nv_bfloat16* dqkv16, const float* cos_table,
+                                           const float* sin_table, token_pairs pairs, storage stored) {
+  const std::size_t count = pairs.count(), half = std::size_t(pairs.head_dim) / 2;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t p = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; p < count; p += stride) {
+    const token_pair_at at(pairs, p);
+    float a = __bfloat162float(dqkv16[at.first]), b = __bfloat162float(dqkv16[at.first + half]);
+    if (at.rotated) {
+      const detail::rotated_pair r = detail::rotate_pair(a, b, cos_table[at.angle], -sin_table[at.angle]);
+      a = r.first;
+      b = r.second;
+    }
+    dinp[at.first] = detail::store_value(stored, a);
+    dinp[at.first + half] = detail::store_value(stored, b);
+  }
 }
 
 // An operand for batched_gemm: the float buffer in fp32 mode, its BF16 copy in bf16 mode.
@@ -231,11 +317,11 @@ attention_path choose_attention(attention_kernel requested, gemm_mode mode, cons
 }
 
 attention_workspace::attention_workspace(const attention_shape& shape, attention_kernel kernel)
-    : qkv_bf16(3 * elements(checked(shape))),
+    : qkv_bf16(kernel == attention_kernel::materialized ? 3 * elements(checked(shape)) : 0),
       square_bf16(kernel == attention_kernel::materialized ? square_elements(shape) : 0),
-      heads(elements(shape)),
-      heads_bf16(elements(shape)),
-      dqkv(3 * elements(shape)),
+      heads(kernel == attention_kernel::materialized ? elements(shape) : 0),
+      heads_bf16(elements(checked(shape))),
+      dqkv(kernel == attention_kernel::materialized ? 3 * elements(shape) : 0),
       square(kernel == attention_kernel::materialized ? square_elements(shape) : 0),
       dqkv_bf16(kernel == attention_kernel::fused ? 3 * elements(shape) : 0),
       shape_(shape),
@@ -340,59 +426,54 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
   tokens_from_heads(dinp, dq, 3, shape, 3 * C, stored, stream);
 }
 
-void fused_attention_forward(float* out, float* qkvr, std::uint16_t* o16, float* stats, const float* inp,
-                             const device_rope_table& rope, const attention_shape& shape, storage stored,
-                             attention_workspace& workspace, cudnn_attention& kernels, cudaStream_t stream) {
+void fused_attention_forward(float* out, std::uint16_t* qkv16, std::uint16_t* o16, float* stats,
+                             const float* inp, const device_rope_table& rope, const attention_shape& shape,
+                             storage stored, cudnn_attention& kernels, cudaStream_t stream) {
   const char* function = "trainer::cuda::fused_attention_forward";
-  check_fused_arguments(function, shape, rope, workspace, kernels);
-  const std::size_t head_block = elements(shape);
+  check_fused_shape(function, shape, rope, kernels);
+  const std::size_t tokens_by_channels = elements(shape);
   const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.heads) * std::size_t(shape.context);
-  detail::check_pointer(out, head_block, function, "out");
-  detail::check_pointer(qkvr, 3 * head_block, function, "qkvr");
-  detail::check_pointer(o16, head_block, function, "o16");
+  detail::check_pointer(out, tokens_by_channels, function, "out");
+  detail::check_pointer(qkv16, 3 * tokens_by_channels, function, "qkv16");
+  detail::check_pointer(o16, tokens_by_channels, function, "o16");
   detail::check_pointer(stats, rows, function, "stats");
-  detail::check_pointer(inp, 3 * head_block, function, "inp");
-  const int B = shape.batch, C = shape.channels, H = shape.heads;
-  std::uint16_t* qkv16 = workspace.qkv_bf16.data();
+  detail::check_pointer(inp, 3 * tokens_by_channels, function, "inp");
+  const int C = shape.channels;
 
-  // The same heads, rotation and storage as the materialised path; then the products on BF16 copies.
-  heads_from_tokens(qkvr, inp, 3, shape, 3 * C, stream);
-  rope_forward(qkvr, rope, 2 * B * H, stored, stream);
-  to_bf16(qkv16, qkvr, 3 * head_block, stream);
-  kernels.forward(o16, stats, qkv16, qkv16 + head_block, qkv16 + 2 * head_block, stream);
-  from_bf16(workspace.heads.data(), o16, head_block, stream);
-  tokens_from_heads(out, workspace.heads.data(), 1, shape, C, stored, stream);
+  // q and k rotated and stored as on the materialised path, v as it is: BF16, in the token layout.
+  const token_pairs pairs(shape);
+  rotated_to_bf16_kernel<<<detail::grid_for(pairs.count()), detail::block_threads, 0, stream>>>(
+      reinterpret_cast<__nv_bfloat16*>(qkv16), inp, rope.cos.data(), rope.sin.data(), pairs, stored);
+  detail::check_launch("rotated_to_bf16_kernel");
+  kernels.forward(o16, stats, qkv16, qkv16 + C, qkv16 + 2 * C, stream);
+  from_bf16(out, o16, tokens_by_channels, stream);  // BF16 values: stored as they are
 }
 
-void fused_attention_backward(float* dinp, const float* dout, const float* qkvr, const std::uint16_t* o16,
-                              const float* stats, const device_rope_table& rope, const attention_shape& shape,
-                              storage stored, attention_workspace& workspace, cudnn_attention& kernels,
-                              cudaStream_t stream) {
+void fused_attention_backward(float* dinp, const float* dout, const std::uint16_t* qkv16,
+                              const std::uint16_t* o16, const float* stats, const device_rope_table& rope,
+                              const attention_shape& shape, storage stored, attention_workspace& workspace,
+                              cudnn_attention& kernels, cudaStream_t stream) {
   const char* function = "trainer::cuda::fused_attention_backward";
-  check_fused_arguments(function, shape, rope, workspace, kernels);
-  const std::size_t head_block = elements(shape);
+  check_fused_shape(function, shape, rope, kernels);
+  check_workspace(function, shape, workspace, attention_kernel::fused);
+  const std::size_t tokens_by_channels = elements(shape);
   const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.heads) * std::size_t(shape.context);
-  detail::check_pointer(dinp, 3 * head_block, function, "dinp");
-  detail::check_pointer(dout, head_block, function, "dout");
-  detail::check_pointer(qkvr, 3 * head_block, function, "qkvr");
-  detail::check_pointer(o16, head_block, function, "o16");
+  detail::check_pointer(dinp, 3 * tokens_by_channels, function, "dinp");
+  detail::check_pointer(dout, tokens_by_channels, function, "dout");
+  detail::check_pointer(qkv16, 3 * tokens_by_channels, function, "qkv16");
+  detail::check_pointer(o16, tokens_by_channels, function, "o16");
   detail::check_pointer(stats, rows, function, "stats");
-  const int B = shape.batch, C = shape.channels, H = shape.heads;
-  std::uint16_t* qkv16 = workspace.qkv_bf16.data();
-  std::uint16_t* dqkv16 = workspace.dqkv_bf16.data();
-  float* dy = workspace.heads.data();
+  const int C = shape.channels;
   std::uint16_t* dy16 = workspace.heads_bf16.data();
-  float* dq = workspace.dqkv.data();  // then dk and dv
+  std::uint16_t* dqkv16 = workspace.dqkv_bf16.data();
 
-  heads_from_tokens(dy, dout, 1, shape, C, stream);
-  to_bf16(dy16, dy, head_block, stream);
-  // The workspace's copies may belong to another layer's forward pass: make them afresh.
-  to_bf16(qkv16, qkvr, 3 * head_block, stream);
-  kernels.backward(dqkv16, dqkv16 + head_block, dqkv16 + 2 * head_block, qkv16, qkv16 + head_block,
-                   qkv16 + 2 * head_block, o16, dy16, stats, stream);
-  from_bf16(dq, dqkv16, 3 * head_block, stream);
-  rope_backward(dq, rope, 2 * B * H, storage::fp32, stream);
-  tokens_from_heads(dinp, dq, 3, shape, 3 * C, stored, stream);
+  to_bf16(dy16, dout, tokens_by_channels, stream);
+  kernels.backward(dqkv16, dqkv16 + C, dqkv16 + 2 * C, qkv16, qkv16 + C, qkv16 + 2 * C, o16, dy16, stats,
+                   stream);
+  const token_pairs pairs(shape);
+  unrotated_from_bf16_kernel<<<detail::grid_for(pairs.count()), detail::block_threads, 0, stream>>>(
+      dinp, reinterpret_cast<const __nv_bfloat16*>(dqkv16), rope.cos.data(), rope.sin.data(), pairs, stored);
+  detail::check_launch("unrotated_from_bf16_kernel");
 }
 
 }  // namespace trainer::cuda

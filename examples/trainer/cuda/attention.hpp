@@ -36,8 +36,9 @@ attention_path choose_attention(attention_kernel requested, gemm_mode mode, cons
 
 // Scratch buffers of attention for one shape, reused by every layer and every pass (nothing in them
 // outlives a call). BF16 buffers hold raw __nv_bfloat16 bits; they are used only in gemm_mode::bf16.
-// `kernel` (materialized or fused) says which path the workspace serves: the fused one has no T x T
-// buffers (the memory it saves) and holds cuDNN's BF16 gradients of q, k and v instead.
+// `kernel` (materialized or fused) says which path the workspace serves. The fused path needs only
+// dO as BF16 and cuDNN's BF16 gradients (nothing T x T: the memory it saves); the other members are
+// left empty there.
 class attention_workspace {
  public:
   explicit attention_workspace(const attention_shape& shape,
@@ -48,10 +49,10 @@ class attention_workspace {
   device_buffer<std::uint16_t> qkv_bf16;     // [3, B, H, T, D] q, k (rotated) and v as BF16 operands
   device_buffer<std::uint16_t> square_bf16;  // [B, H, T, T]    P (forward, dV) or dS (dq, dk) as BF16
   device_buffer<float> heads;                // [B, H, T, D]    y = P v (forward) or dO (backward)
-  device_buffer<std::uint16_t> heads_bf16;   // [B, H, T, D]    dO as BF16
+  device_buffer<std::uint16_t> heads_bf16;   // [B, H, T, D]    dO as BF16; fused: [B, T, C]
   device_buffer<float> dqkv;                 // [3, B, H, T, D] dq, dk, dv per head
   device_buffer<float> square;               // [B, H, T, T]    dP, then dS
-  device_buffer<std::uint16_t> dqkv_bf16;    // [3, B, H, T, D] fused: dq, dk, dv as cuDNN writes them
+  device_buffer<std::uint16_t> dqkv_bf16;    // [B, T, 3C]      fused: dq, dk, dv as cuDNN writes them
 
  private:
   attention_shape shape_;
@@ -78,21 +79,23 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
                         storage stored, attention_workspace& workspace, cublasHandle_t handle,
                         cudaStream_t stream);
 
-// The fused path, through `kernels` (made for this shape): the same inputs and outputs as
-// attention_forward, but instead of att it saves o16: [B, H, T, D] (the heads' outputs as BF16, which
-// cuDNN's backward pass reads) and stats: [B, H, T] (each score row's log-sum-exp). q, k and v enter
-// the products as BF16 and the heads' outputs leave as BF16 (the materialised bf16 path rounds the
-// probabilities to BF16 instead); `workspace` must be made for attention_kernel::fused.
-void fused_attention_forward(float* out, float* qkvr, std::uint16_t* o16, float* stats, const float* inp,
-                             const device_rope_table& rope, const attention_shape& shape, storage stored,
-                             attention_workspace& workspace, cudnn_attention& kernels, cudaStream_t stream);
+// The fused path, through `kernels` (made for this shape), in the token layout throughout: cuDNN reads
+// q, k, v and writes o through strides, so no head is split out or merged back.
+// Forward: out: [B, T, C] from inp: [B, T, 3C] (as attention_forward), and saved for the backward pass
+// qkv16: [B, T, 3C] (q and k rotated by RoPE and stored, v; as BF16) in place of qkvr, o16: [B, T, C]
+// (the heads' outputs as BF16; out holds the same values) and stats: [B, H, T] (each score row's
+// log-sum-exp) in place of att. The probabilities are rounded to BF16 inside cuDNN before they are
+// normalised (the materialised bf16 path rounds them after).
+void fused_attention_forward(float* out, std::uint16_t* qkv16, std::uint16_t* o16, float* stats,
+                             const float* inp, const device_rope_table& rope, const attention_shape& shape,
+                             storage stored, cudnn_attention& kernels, cudaStream_t stream);
 
-// dinp: [B, T, 3C] (overwritten) from dout: [B, T, C] and the forward pass's qkvr, o16 and stats.
+// dinp: [B, T, 3C] (overwritten) from dout: [B, T, C] and the forward pass's qkv16, o16 and stats.
 // cuDNN returns dq, dk, dv as BF16; the inverse rotation of RoPE runs on them in FP32, then the
-// result is stored as on the materialised path.
-void fused_attention_backward(float* dinp, const float* dout, const float* qkvr, const std::uint16_t* o16,
-                              const float* stats, const device_rope_table& rope, const attention_shape& shape,
-                              storage stored, attention_workspace& workspace, cudnn_attention& kernels,
-                              cudaStream_t stream);
+// result is stored as on the materialised path. `workspace` must be made for attention_kernel::fused.
+void fused_attention_backward(float* dinp, const float* dout, const std::uint16_t* qkv16,
+                              const std::uint16_t* o16, const float* stats, const device_rope_table& rope,
+                              const attention_shape& shape, storage stored, attention_workspace& workspace,
+                              cudnn_attention& kernels, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -45,14 +45,21 @@ void check_frontend(fe::error_t status, const char* stage, const attention_shape
                    std::to_string(cudnnGetVersion()) + "): " + status.get_message());
 }
 
-// A [B, H, T, D] tensor, contiguous (D fastest).
-fe::graph::Tensor_attributes heads_tensor(const char* name, uid id, const attention_shape& s) {
+// Which rows a [B, H, T, D] tensor lives in: q, k, v and their gradients in the QKV projection's
+// [B, T, 3C] rows (one of the three C-wide thirds), o and dO in [B, T, C] rows.
+enum class token_rows { qkv, heads };
+
+// A [B, H, T, D] tensor read from (or written into) token rows: head h of token t starts at column
+// h * D of row t; D is contiguous.
+fe::graph::Tensor_attributes heads_tensor(const char* name, uid id, const attention_shape& s,
+                                          token_rows rows) {
   const std::int64_t B = s.batch, H = s.heads, T = s.context, D = s.head_dim();
+  const std::int64_t row = rows == token_rows::qkv ? 3 * std::int64_t(s.channels) : std::int64_t(s.channels);
   return fe::graph::Tensor_attributes()
       .set_name(name)
       .set_uid(id)
       .set_dim({B, H, T, D})
-      .set_stride({H * T * D, T * D, D, 1});
+      .set_stride({T * row, D, row, 1});
 }
 
 // The statistics: [B, H, T, 1] FP32.
@@ -86,16 +93,16 @@ float attention_scale(const attention_shape& s) { return 1.0f / std::sqrt(float(
 std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
                                                 const device_description& device = nullptr) {
   auto graph = new_graph(device);
-  auto q = graph->tensor(heads_tensor("q", q_uid, shape));
-  auto k = graph->tensor(heads_tensor("k", k_uid, shape));
-  auto v = graph->tensor(heads_tensor("v", v_uid, shape));
+  auto q = graph->tensor(heads_tensor("q", q_uid, shape, token_rows::qkv));
+  auto k = graph->tensor(heads_tensor("k", k_uid, shape, token_rows::qkv));
+  auto v = graph->tensor(heads_tensor("v", v_uid, shape, token_rows::qkv));
   auto options = fe::graph::SDPA_attributes()
                      .set_name("causal_attention")
                      .set_generate_stats(true)
                      .set_causal_mask(true)
                      .set_attn_scale(attention_scale(shape));
   auto [o, stats] = graph->sdpa(q, k, v, options);
-  const fe::graph::Tensor_attributes o_layout = heads_tensor("o", o_uid, shape);
+  const fe::graph::Tensor_attributes o_layout = heads_tensor("o", o_uid, shape, token_rows::heads);
   o->set_output(true).set_uid(o_uid).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
   const fe::graph::Tensor_attributes stats_layout = stats_tensor(shape);
   stats->set_output(true)
@@ -110,11 +117,11 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
 std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
                                                  const device_description& device = nullptr) {
   auto graph = new_graph(device);
-  auto q = graph->tensor(heads_tensor("q", q_uid, shape));
-  auto k = graph->tensor(heads_tensor("k", k_uid, shape));
-  auto v = graph->tensor(heads_tensor("v", v_uid, shape));
-  auto o = graph->tensor(heads_tensor("o", o_uid, shape));
-  auto d_o = graph->tensor(heads_tensor("d_o", d_o_uid, shape));
+  auto q = graph->tensor(heads_tensor("q", q_uid, shape, token_rows::qkv));
+  auto k = graph->tensor(heads_tensor("k", k_uid, shape, token_rows::qkv));
+  auto v = graph->tensor(heads_tensor("v", v_uid, shape, token_rows::qkv));
+  auto o = graph->tensor(heads_tensor("o", o_uid, shape, token_rows::heads));
+  auto d_o = graph->tensor(heads_tensor("d_o", d_o_uid, shape, token_rows::heads));
   auto stats = graph->tensor(stats_tensor(shape));
   // Deterministic: resumed and data-parallel runs must repeat their gradients bit for bit.
   auto options = fe::graph::SDPA_backward_attributes()
@@ -127,7 +134,7 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
   const char* names[3] = {"dq", "dk", "dv"};
   int i = 0;
   for (const auto& gradient : {dq, dk, dv}) {
-    const fe::graph::Tensor_attributes layout = heads_tensor(names[i], ids[i], shape);
+    const fe::graph::Tensor_attributes layout = heads_tensor(names[i], ids[i], shape, token_rows::qkv);
     gradient->set_output(true).set_uid(ids[i]).set_dim(layout.get_dim()).set_stride(layout.get_stride());
     ++i;
   }

@@ -1,7 +1,8 @@
 // Causal attention through cuDNN's fused scaled-dot-product attention (flash attention: the T x T
 // scores and probabilities stay on the chip, never in memory), forward and backward, on BF16 q, k, v
-// of shape [B, H, T, D]. The materialised attention (attention.hpp) keeps the T x T matrices instead:
-// it is the FP32 path and the reference; this one is the fast path of bf16 and fp8 runs.
+// read in place from the token layout of the QKV projection. The materialised attention
+// (attention.hpp) keeps the T x T matrices instead: it is the FP32 path and the reference; this one is
+// the fast path of bf16 and fp8 runs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -37,14 +38,16 @@ class cudnn_attention {
 
   const attention_shape& shape() const;
 
-  // o: [B, H, T, D] BF16 (raw bits) = softmax(causal(q k^T / sqrt(D))) v; stats: [B, H, T] the
-  // natural log of each row's softmax denominator after its maximum, which the backward pass needs.
-  // q, k, v: [B, H, T, D] BF16. Queued on `stream`; the pointers must stay valid until it has run.
+  // Layouts (BF16, raw bits): q, k, v point at the first, second and third C-wide part of [B, T, 3C]
+  // rows (head h of token t at column h * D of its part); o and d_o are [B, T, C] rows.
+  // forward: o = softmax(causal(q k^T / sqrt(D))) v, and stats: [B, H, T] the natural log of each
+  // row's softmax denominator after its maximum, which the backward pass needs. Queued on `stream`;
+  // the pointers must stay valid until it has run.
   void forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,
                const std::uint16_t* v, cudaStream_t stream);
 
-  // dq, dk, dv: [B, H, T, D] BF16 from the forward pass's q, k, v, o, stats and the output gradient
-  // d_o: [B, H, T, D] BF16. Bit-identical from run to run (cuDNN's deterministic algorithm).
+  // dq, dk, dv (in the layout of q, k, v) from the forward pass's q, k, v, o, stats and the output
+  // gradient d_o. Bit-identical from run to run (cuDNN's deterministic algorithm).
   void backward(std::uint16_t* dq, std::uint16_t* dk, std::uint16_t* dv, const std::uint16_t* q,
                 const std::uint16_t* k, const std::uint16_t* v, const std::uint16_t* o,
                 const std::uint16_t* d_o, const float* stats, cudaStream_t stream);

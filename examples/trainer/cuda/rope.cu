@@ -5,14 +5,14 @@
 #include <string>
 
 #include "kernel_support.cuh"
+#include "rope_pair.cuh"
 
 namespace trainer::cuda {
 
 namespace {
 
 // x: [G, T, D]; cos, sin: [T, D/2]. Pair (i, i + D/2) of vector (g, t) turns by angle t * base^(-2i/D),
-// clockwise when sin_sign = -1. The products are rounded separately (__fmul_rn) so that the
-// compiler does not fuse them into an FMA: a * cos - b * sin in the CPU layer's order.
+// clockwise when sin_sign = -1 (rotate_pair: the CPU layer's operations in its order).
 __global__ void rope_kernel(float* x, const float* cos_table, const float* sin_table, int groups, int context,
                             int head_dim, float sin_sign, storage stored) {
   const int half = head_dim / 2;
@@ -25,10 +25,9 @@ __global__ void rope_kernel(float* x, const float* cos_table, const float* sin_t
     const float c = cos_table[std::size_t(t) * std::size_t(half) + std::size_t(i)];
     const float s = sin_sign * sin_table[std::size_t(t) * std::size_t(half) + std::size_t(i)];
     float* v = x + vector * std::size_t(head_dim);
-    const float a = v[i];
-    const float b = v[i + half];
-    v[i] = detail::store_value(stored, __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
-    v[i + half] = detail::store_value(stored, __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+    const detail::rotated_pair r = detail::rotate_pair(v[i], v[i + half], c, s);
+    v[i] = detail::store_value(stored, r.first);
+    v[i + half] = detail::store_value(stored, r.second);
   }
 }
 

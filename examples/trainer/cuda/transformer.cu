@@ -62,11 +62,12 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
     a.ln1 = device_buffer<float>(N * C);
     a.ln1_rstd = device_buffer<float>(N);
     a.qkv = device_buffer<float>(N * 3 * C);
-    a.qkvr = device_buffer<float>(N * 3 * C);
     if (fused) {
-      a.att_heads16 = device_buffer<std::uint16_t>(N * C);
+      a.qkv16 = device_buffer<std::uint16_t>(N * 3 * C);
+      a.att16 = device_buffer<std::uint16_t>(N * C);
       a.att_stats = device_buffer<float>(BH * T);
     } else {
+      a.qkvr = device_buffer<float>(N * 3 * C);
       a.att = device_buffer<float>(BH * T * T);
     }
     a.atty = device_buffer<float>(N * C);
@@ -128,9 +129,8 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     linear_forward(linear + 0, kind, a.qkv.data(), a.ln1.data(), p.wqkv, N);
     mark(phase::attention);
     if (attention_path_.fused) {
-      fused_attention_forward(a.atty.data(), a.qkvr.data(), a.att_heads16.data(), a.att_stats.data(),
-                              a.qkv.data(), rope_, shape_, stored, attention_, *attention_path_.fused,
-                              stream_);
+      fused_attention_forward(a.atty.data(), a.qkv16.data(), a.att16.data(), a.att_stats.data(), a.qkv.data(),
+                              rope_, shape_, stored, *attention_path_.fused, stream_);
     } else {
       attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape_,
                         attention_mode, stored, attention_, cublas_.get(), stream_);
@@ -187,7 +187,7 @@ void device_transformer::backward() {
     linear_backward(linear + 1, dbuffer_c_.data(), p.wo, dresidual_.data(), a.atty.data(), N);
     mark(phase::attention);
     if (attention_path_.fused) {
-      fused_attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att_heads16.data(),
+      fused_attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkv16.data(), a.att16.data(),
                                a.att_stats.data(), rope_, shape_, stored, attention_, *attention_path_.fused,
                                stream_);
     } else {

@@ -40,9 +40,11 @@ class device_transformer final : public device_model {
   struct block_activations {
     device_buffer<float> ln1, ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2, ln2_rstd, gate_up,
         swiglu, mlp_out, residual3;
-    // The fused path saves these for the backward pass instead of att (left empty on the other path).
-    device_buffer<std::uint16_t> att_heads16;  // [B, H, T, D] the heads' outputs as BF16
-    device_buffer<float> att_stats;            // [B, H, T]    each score row's log-sum-exp
+    // The fused path saves these for the backward pass instead of qkvr and att (which it leaves empty;
+    // the materialised path leaves these empty).
+    device_buffer<std::uint16_t> qkv16;  // [B, T, 3C] q, k (rotated) and v as BF16
+    device_buffer<std::uint16_t> att16;  // [B, T, C]  the heads' outputs as BF16
+    device_buffer<float> att_stats;      // [B, H, T]  each score row's log-sum-exp
   };
   struct block_parameters {
     std::size_t attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;

@@ -343,14 +343,26 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
     attention_backward(dinp.data(), dout.data(), qkvr.data(), att.data(), table, shape, gemm_mode::bf16,
                        storage::bf16);
 
-    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), qkvr_d(qkvr.size()), stats_d(rows),
-        dinp_d(dinp.size()), dinp_again(dinp.size());
-    device_buffer<std::uint16_t> heads16_d(tokens * C);
-    cuda::fused_attention_forward(out_d.data(), qkvr_d.data(), heads16_d.data(), stats_d.data(), inp_d.data(),
-                                  device_table, shape, storage::bf16, workspace, kernels, nullptr);
+    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), stats_d(rows), dinp_d(dinp.size()),
+        dinp_again(dinp.size());
+    device_buffer<std::uint16_t> qkv16_d(tokens * 3 * C), heads16_d(tokens * C);
+    cuda::fused_attention_forward(out_d.data(), qkv16_d.data(), heads16_d.data(), stats_d.data(),
+                                  inp_d.data(), device_table, shape, storage::bf16, kernels, nullptr);
     synchronize();
-    expect_close("fused attention qkvr", qkvr_d.to_host(), qkvr,
-                 for_storage(storage::bf16, elementwise_fp32));
+    // The rotated q, k and v in the token layout [B, T, 3C], against the CPU's per-head [3, B, H, T, D].
+    const std::vector<std::uint16_t> qkv16 = qkv16_d.to_host();
+    std::vector<float> qkv_as_heads(qkv16.size());
+    for (std::size_t n = 0; n < tokens; ++n) {
+      const std::size_t b = n / std::size_t(T), t = n % std::size_t(T);
+      for (std::size_t c = 0; c < 3 * std::size_t(C); ++c) {
+        const std::size_t tensor = c / std::size_t(C), h = c % std::size_t(C) / std::size_t(D),
+                          d = c % std::size_t(D);
+        const std::size_t at = (((tensor * B + b) * H + h) * T + t) * std::size_t(D) + d;
+        const std::uint32_t bits = std::uint32_t(qkv16[n * 3 * C + c]) << 16;
+        std::memcpy(&qkv_as_heads[at], &bits, sizeof(float));
+      }
+    }
+    expect_close("fused attention q, k, v", qkv_as_heads, qkvr, for_storage(storage::bf16, elementwise_fp32));
     expect_close("fused attention out", out_d.to_host(), out, attention_fused);
     // The statistics are each row's log-sum-exp of the scaled scores (from the CPU's rotated q and k,
     // [3, B, H, T, D]): between the row's largest scaled score and that plus log(row length), with
@@ -375,10 +387,10 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
                    double(stats[r]) <= largest + std::log(double(i + 1)) + slack);
     }
     CHECK(outside == 0);
-    cuda::fused_attention_backward(dinp_d.data(), dout_d.data(), qkvr_d.data(), heads16_d.data(),
+    cuda::fused_attention_backward(dinp_d.data(), dout_d.data(), qkv16_d.data(), heads16_d.data(),
                                    stats_d.data(), device_table, shape, storage::bf16, workspace, kernels,
                                    nullptr);
-    cuda::fused_attention_backward(dinp_again.data(), dout_d.data(), qkvr_d.data(), heads16_d.data(),
+    cuda::fused_attention_backward(dinp_again.data(), dout_d.data(), qkv16_d.data(), heads16_d.data(),
                                    stats_d.data(), device_table, shape, storage::bf16, workspace, kernels,
                                    nullptr);
     synchronize();
@@ -393,9 +405,8 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
       for (int i = 0; i < 3 * C; ++i) last[i] = -2.0f * last[i] + 1.0f;
     }
     device_buffer<float> changed_d(changed), out_changed(out.size());
-    cuda::fused_attention_forward(out_changed.data(), qkvr_d.data(), heads16_d.data(), stats_d.data(),
-                                  changed_d.data(), device_table, shape, storage::bf16, workspace, kernels,
-                                  nullptr);
+    cuda::fused_attention_forward(out_changed.data(), qkv16_d.data(), heads16_d.data(), stats_d.data(),
+                                  changed_d.data(), device_table, shape, storage::bf16, kernels, nullptr);
     synchronize();
     const std::vector<float> before = out_d.to_host(), after = out_changed.to_host();
     std::size_t earlier_changed = 0, last_changed = 0;
@@ -420,18 +431,24 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
     cuda::cudnn_attention other(attention_shape{1, 128, 128, 4});
     const std::size_t tokens = std::size_t(shape.batch) * shape.context;
     device_buffer<float> buffer(tokens * 3 * shape.channels), stats(std::size_t(shape.batch) * 4 * 128);
-    device_buffer<std::uint16_t> heads16(tokens * shape.channels);
+    device_buffer<std::uint16_t> qkv16(tokens * 3 * shape.channels), heads16(tokens * shape.channels);
     CHECK_THROWS_WITH_AS(
-        cuda::fused_attention_forward(buffer.data(), buffer.data(), heads16.data(), stats.data(),
-                                      buffer.data(), device_table, shape, storage::bf16, materialized,
-                                      kernels, nullptr),
+        cuda::fused_attention_backward(buffer.data(), buffer.data(), qkv16.data(), heads16.data(),
+                                       stats.data(), device_table, shape, storage::bf16, materialized,
+                                       kernels, nullptr),
         doctest::Contains("the workspace was made for the materialized path, not the fused one"),
         fp8::invalid_argument);
-    CHECK_THROWS_WITH_AS(cuda::fused_attention_forward(buffer.data(), buffer.data(), heads16.data(),
-                                                       stats.data(), buffer.data(), device_table, shape,
-                                                       storage::bf16, fused, other, nullptr),
-                         doctest::Contains("the cuDNN graphs were built for another shape"),
-                         fp8::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        cuda::fused_attention_forward(buffer.data(), qkv16.data(), heads16.data(), stats.data(),
+                                      buffer.data(), device_table, shape, storage::bf16, other, nullptr),
+        doctest::Contains("the cuDNN graphs were built for another shape"), fp8::invalid_argument);
+    // The materialised path refuses the fused path's workspace in the same words.
+    CHECK_THROWS_WITH_AS(
+        cuda::attention_backward(buffer.data(), buffer.data(), buffer.data(), buffer.data(), device_table,
+                                 shape, gemm_mode::bf16, storage::bf16, fused, cuda::cublas_handle().get(),
+                                 nullptr),
+        doctest::Contains("the workspace was made for the fused path, not the materialized one"),
+        fp8::invalid_argument);
   }
 }
 
