@@ -24,6 +24,27 @@ if(NOT TARGET fp8_cudnn_frontend AND TARGET CUDA::cudart)
   find_path(FP8_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
             HINTS ${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend/include NO_DEFAULT_PATH)
   if(FP8_CUDNN_INCLUDE_DIR AND FP8_CUDNN_LIBRARY AND FP8_CUDNN_FRONTEND_INCLUDE_DIR)
+    # The frontend's headers must build and link against the cuDNN found (an older cuDNN beside the
+    # toolkit can lack what the pinned frontend uses): a failure here leaves the trainer its
+    # materialised attention instead of failing the whole build.
+    include(CheckCXXSourceCompiles)
+    set(CMAKE_REQUIRED_INCLUDES ${FP8_CUDNN_FRONTEND_INCLUDE_DIR} ${FP8_CUDNN_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+    set(CMAKE_REQUIRED_DEFINITIONS -DCUDNN_FRONTEND_SKIP_JSON_LIB)
+    set(CMAKE_REQUIRED_LIBRARIES ${FP8_CUDNN_LIBRARY} CUDA::nvrtc CUDA::cudart)
+    set(CMAKE_REQUIRED_QUIET ON)
+    check_cxx_source_compiles(
+      "#include <cudnn_frontend.h>\nint main() { return cudnn_frontend::detail::get_backend_version() > 0 ? 0 : 1; }"
+      FP8_CUDNN_FRONTEND_BUILDS)
+    unset(CMAKE_REQUIRED_INCLUDES)
+    unset(CMAKE_REQUIRED_DEFINITIONS)
+    unset(CMAKE_REQUIRED_LIBRARIES)
+    unset(CMAKE_REQUIRED_QUIET)
+    if(NOT FP8_CUDNN_FRONTEND_BUILDS)
+      message(WARNING "the cuDNN frontend at ${FP8_CUDNN_FRONTEND_INCLUDE_DIR} does not build against the cuDNN at "
+                      "${FP8_CUDNN_INCLUDE_DIR} (see CMakeFiles/CMakeConfigureLog.yaml)")
+    endif()
+  endif()
+  if(FP8_CUDNN_FRONTEND_BUILDS)
     add_library(fp8_cudnn_frontend INTERFACE)
     target_include_directories(fp8_cudnn_frontend SYSTEM INTERFACE ${FP8_CUDNN_FRONTEND_INCLUDE_DIR}
                                                                     ${FP8_CUDNN_INCLUDE_DIR})
