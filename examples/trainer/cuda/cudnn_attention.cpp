@@ -276,8 +276,9 @@ std::string cudnn_attention_lowering_error(const attention_shape&) { return "no 
 
 cudnn_attention::cudnn_attention(const attention_shape&) {
   throw fp8::error(
-      "trainer::cuda::cudnn_attention: this build has no cuDNN (cmake/fp8_cudnn.cmake found no cuDNN or no "
-      "cuDNN frontend headers; scripts/setup.sh fetches the headers)");
+      "trainer::cuda::cudnn_attention: this build has no cuDNN (cmake/fp8_cudnn.cmake found no cuDNN, no "
+      "cuDNN frontend headers, or headers that do not build against that cuDNN; scripts/setup.sh fetches "
+      "the headers)");
 }
 
 void cudnn_attention::forward(std::uint16_t*, float*, const std::uint16_t*, const std::uint16_t*,
