@@ -353,14 +353,17 @@ void check_shape(const run_options& o) {
     fail("--batch " + std::to_string(o.batch) + " x --context " + std::to_string(m.context) +
          " is more than " + std::to_string(max_tokens_per_batch) + " tokens per step");
   }
-  const double needed = estimated_memory_bytes(m, o.batch);
+  // A GPU run keeps on the host the parameters (for checkpoints) and the CPU model's activations of
+  // one sequence only: its passes run on the device, whose memory CUDA checks as it allocates.
+  const bool on_gpu = o.device == device_kind::cuda;
+  const double needed = estimated_memory_bytes(m, on_gpu ? 1 : o.batch);
   const double available = physical_memory_bytes();
   if (available > 0.0 && needed > available) {
     char text[200];
     std::snprintf(text, sizeof(text),
-                  "the model and batch need at least %.1f GiB of memory, more than this "
-                  "machine's %.1f GiB",
-                  needed / double(1ull << 30), available / double(1ull << 30));
+                  "the model%s need at least %.1f GiB of memory, more than this machine's %.1f GiB",
+                  on_gpu ? "'s host copies" : " and batch", needed / double(1ull << 30),
+                  available / double(1ull << 30));
     fail(std::string(text) + ": use a smaller --batch, --context, --d-model, --hidden or --layers");
   }
 }

@@ -121,7 +121,10 @@ training_run::training_run(run_options options, process_group* group) : options_
                                            options_.model.context, options_.seed ^ data_seed_offset);
   eval_ = std::make_unique<eval_windows>(data_.validation, options_.batch, options_.model.context,
                                          options_.eval_batches);
-  model_ = make_model(options_.model, split_.micro);
+  // A GPU run's host model holds the parameters (checkpoints, the replica hash) and never runs a
+  // pass: activations for one sequence keep it small (the speed shape's attention alone would need
+  // GiBs per layer and sequence).
+  model_ = make_model(options_.model, options_.device == device_kind::cuda ? 1 : split_.micro);
   policy_ = make_policy(options_, *model_);
   scaling_ = std::make_unique<scaling_state>(switches_of(options_), linear_names(*model_));
   rng weights(options_.seed);

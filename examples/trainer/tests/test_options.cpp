@@ -115,6 +115,12 @@ TEST_CASE("shape and size errors are usage errors found before anything is alloc
   // 100000 sequences of 128 bytes through the default transformer: hundreds of GiB.
   CHECK(error_of({"--batch", "60000", "--context", "2048"}).find("tokens per step") != std::string::npos);
   CHECK(error_of({"--batch", "60000"}).find("GiB of memory") != std::string::npos);
+  // A GPU run's host model holds the parameters and one sequence's activations: the batch does not
+  // count against the host's memory, the parameters do.
+  CHECK(error_of({"--batch", "60000", "--device", "cuda"}).empty());
+  CHECK(error_of(
+            {"--d-model", "8192", "--hidden", "32768", "--layers", "64", "--heads", "64", "--device", "cuda"})
+            .find("the model's host copies need at least") != std::string::npos);
   CHECK(error_of({"--bf16-layers", "7"}).find("--bf16-layers: '7' is not a layer") != std::string::npos);
   CHECK(error_of({"--model", "mlp", "--bf16-layers", "3"}).find("--bf16-layers: '3' is not a layer") !=
         std::string::npos);
