@@ -14,30 +14,14 @@
 
 #include "cuda/attention.hpp"
 #include "cuda/cudnn_attention.hpp"
-#include "device_options.hpp"
-#include "options.hpp"
+#include "option_checks.hpp"
 
 using namespace trainer;
+using trainer_tests::contains;
+using trainer_tests::device_error;
+using trainer_tests::parse;
 
 namespace {
-
-run_options parse(std::vector<const char*> args) {
-  args.insert(args.begin(), "fp8_trainer");
-  return parse_options(int(args.size()), args.data());
-}
-
-// The message check_device_options gives for these options, or "" if it accepts them.
-std::string device_error(std::vector<const char*> args) {
-  const run_options o = parse(std::move(args));
-  try {
-    check_device_options(o, true);
-  } catch (const std::invalid_argument& e) { return e.what(); }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 bool device_present() {
   int count = 0;

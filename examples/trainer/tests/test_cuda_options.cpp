@@ -16,33 +16,13 @@
 
 #include "cuda/linear_policy.hpp"
 #include "cuda/stats_rows.hpp"
-#include "device_options.hpp"
-#include "options.hpp"
+#include "option_checks.hpp"
 #include "scaling_state.hpp"
 
 using namespace trainer;
-
-namespace {
-
-run_options parse(std::vector<const char*> args) {
-  args.insert(args.begin(), "fp8_trainer");
-  return parse_options(int(args.size()), args.data());
-}
-
-// The message check_device_options gives for these options, or "" if it accepts them.
-std::string device_error(std::vector<const char*> args, bool cuda_built = true) {
-  const run_options o = parse(std::move(args));
-  try {
-    check_device_options(o, cuda_built);
-  } catch (const std::invalid_argument& e) { return e.what(); }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using trainer_tests::contains;
+using trainer_tests::device_error;
+using trainer_tests::parse;
 
 TEST_CASE("--device is cpu by default and takes cpu or cuda") {
   CHECK(parse({}).device == device_kind::cpu);

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "gpu_ranks.hpp"
+#include "option_checks.hpp"
 #include "process_group.hpp"
 
 using namespace trainer;
+using trainer_tests::contains;
 
 namespace {
 
@@ -34,10 +36,6 @@ std::string shared_gpu(const std::vector<gpu_claim>& claims) {
     return e.what();
   }
   return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 // Rank 1 of 2, whose peer (rank 0) holds {7, 8, ...}: what a gather returns on rank 1.

@@ -6,16 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "options.hpp"
+#include "option_checks.hpp"
 
 using namespace trainer;
+using trainer_tests::parse;
 
 namespace {
-
-run_options parse(std::vector<const char*> args) {
-  args.insert(args.begin(), "fp8_trainer");
-  return parse_options(int(args.size()), args.data());
-}
 
 std::string error_of(std::vector<const char*> args) {
   try {
