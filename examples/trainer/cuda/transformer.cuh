@@ -34,7 +34,6 @@ class device_transformer final : public device_model {
   double forward_device(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind);
   void backward() override;
   std::string attention_description() const override { return attention_path_.description; }
-  attention_kernel attention() const { return attention_path_.kernel; }
 
  private:
   struct block_activations {
