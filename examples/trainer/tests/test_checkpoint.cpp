@@ -14,11 +14,13 @@
 #include <sys/stat.h>
 
 #include "checkpoint.hpp"
+#include "run_checks.hpp"
 #include "safetensors.hpp"
 #include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
+using trainer_tests::temporary_path;
 
 namespace {
 
@@ -27,12 +29,6 @@ run_options tiny_options() {
   o.base_precision = precision::fp8;
   o.recipe.amax_history_length = 8;
   return o;
-}
-
-std::string temporary_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "fp8_trainer_tests";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
 }
 
 std::vector<char> read_all(const std::string& path) {

@@ -19,10 +19,13 @@
 
 #include "cuda/trainer_cuda.hpp"
 #include "gpu_skip.hpp"
+#include "run_checks.hpp"
 #include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
+using trainer_tests::identical;
+using trainer_tests::train_losses;
 
 namespace {
 
@@ -54,23 +57,23 @@ std::unique_ptr<training_run> make_run(const run_options& o) {
   return std::make_unique<training_run>(o);
 }
 
-std::vector<double> train_losses(training_run& run, long steps) {
-  std::vector<double> losses;
-  for (long s = 0; s < steps; ++s) losses.push_back(run.train_step().train_loss);
-  return losses;
+// An FP32 run on the CPU and its twin on the GPU, from the same weights and batches: the first
+// evaluation and loss agree to 1e-4 nats and 20 steps of losses to 0.01 (the tolerances of the fp32
+// test, which says why). Returns the GPU's losses.
+std::vector<double> expect_fp32_runs_agree(training_run& cpu, training_run& gpu) {
+  CHECK(std::abs(cpu.evaluate() - gpu.evaluate()) < 1e-4);
+  const std::vector<double> a = train_losses(cpu, 20), b = train_losses(gpu, 20);
+  CHECK(std::abs(a[0] - b[0]) < 1e-4);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(a[i] - b[i]) < 0.01);
+  }
+  return b;
 }
 
-bool identical(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-bool identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
+// Its own scratch folder: the CPU training tests may run at the same time.
 std::string temporary_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "fp8_trainer_cuda_tests";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  return trainer_tests::temporary_path(name, "fp8_trainer_cuda_tests");
 }
 
 // The master weights as a checkpoint stores them (save() brings a GPU run's copies to the host).
@@ -278,13 +281,7 @@ TEST_CASE("an fp32 run on the GPU stays close to the CPU's") {
   // of loss: about 2e-5 relative, some 100 ulp); 20 steps later the runs agree to 0.01 nats.
   const std::unique_ptr<training_run> cpu = make_run(tiny_options(precision::fp32, device_kind::cpu));
   const std::unique_ptr<training_run> gpu = make_run(tiny_options(precision::fp32, device_kind::cuda));
-  CHECK(std::abs(cpu->evaluate() - gpu->evaluate()) < 1e-4);
-  const std::vector<double> a = train_losses(*cpu, 20), b = train_losses(*gpu, 20);
-  CHECK(std::abs(a[0] - b[0]) < 1e-4);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(a[i] - b[i]) < 0.01);
-  }
+  const std::vector<double> b = expect_fp32_runs_agree(*cpu, *gpu);
   CHECK(b.back() < b.front() - 0.5);
 }
 
@@ -298,13 +295,7 @@ TEST_CASE("--micro-batch on one GPU runs the step in passes, as the CPU does") {
   const std::unique_ptr<training_run> cpu = make_run(cpu_options);
   const std::unique_ptr<training_run> gpu = make_run(gpu_options);
   CHECK(gpu->split().passes() == 2);
-  CHECK(std::abs(cpu->evaluate() - gpu->evaluate()) < 1e-4);
-  const std::vector<double> a = train_losses(*cpu, 20), b = train_losses(*gpu, 20);
-  CHECK(std::abs(a[0] - b[0]) < 1e-4);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(a[i] - b[i]) < 0.01);
-  }
+  expect_fp32_runs_agree(*cpu, *gpu);
   // FP8 (delayed, with shadow steps): 2 passes of 2 against one pass of 4 on the GPU. The gradients
   // are summed in another order and the FP8 casts of each pass round differently: the CPU's measured
   // spread for this is 1.1e-3 nats over 10 steps; 0.01 leaves ten times that, and a pass left out of

@@ -9,10 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "run_checks.hpp"
 #include "tiny_options.hpp"
 #include "trainer.hpp"
 
 using namespace trainer;
+using trainer_tests::identical;
+using trainer_tests::temporary_path;
+using trainer_tests::train_losses;
 
 namespace {
 
@@ -23,27 +27,6 @@ run_options tiny_options(precision p, long steps) {
   o.base_precision = p;
   o.fp8_head = true;  // every linear layer in FP8: the widest coverage of the FP8 path
   return o;
-}
-
-std::vector<double> train_losses(training_run& run, long steps) {
-  std::vector<double> losses;
-  for (long s = 0; s < steps; ++s) losses.push_back(run.train_step().train_loss);
-  return losses;
-}
-
-// Bitwise equality of two loss sequences (== on doubles would also accept -0 == 0; these are losses).
-bool identical(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-bool identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::string temporary_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "fp8_trainer_tests";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
 }
 
 }  // namespace
