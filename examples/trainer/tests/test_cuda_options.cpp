@@ -24,6 +24,28 @@ using trainer_tests::contains;
 using trainer_tests::device_error;
 using trainer_tests::parse;
 
+namespace {
+
+// The device model's features of each linear layer (`features_of(shape, i)`) against the host
+// model's weight shapes [N, K], for `count` layers; one index past them is refused.
+template <class FeaturesOf>
+void expect_host_weight_shapes(const model_options& shape, std::size_t count, FeaturesOf features_of) {
+  const std::unique_ptr<model> host = make_model(shape, 2);
+  const std::vector<linear_layer_info>& linears = host->linear_layers();
+  REQUIRE(linears.size() == count);
+  const parameter_set& params = host->parameters();
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    CAPTURE(linears[i].name);
+    const std::vector<int>& w = params.specs()[params.index_of(linears[i].name)].shape;  // [N, K]
+    const cuda::linear_features f = features_of(shape, i);
+    CHECK(f.out == w[0]);
+    CHECK(f.in == w[1]);
+  }
+  CHECK_THROWS_AS(features_of(shape, linears.size()), fp8::invalid_argument);
+}
+
+}  // namespace
+
 TEST_CASE("--device is cpu by default and takes cpu or cuda") {
   CHECK(parse({}).device == device_kind::cpu);
   CHECK(parse({"--device", "cuda"}).device == device_kind::cuda);
@@ -95,18 +117,7 @@ TEST_CASE("the GPU transformer's linear layers have the host model's weight shap
   shape.layers = 3;
   shape.heads = 4;
   shape.hidden = 80;
-  const std::unique_ptr<model> host = make_model(shape, 2);
-  const std::vector<linear_layer_info>& linears = host->linear_layers();
-  REQUIRE(linears.size() == 13);
-  const parameter_set& params = host->parameters();
-  for (std::size_t i = 0; i < linears.size(); ++i) {
-    CAPTURE(linears[i].name);
-    const std::vector<int>& w = params.specs()[params.index_of(linears[i].name)].shape;  // [N, K]
-    const cuda::linear_features f = cuda::transformer_linear_features(shape, i);
-    CHECK(f.out == w[0]);
-    CHECK(f.in == w[1]);
-  }
-  CHECK_THROWS_AS(cuda::transformer_linear_features(shape, linears.size()), fp8::invalid_argument);
+  expect_host_weight_shapes(shape, 13, cuda::transformer_linear_features);
 }
 
 TEST_CASE("the GPU MLP's linear layers have the host model's weight shapes") {
@@ -117,18 +128,7 @@ TEST_CASE("the GPU MLP's linear layers have the host model's weight shapes") {
   shape.channels = 16;
   shape.layers = 3;
   shape.hidden = 40;
-  const std::unique_ptr<model> host = make_model(shape, 2);
-  const std::vector<linear_layer_info>& linears = host->linear_layers();
-  REQUIRE(linears.size() == 4);
-  const parameter_set& params = host->parameters();
-  for (std::size_t i = 0; i < linears.size(); ++i) {
-    CAPTURE(linears[i].name);
-    const std::vector<int>& w = params.specs()[params.index_of(linears[i].name)].shape;  // [N, K]
-    const cuda::linear_features f = cuda::mlp_linear_features(shape, i);
-    CHECK(f.out == w[0]);
-    CHECK(f.in == w[1]);
-  }
-  CHECK_THROWS_AS(cuda::mlp_linear_features(shape, linears.size()), fp8::invalid_argument);
+  expect_host_weight_shapes(shape, 4, cuda::mlp_linear_features);
 }
 
 TEST_CASE("each GEMM class of each unit gets the policy's precision on the GPU") {
