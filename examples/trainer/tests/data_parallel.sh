@@ -13,6 +13,7 @@
 #                bad inputs (a batch that does not divide, options, weights or data that differ
 #                between ranks) end it with exit status 2 and a message naming the problem.
 set -uo pipefail
+tests=$(cd "$(dirname "$0")" && pwd)  # before the cd below: log_checks.sh sits beside this script
 
 check=$1
 trainer=$(realpath "$2")
@@ -40,15 +41,8 @@ tiny=(--data "$text" --context 16 --d-model 16 --layers 1 --heads 2 --hidden 32 
 # at most 3e-7 (BF16), 6e-4 (FP8 delayed), 1.1e-3 (FP8 current); the bound leaves ten times that.
 tolerance=0.01
 
-failures=0
-checks=0
-pass() { checks=$((checks + 1)); echo "ok   $1"; }
-fail() {
-  checks=$((checks + 1))
-  failures=$((failures + 1))
-  echo "FAIL $1"
-  [[ -n ${2:-} && -f $2 ]] && sed 's/^/    /' "$2" | tail -15
-}
+# pass, fail, same_losses (with the tolerance above).
+source "$tests/log_checks.sh"
 
 # run NAME RANKS ARGS...: the trainer on RANKS ranks (1: no mpirun at all), stdout and stderr in
 # NAME.out and NAME.err; the exit status is returned. At most 120 s: a hang is a failure too.
@@ -67,16 +61,6 @@ numbers() { cut -d, -f1-8 "$1/log.csv"; }
 # The checksum of a checkpoint's tensors (weights, AdamW moments, step, data position, FP8 scaling
 # state), from its header.
 checksum() { head -c 200 "$1" | grep -ao '"checksum.fnv1a64":"[0-9a-f]*"'; }
-
-# same_losses A B: the train and validation losses of two logs agree within the tolerance.
-same_losses() {
-  paste -d, <(cut -d, -f1,4,5 "$1/log.csv") <(cut -d, -f1,4,5 "$2/log.csv") | awk -F, -v tol="$tolerance" '
-    NR == 1 { next }
-    $1 != $4 { print "step " $1 " against step " $4; bad = 1; exit }
-    { for (i = 2; i <= 3; ++i) { d = $i - $(i + 3); if (d < 0) d = -d; if (d > worst) worst = d
-        if (($i == "") != ($(i + 3) == "") || d > tol) { print "step " $1 ": " $i " against " $(i + 3); bad = 1 } } }
-    END { if (!bad) printf "largest difference %.3g (tolerance %g)\n", worst, tol; exit bad }'
-}
 
 # expect NAME STATUS PATTERN FILE: the last run ended with STATUS and FILE matches PATTERN.
 expect() {
