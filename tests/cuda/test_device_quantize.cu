@@ -415,6 +415,29 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
   }
 }
 
+// Grids are sized from each device's SM count, which the launchers remember after asking once: the
+// remembered count must be every device's own, asked again, and grid_for's cap must follow from it.
+TEST_CASE("the remembered SM count is each device's, and grid_for caps at SMs x blocks_per_sm") {
+  int devices = 0;
+  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+  int current = 0;
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  for (int pass = 0; pass < 2; ++pass) {  // the first pass asks, the second reads what was kept
+    for (int device = 0; device < devices; ++device) {
+      CAPTURE(pass);
+      CAPTURE(device);
+      REQUIRE(cudaSetDevice(device) == cudaSuccess);
+      int asked = 0;
+      REQUIRE(cudaDeviceGetAttribute(&asked, cudaDevAttrMultiProcessorCount, device) == cudaSuccess);
+      CHECK(fp8::cuda::detail::multiprocessor_count() == asked);
+      const std::size_t cap = std::size_t(asked) * fp8::cuda::detail::blocks_per_sm;
+      CHECK(fp8::cuda::detail::grid_for(cap * 256 * 4) == cap);
+      CHECK(fp8::cuda::detail::grid_for(256 * 3 + 1) == 4u);
+    }
+  }
+  REQUIRE(cudaSetDevice(current) == cudaSuccess);
+}
+
 // A large matrix at the sizes real layers have (4096 x 8192 BF16): the grid cap SMs x 8 is reached,
 // so each kernel runs its grid-stride loop for real. Compared with the CPU bit for bit.
 TEST_CASE("large case: 4096 x 8192 bf16 at every granularity, with the transposed copy") {

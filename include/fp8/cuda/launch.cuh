@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,11 +25,22 @@ namespace fp8::cuda::detail {
 inline constexpr int block_threads = 256;
 inline constexpr int blocks_per_sm = 8;
 
+// The current device's SM count. Every launcher sizes its grid with it, so each device's count is
+// asked of the runtime once and kept (a device's SM count never changes while a process runs); the
+// table is shared by all threads, and a device beyond it is asked at every call.
 inline int multiprocessor_count() {
   int device = 0;
   FP8_CUDA_CHECK(cudaGetDevice(&device));
+  constexpr int remembered_devices = 64;
+  static std::atomic<int> remembered[remembered_devices] = {};  // 0: not asked yet
+  const bool in_table = device >= 0 && device < remembered_devices;
+  if (in_table) {
+    const int known = remembered[device].load(std::memory_order_relaxed);
+    if (known != 0) return known;
+  }
   int count = 0;
   FP8_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  if (in_table) remembered[device].store(count, std::memory_order_relaxed);
   return count;
 }
 
