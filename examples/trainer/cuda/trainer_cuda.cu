@@ -13,6 +13,7 @@
 #include "../gpu_ranks.hpp"
 #include "../scaling_state.hpp"
 #include "adamw.hpp"
+#include "device_memory.hpp"
 #include "device_model.cuh"
 #include "gradient_sum.hpp"
 #include "nccl_group.hpp"
@@ -21,6 +22,12 @@
 namespace trainer::cuda {
 
 namespace {
+
+// What shrinks a run's device memory: a pass holds --micro-batch (else --batch) sequences of
+// activations per block.
+constexpr const char* too_large_hint =
+    "lower --batch (or run each step in passes with --micro-batch), --context, --layers, --d-model or "
+    "--hidden";
 
 class cuda_training_run final : public training_run {
  public:
@@ -36,9 +43,14 @@ class cuda_training_run final : public training_run {
                                    options_.current_scaling_for};
     const fp8::gemm_recipe recipe = device_recipe(scaling_->recipe(), delayed_config(switches));
     // One pass of the model is --micro-batch sequences when the step is sharded (as on the CPU).
-    device_ = make_device_model(
-        options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0, stream_,
-        devices_ != nullptr ? &devices_->amax_reducer() : nullptr, options_.attention);
+    try {
+      device_ = make_device_model(
+          options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0, stream_,
+          devices_ != nullptr ? &devices_->amax_reducer() : nullptr, options_.attention);
+    } catch (const fp8::cuda_error& e) {
+      if (e.status() != cudaErrorMemoryAllocation) throw;
+      throw fp8::error(std::string(e.what()) + "; the run does not fit this GPU: " + too_large_hint);
+    }
     upload_scaling();
   }
 
@@ -103,6 +115,9 @@ class cuda_training_run final : public training_run {
         << properties.major << properties.minor << ")";
     if (group_->size() > 1) out << " on rank 0, one GPU per rank";
     out << "\n";
+    std::size_t free = 0, total = 0;
+    FP8_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    out << "memory:    " << memory_summary(buffer_bytes_held().load(), free, total) << "\n";
     const std::string attention = device_->attention_description();
     if (!attention.empty()) out << "attention: " << attention << "\n";
     return out.str();

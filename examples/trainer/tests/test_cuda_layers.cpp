@@ -577,3 +577,24 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
     CHECK_THROWS_AS(device.download(other), fp8::invalid_argument);
   }
 }
+
+TEST_CASE("an allocation the device cannot serve names the request, the buffers held and the device") {
+  const cuda::device_buffer<float> held(std::size_t(1) << 20);  // 4 MiB held by this process
+  const std::size_t before = cuda::buffer_bytes_held().load();
+  CHECK(before >= held.size() * sizeof(float));
+  try {
+    // Far more than any GPU has: cudaMalloc fails with cudaErrorMemoryAllocation.
+    const cuda::device_buffer<float> huge(std::size_t(1) << 50);
+    FAIL("a 4 PiB allocation succeeded");
+  } catch (const fp8::cuda_error& e) {
+    CHECK(e.status() == cudaErrorMemoryAllocation);
+    const std::string message = e.what();
+    CAPTURE(message);
+    const std::string reason =
+        "4194304.00 GiB asked while the trainer's buffers hold " + cuda::binary_size(before);
+    CHECK(message.find(reason) != std::string::npos);
+    CHECK(message.find(" free of ") != std::string::npos);
+  }
+  CHECK(cuda::buffer_bytes_held().load() == before);  // the failed buffer holds nothing
+  CHECK(cudaGetLastError() == cudaSuccess);           // and left no error behind
+}

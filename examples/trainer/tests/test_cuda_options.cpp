@@ -14,6 +14,7 @@
 
 #include <fp8/error.hpp>
 
+#include "cuda/device_memory.hpp"
 #include "cuda/linear_policy.hpp"
 #include "cuda/stats_rows.hpp"
 #include "option_checks.hpp"
@@ -326,4 +327,19 @@ TEST_CASE("every linear layer's weight and gradient sit 16-byte aligned in the p
       CHECK(offset * sizeof(float) % 16 == 0);          // the FP32 gradient
     }
   }
+}
+
+TEST_CASE("device memory: sizes in binary units, the out-of-memory reason and the run's summary") {
+  CHECK(cuda::binary_size(0) == "0.0 MiB");
+  CHECK(cuda::binary_size(std::size_t(512) << 20) == "512.0 MiB");
+  CHECK(cuda::binary_size((std::size_t(3) << 30) / 2) == "1.50 GiB");
+  const std::size_t gib = std::size_t(1) << 30;
+  CHECK(cuda::out_of_memory_reason(2 * gib, 70 * gib, gib, 80 * gib) ==
+        "the GPU is out of memory: 2.00 GiB asked while the trainer's buffers hold 70.00 GiB and the "
+        "device has 1.00 GiB free of 80.00 GiB");
+  // cudaMemGetInfo failed too: no device figures rather than zeros.
+  CHECK(cuda::out_of_memory_reason(gib, 0, 0, 0) ==
+        "the GPU is out of memory: 1.00 GiB asked while the trainer's buffers hold 0.0 MiB");
+  CHECK(cuda::memory_summary(10 * gib, 60 * gib, 80 * gib) ==
+        "10.00 GiB in the trainer's buffers; 20.00 GiB of 80.00 GiB in use on the device");
 }
