@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device_memory.hpp"
 #include "cuda/phase_profile.hpp"
 #include "cuda/transformer.cuh"
 #include "options.hpp"
@@ -161,6 +162,11 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   };
   for (int s = 0; s < o.warmup; ++s) train(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  // After a step, with every workspace allocated: the room left says how many more blocks fit.
+  std::size_t free = 0, total = 0;
+  FP8_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  std::printf("bench_trainer: %s: memory %s\n", to_string(p),
+              cuda::memory_summary(cuda::buffer_bytes_held().load(), free, total).c_str());
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < o.steps; ++s) train(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
