@@ -390,8 +390,10 @@ int main(int argc, char** argv) {
     ceilings << "cuBLASLt version," << cublasLtGetVersion() << ",\n";
 
     // Per-call overhead: a tiny product whose kernel time is negligible, enqueued many times; the
-    // host time per call with the cache (descriptors and algorithm reused) and without (built and
-    // chosen by the heuristic every call, as frameworks without a cache do).
+    // host time per call with the cache (descriptors and algorithm reused), without (built and
+    // chosen by the heuristic every call, as frameworks without a cache do), and of the bare
+    // cublasLtMatmul on the same descriptors: the difference between the first and the last is
+    // the wrapper's own work (validation, cache lookup, descriptor pointers).
     std::ofstream overhead(folder + "/overhead.csv");
     overhead << "variant,us_per_call\n";
     device_memory a(64 * 64), w(64 * 64), d(64 * 64 * 2);
@@ -402,26 +404,46 @@ int main(int argc, char** argv) {
     tiny.x = {a.data(), lt::data_type::e4m3};
     tiny.w = {w.data(), lt::data_type::e4m3};
     tiny.y = {d.data(), lt::data_type::bf16};
-    for (const bool cached : {true, false}) {
-      handle.set_algorithm_cache(cached);
-      // Batches short enough never to fill the launch queue, so the host never waits for the GPU.
+    // The median host time per call over batches short enough never to fill the launch queue, so
+    // the host never waits for the GPU.
+    const auto per_call_us = [](int batches, const auto& call) {
       constexpr int batch = 64;
-      const int batches = cached ? 200 : 40;
-      handle.linear(tiny);
+      call();
       FP8_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<double> per_batch;
       for (int round = 0; round < batches; ++round) {
         const auto begin = std::chrono::steady_clock::now();
-        for (int i = 0; i < batch; ++i) handle.linear(tiny);
+        for (int i = 0; i < batch; ++i) call();
         const auto end = std::chrono::steady_clock::now();
         per_batch.push_back(std::chrono::duration<double, std::micro>(end - begin).count() / batch);
         FP8_CUDA_CHECK(cudaDeviceSynchronize());
       }
       std::sort(per_batch.begin(), per_batch.end());
-      const double us = per_batch[per_batch.size() / 2];
+      return per_batch[per_batch.size() / 2];
+    };
+    for (const bool cached : {true, false}) {
+      handle.set_algorithm_cache(cached);
+      const double us = per_call_us(cached ? 200 : 40, [&] { handle.linear(tiny); });
       overhead << (cached ? "with_cache" : "without_cache") << ',' << us << '\n';
       std::printf("per-call host time %s the plan cache: %.2f us (median)\n", cached ? "with" : "without",
                   us);
+    }
+    handle.set_algorithm_cache(true);
+    {
+      const lt::gemm_problem p = lt::with_packed_leading_dimensions(lt::to_gemm(tiny));
+      lt::detail::plan plan;
+      lt::detail::build_plan(plan, handle.native_handle(), handle.workspace_bytes(), p, handle.device());
+      device_memory workspace(handle.workspace_bytes());
+      const float alpha = 1.0f, beta = 0.0f;
+      const double us = per_call_us(200, [&] {
+        FP8_CUBLAS_CHECK(
+            cublasLtMatmul(handle.native_handle(), plan.desc.get, &alpha, p.a.data, plan.a.get, p.b.data,
+                           plan.b.get, &beta, nullptr, plan.c.get, p.d.data, plan.d.get,
+                           &plan.algorithms.front(), workspace.data(), handle.workspace_bytes(), nullptr),
+            p, handle.device(), "the bare cublasLtMatmul of the overhead baseline");
+      });
+      overhead << "bare_cublasLtMatmul," << us << '\n';
+      std::printf("per-call host time of the bare cublasLtMatmul: %.2f us (median)\n", us);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gemm: %s\n", e.what());

