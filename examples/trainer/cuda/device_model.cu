@@ -16,8 +16,10 @@ namespace trainer::cuda {
 device_linears::device_linears(const std::vector<linear_features>& features,
                                const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                                const precision_policy& policy, const fp8::gemm_recipe& recipe,
-                               bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer)
+                               bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer,
+                               const std::vector<linear_bf16_sides>& bf16_sides)
     : features_(features),
+      bf16_sides_(bf16_sides.empty() ? std::vector<linear_bf16_sides>(features.size()) : bf16_sides),
       fp32_(policy.base == precision::fp32),
       scaling_(amax_reducer != nullptr ? fp8::cuda::linear_scaling(recipe, features.size(), *amax_reducer)
                                        : fp8::cuda::linear_scaling(recipe, features.size())) {
@@ -25,11 +27,21 @@ device_linears::device_linears(const std::vector<linear_features>& features,
     throw fp8::invalid_argument("trainer::cuda::device_linears: " + std::to_string(features.size()) +
                                 " layer sizes for " + std::to_string(infos.size()) + " layers");
   }
-  std::size_t widest_in = 0, widest_out = 0, largest = 0;
+  if (bf16_sides_.size() != features.size()) {
+    throw fp8::invalid_argument("trainer::cuda::device_linears: BF16 operand plans for " +
+                                std::to_string(bf16_sides_.size()) + " of " +
+                                std::to_string(features.size()) + " layers");
+  }
+  // Staged operands only: a side the model passes as BF16 needs no copy.
+  std::size_t staged_in = 0, staged_out = 0, largest = 0;
   for (std::size_t i = 0; i < features.size(); ++i) {
     const std::int64_t k = features[i].in, n = features[i].out;
-    widest_in = std::max(widest_in, std::size_t(k));
-    widest_out = std::max(widest_out, std::size_t(n));
+    if (fp32_ && (bf16_sides_[i].input || bf16_sides_[i].output)) {
+      throw fp8::invalid_argument("trainer::cuda::device_linears: linear layer " + infos[i].name +
+                                  ": an fp32 run's products take no BF16 operands");
+    }
+    if (!bf16_sides_[i].input) staged_in = std::max(staged_in, std::size_t(k));
+    if (!bf16_sides_[i].output) staged_out = std::max(staged_out, std::size_t(n));
     largest = std::max(largest, std::size_t(k) * std::size_t(n));
     if (fp32_) continue;  // FP32 products through cuBLAS, no layer objects
     fp8::cuda::linear_config config{k, n, max_tokens, false, recipe, {}};
@@ -51,10 +63,10 @@ device_linears::device_linears(const std::vector<linear_features>& features,
   if (fp32_) {
     wgrad_scratch_ = device_buffer<float>(largest);
   } else {
-    x16_ = device_buffer<std::uint16_t>(m * widest_in);
-    dx16_ = device_buffer<std::uint16_t>(m * widest_in);
-    y16_ = device_buffer<std::uint16_t>(m * widest_out);
-    dy16_ = device_buffer<std::uint16_t>(m * widest_out);
+    x16_ = device_buffer<std::uint16_t>(m * staged_in);
+    dx16_ = device_buffer<std::uint16_t>(m * staged_in);
+    y16_ = device_buffer<std::uint16_t>(m * staged_out);
+    dy16_ = device_buffer<std::uint16_t>(m * staged_out);
   }
 }
 
@@ -68,61 +80,106 @@ fp8::cuda::linear_layer& device_linears::layer(std::size_t linear, pass_kind kin
   return *layers_.at(linear);
 }
 
-void device_linears::forward(std::size_t linear, pass_kind kind, float* y, const float* x, const float* w,
-                             const __nv_bfloat16* w16, int m, cudaStream_t stream) {
+template <class Float, class Bf16>
+Float* device_linears::fp32_operand(const linear_tensor<Float, Bf16>& t, std::size_t linear,
+                                    const char* name) const {
+  if (!t.staged()) {
+    throw fp8::invalid_argument("trainer::cuda::device_linears: layer " + std::to_string(linear) + ": " +
+                                name + " is BF16, but an fp32 run's products read and write floats");
+  }
+  return t.floats();
+}
+
+template <class Float, class Bf16>
+void device_linears::check_side(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
+                                const char* name) const {
+  if (t.staged() && bf16_planned) {
+    throw fp8::invalid_argument("trainer::cuda::device_linears: layer " + std::to_string(linear) + ": " +
+                                name + " is floats, but the layer was planned with BF16 " + name +
+                                " (no staging copy for it)");
+  }
+}
+
+const __nv_bfloat16* device_linears::layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch,
+                                                   std::size_t count, cudaStream_t stream) {
+  if (!t.staged()) return reinterpret_cast<const __nv_bfloat16*>(t.bf16());
+  mark(phase::staging);
+  to_bf16(scratch.data(), t.floats(), count, stream);
+  return reinterpret_cast<const __nv_bfloat16*>(scratch.data());
+}
+
+__nv_bfloat16* device_linears::layer_result(linear_output t, device_buffer<std::uint16_t>& scratch) {
+  return reinterpret_cast<__nv_bfloat16*>(t.staged() ? scratch.data() : t.bf16());
+}
+
+void device_linears::stage_result(linear_output t, const device_buffer<std::uint16_t>& scratch,
+                                  std::size_t count, cudaStream_t stream) {
+  if (!t.staged()) return;  // the layer wrote it
+  mark(phase::staging);
+  from_bf16(t.floats(), scratch.data(), count, stream);
+}
+
+void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y, linear_input x,
+                             const float* w, const __nv_bfloat16* w16, int m, cudaStream_t stream) {
   const int k = int(features_.at(linear).in), n = int(features_.at(linear).out);
   const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
   if (fp32_) {
+    const float* x32 = fp32_operand(x, linear, "x");
+    float* y32 = fp32_operand(y, linear, "y");
     mark(phase::linear);
-    batched_gemm(cublas_.get(), gemm_mode::fp32, {x, m, k}, {w, n, k}, y, 0, 1, stream);
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {x32, m, k}, {w, n, k}, y32, 0, 1, stream);
     return;
   }
-  mark(phase::staging);
-  to_bf16(x16_.data(), x, mk, stream);
-  mark(phase::linear);
+  const linear_bf16_sides& planned = bf16_sides_.at(linear);
+  check_side(x, planned.input, linear, "x");
+  check_side(y, planned.output, linear, "y");
   fp8::cuda::linear_layer::forward_args args;
-  args.x = reinterpret_cast<const __nv_bfloat16*>(x16_.data());
+  args.x = layer_operand(x, x16_, mk, stream);
   args.w = w16;
-  args.y = reinterpret_cast<__nv_bfloat16*>(y16_.data());
+  args.y = layer_result(y, y16_);
   args.m = m;
   args.record_amax = kind == pass_kind::train;
   args.statistics = statistics_ && kind == pass_kind::train;
+  mark(phase::linear);
   layer(linear, kind).forward(args, stream);
-  mark(phase::staging);
-  from_bf16(y, y16_.data(), mn, stream);
+  stage_result(y, y16_, mn, stream);
 }
 
-void device_linears::backward(std::size_t linear, float* dx, float* dw, const float* dy, const float* x,
-                              const float* w, const __nv_bfloat16* w16, int m, cudaStream_t stream) {
+void device_linears::backward(std::size_t linear, linear_output dx, float* dw, linear_input dy,
+                              linear_input x, const float* w, const __nv_bfloat16* w16, int m,
+                              cudaStream_t stream) {
   const int k = int(features_.at(linear).in), n = int(features_.at(linear).out);
   const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
   if (fp32_) {
+    float* dx32 = fp32_operand(dx, linear, "dx");
+    const float* dy32 = fp32_operand(dy, linear, "dy");
+    const float* x32 = fp32_operand(x, linear, "x");
     mark(phase::linear);
     // dx[M, K] = dy[M, N] . W[N, K]  (W read as its transpose [K, N]).
-    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy, m, n}, {w, n, k, true}, dx, 0, 1, stream);
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy32, m, n}, {w, n, k, true}, dx32, 0, 1, stream);
     // dW[N, K] += dy^T[N, M] . x[M, K]: the product, then added to the gradient.
-    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy, m, n, true}, {x, m, k, true}, wgrad_scratch_.data(), 0,
-                 1, stream);
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy32, m, n, true}, {x32, m, k, true}, wgrad_scratch_.data(),
+                 0, 1, stream);
     residual_forward(dw, dw, wgrad_scratch_.data(), std::size_t(n) * std::size_t(k), storage::fp32, stream);
     return;
   }
-  mark(phase::staging);
-  to_bf16(dy16_.data(), dy, mn, stream);
-  to_bf16(x16_.data(), x, mk, stream);  // read by a BF16 wgrad (an FP8 wgrad uses the forward's copy)
-  mark(phase::linear);
+  const linear_bf16_sides& planned = bf16_sides_.at(linear);
+  check_side(dx, planned.input, linear, "dx");
+  check_side(x, planned.input, linear, "x");
+  check_side(dy, planned.output, linear, "dy");
   fp8::cuda::linear_layer::backward_args args;
-  args.dy = reinterpret_cast<const __nv_bfloat16*>(dy16_.data());
-  args.x = reinterpret_cast<const __nv_bfloat16*>(x16_.data());
+  args.dy = layer_operand(dy, dy16_, mn, stream);
+  args.x = layer_operand(x, x16_, mk, stream);  // read by a BF16 wgrad (an FP8 wgrad uses the forward's copy)
   args.w = w16;
-  args.dx = reinterpret_cast<__nv_bfloat16*>(dx16_.data());
+  args.dx = layer_result(dx, dx16_);
   args.dw = dw;
   args.m = m;
   args.accumulate = true;  // into the gradients zero_grad() cleared, as the CPU's wgrad does
   args.record_amax = true;
   args.statistics = statistics_;
+  mark(phase::linear);
   layer(linear, pass_kind::train).backward(args, stream);
-  mark(phase::staging);
-  from_bf16(dx, dx16_.data(), mk, stream);
+  stage_result(dx, dx16_, mk, stream);
 }
 
 void device_linears::drop_weight_copies() {
@@ -140,13 +197,14 @@ std::vector<fp8::cuda::linear_statistics> device_linears::read_statistics(cudaSt
 device_model::device_model(const parameter_set& host, const std::vector<linear_features>& features,
                            const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                            const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
-                           cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer)
+                           cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer,
+                           const std::vector<linear_bf16_sides>& bf16_sides)
     : stream_(stream),
       stored_(policy.activation_storage()),
       attention_mode_(policy.other_mode()),
       params_(host),
       weights16_(policy.base == precision::fp32 ? 0 : host.size()),
-      linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer) {
+      linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer, bf16_sides) {
   if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
 }
 

@@ -30,31 +30,65 @@ namespace trainer::cuda {
 // evaluation records nothing, a shadow pass runs every GEMM in BF16 and records nothing.
 enum class pass_kind { train, evaluate, shadow };
 
+// An operand or a result of a linear layer as the model holds it: floats holding BF16 values (a
+// stored tensor, copied to or from __nv_bfloat16 around the layer: the staging phase) or BF16 (raw
+// __nv_bfloat16 bits, which the layer reads or writes as they are: no copy). Implicit from either
+// pointer, so a call site names the buffer it has. BF16 tensors are for bf16 and fp8 runs only: the
+// FP32 products of fp32 runs read and write floats.
+template <class Float, class Bf16>
+class linear_tensor {
+ public:
+  linear_tensor(Float* floats) : floats_(floats) {}           // NOLINT: implicit by design
+  linear_tensor(Bf16* bf16) : bf16_(bf16), staged_(false) {}  // NOLINT: implicit by design
+  bool staged() const { return staged_; }
+  Float* floats() const { return floats_; }  // null unless staged()
+  Bf16* bf16() const { return bf16_; }       // null when staged()
+
+ private:
+  Float* floats_ = nullptr;
+  Bf16* bf16_ = nullptr;
+  bool staged_ = true;
+};
+using linear_input = linear_tensor<const float, const std::uint16_t>;  // x, dy
+using linear_output = linear_tensor<float, std::uint16_t>;             // y, dx
+
+// Which of a layer's operands the model holds as BF16 (passed through, never staged): the input side
+// (x and dx, K wide) and the output side (y and dy, N wide). device_linears sizes its staging copies
+// for the other operands only, and refuses floats on a side planned as BF16.
+struct linear_bf16_sides {
+  bool input = false;
+  bool output = false;
+};
+
 // The linear layers of a model: one fp8::cuda::linear_layer each in the policy's precision (BF16,
 // FP8 or fake FP8 per GEMM class and unit), all-BF16 twins for shadow passes, the float <-> BF16
-// copies around them, and the scaling state they share; in fp32 runs FP32 cuBLAS products instead
-// (the layer has no FP32 path). Layer i has features[i] and the precision unit infos[i].unit, and
-// is slot i of the scaling state (the host scaling state's order).
+// copies around them for operands held as floats, and the scaling state they share; in fp32 runs
+// FP32 cuBLAS products instead (the layer has no FP32 path). Layer i has features[i] and the
+// precision unit infos[i].unit, and is slot i of the scaling state (the host scaling state's order).
 class device_linears {
  public:
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
   // amax_reducer (null: one process) makes the amaxes agree over the ranks at every end_step; it
-  // must outlive this object.
+  // must outlive this object. bf16_sides: per layer, the operands the model passes as BF16 (empty:
+  // none; fp32 runs refuse any).
   device_linears(const std::vector<linear_features>& features, const std::vector<linear_layer_info>& infos,
                  std::int64_t max_tokens, const precision_policy& policy, const fp8::gemm_recipe& recipe,
-                 bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
+                 bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
+                 const std::vector<linear_bf16_sides>& bf16_sides = {});
 
   fp8::cuda::linear_scaling& scaling() { return scaling_; }
   bool fp32() const { return fp32_; }
   void set_profile(phase_profile* profile) { profile_ = profile; }
 
   // y[M, N] = x[M, K] . W[N, K]^T through layer `linear`. w: the compute weights (floats, read in
-  // fp32 runs), w16: their BF16 copy (read by the layer; unused in fp32 runs).
-  void forward(std::size_t linear, pass_kind kind, float* y, const float* x, const float* w,
+  // fp32 runs), w16: their BF16 copy (read by the layer; unused in fp32 runs). x and y each floats
+  // (staged) or BF16 (passed through); fp32 runs refuse BF16 ones.
+  void forward(std::size_t linear, pass_kind kind, linear_output y, linear_input x, const float* w,
                const __nv_bfloat16* w16, int m, cudaStream_t stream);
-  // dx[M, K] = dy[M, N] . W; dw[N, K] += dy^T . x (FP32, into gradients zero_grad cleared).
-  void backward(std::size_t linear, float* dx, float* dw, const float* dy, const float* x, const float* w,
-                const __nv_bfloat16* w16, int m, cudaStream_t stream);
+  // dx[M, K] = dy[M, N] . W; dw[N, K] += dy^T . x (FP32, into gradients zero_grad cleared). dx, dy
+  // and x each floats or BF16, as in forward().
+  void backward(std::size_t linear, linear_output dx, float* dw, linear_input dy, linear_input x,
+                const float* w, const __nv_bfloat16* w16, int m, cudaStream_t stream);
   // The weights changed (or an evaluation cast them without recording): W's FP8 copies are remade
   // at their next use.
   void drop_weight_copies();
@@ -68,11 +102,26 @@ class device_linears {
 
  private:
   fp8::cuda::linear_layer& layer(std::size_t linear, pass_kind kind);
+  // fp32 runs: the floats of t, or fp8::invalid_argument naming the layer and the operand.
+  template <class Float, class Bf16>
+  Float* fp32_operand(const linear_tensor<Float, Bf16>& t, std::size_t linear, const char* name) const;
+  // Refuses floats where the plan has BF16 (bf16_planned), whose staging copies are not allocated.
+  template <class Float, class Bf16>
+  void check_side(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
+                  const char* name) const;
+  // The BF16 operand the layer reads: t itself, or its copy into `scratch` (count elements; staging).
+  const __nv_bfloat16* layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch, std::size_t count,
+                                     cudaStream_t stream);
+  // Where the layer writes a result: t itself, or `scratch`, widened into t's floats by stage_result.
+  static __nv_bfloat16* layer_result(linear_output t, device_buffer<std::uint16_t>& scratch);
+  void stage_result(linear_output t, const device_buffer<std::uint16_t>& scratch, std::size_t count,
+                    cudaStream_t stream);
   void mark(phase p) {
     if (profile_ != nullptr) profile_->mark(p);
   }
 
   std::vector<linear_features> features_;
+  std::vector<linear_bf16_sides> bf16_sides_;  // one per layer
   bool fp32_;
   cublas_handle cublas_;  // fp32 runs' products
   fp8::cublaslt::handle lt_;
@@ -81,8 +130,9 @@ class device_linears {
   std::vector<std::unique_ptr<fp8::cuda::linear_layer>> shadow_layers_;  // all BF16 (shadow passes)
   phase_profile* profile_ = nullptr;
   bool statistics_ = false;
-  // BF16 operands and results: x and dx [M, max K], y and dy [M, max N]; fp32 runs: one wgrad
-  // product [max N x K] before it is added to the gradient.
+  // BF16 copies of operands and results held as floats: x and dx [M, max K], y and dy [M, max N],
+  // the maxima over the sides not planned as BF16; fp32 runs: one wgrad product [max N x K] before
+  // it is added to the gradient.
   device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
   device_buffer<float> wgrad_scratch_;
 };
@@ -129,11 +179,13 @@ class device_model {
 
  protected:
   // host: the parameter layout and values (all five buffers are copied); features: each linear
-  // layer's (in, out) in the order of `infos`, the host model's linear layers.
+  // layer's (in, out) in the order of `infos`, the host model's linear layers; bf16_sides: the
+  // operands the model passes to them as BF16 (device_linears).
   device_model(const parameter_set& host, const std::vector<linear_features>& features,
                const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
-               cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
+               cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
+               const std::vector<linear_bf16_sides>& bf16_sides = {});
 
   float* compute(std::size_t tensor) { return params_.compute.data() + params_.offset(tensor); }
   float* grad(std::size_t tensor) { return params_.grad.data() + params_.offset(tensor); }
@@ -144,13 +196,14 @@ class device_model {
   void stop_profile() {
     if (profile_ != nullptr) profile_->stop();
   }
-  // Linear layer `linear` with the parameter tensor `weight` as W.
-  void linear_forward(std::size_t linear, pass_kind kind, float* y, const float* x, std::size_t weight,
+  // Linear layer `linear` with the parameter tensor `weight` as W; operands floats or BF16
+  // (device_linears).
+  void linear_forward(std::size_t linear, pass_kind kind, linear_output y, linear_input x, std::size_t weight,
                       int m) {
     linears_.forward(linear, kind, y, x, compute(weight), weight16(weight), m, stream_);
   }
-  void linear_backward(std::size_t linear, float* dx, std::size_t weight, const float* dy, const float* x,
-                       int m) {
+  void linear_backward(std::size_t linear, linear_output dx, std::size_t weight, linear_input dy,
+                       linear_input x, int m) {
     linears_.backward(linear, dx, grad(weight), dy, x, compute(weight), weight16(weight), m, stream_);
   }
 

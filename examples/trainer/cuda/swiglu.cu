@@ -1,5 +1,10 @@
 // SwiGLU: one thread per (token, hidden unit), grid-stride; the formulas in the CPU layer's order.
+// One kernel per pass, templated over the buffers' element type: floats (any run) or BF16 (the
+// MLP half of bf16 and fp8 runs). The arithmetic is in float either way, so both forms give the
+// same values.
 #include "swiglu.hpp"
+
+#include <cuda_bf16.h>
 
 #include <cstddef>
 #include <string>
@@ -13,30 +18,49 @@ namespace {
 // expf is the accurate exponential (the build does not use --use_fast_math).
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// An element as the formulas read it (widening BF16 is exact).
+__device__ __forceinline__ float load_element(const float* p, std::size_t i) { return p[i]; }
+__device__ __forceinline__ float load_element(const __nv_bfloat16* p, std::size_t i) {
+  return __bfloat162float(p[i]);
+}
+
+// A result as it is stored. Floats: per `where`. BF16 (whose launchers pass storage::bf16): the
+// float form's BF16 value, narrowed exactly; the bits are those to_bf16 makes of the float form, so
+// a linear layer reads the same operand either way.
+__device__ __forceinline__ void store_element(float* p, std::size_t i, float x, storage where) {
+  p[i] = detail::store_value(where, x);
+}
+__device__ __forceinline__ void store_element(__nv_bfloat16* p, std::size_t i, float x, storage) {
+  p[i] = __float2bfloat16_rn(detail::round_to_bf16(x));
+}
+
 // out: [N, F]; inp: [N, 2F].
-__global__ void swiglu_forward_kernel(float* out, const float* inp, int n, int f, storage out_storage) {
+template <class T>
+__global__ void swiglu_forward_kernel(T* out, const T* inp, int n, int f, storage out_storage) {
   const std::size_t count = std::size_t(n) * std::size_t(f);
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const std::size_t row = i / std::size_t(f), j = i % std::size_t(f);
-    const float* gate = inp + row * 2 * std::size_t(f);
-    const float g = gate[j], up = gate[std::size_t(f) + j];
-    out[i] = detail::store_value(out_storage, g * sigmoid(g) * up);
+    const std::size_t at = row * 2 * std::size_t(f) + j;
+    const float g = load_element(inp, at), up = load_element(inp, at + std::size_t(f));
+    store_element(out, i, g * sigmoid(g) * up, out_storage);
   }
 }
 
 // dinp: [N, 2F]; dout: [N, F]; inp: [N, 2F].
-__global__ void swiglu_backward_kernel(float* dinp, const float* dout, const float* inp, int n, int f,
+template <class T>
+__global__ void swiglu_backward_kernel(T* dinp, const T* dout, const T* inp, int n, int f,
                                        storage dinp_storage) {
   const std::size_t count = std::size_t(n) * std::size_t(f);
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const std::size_t row = i / std::size_t(f), j = i % std::size_t(f);
     const std::size_t at = row * 2 * std::size_t(f) + j;
-    const float g = inp[at], up = inp[at + std::size_t(f)], dy = dout[i];
+    const float g = load_element(inp, at), up = load_element(inp, at + std::size_t(f));
+    const float dy = load_element(dout, i);
     const float s = sigmoid(g);
-    dinp[at] = detail::store_value(dinp_storage, dy * up * s * (1.0f + g * (1.0f - s)));
-    dinp[at + std::size_t(f)] = detail::store_value(dinp_storage, dy * g * s);
+    store_element(dinp, at, dy * up * s * (1.0f + g * (1.0f - s)), dinp_storage);
+    store_element(dinp, at + std::size_t(f), dy * g * s, dinp_storage);
   }
 }
 
@@ -50,10 +74,10 @@ void check(const char* function, const void* wide, const void* other_wide, const
   detail::check_pointer(narrow, count, function, "the [N, F] buffer");
 }
 
-}  // namespace
-
-void swiglu_forward(float* out, const float* inp, int n, int f, storage out_storage, cudaStream_t stream) {
-  check("trainer::cuda::swiglu_forward", inp, inp, out, n, f);
+template <class T>
+void launch_forward(const char* function, T* out, const T* inp, int n, int f, storage out_storage,
+                    cudaStream_t stream) {
+  check(function, inp, inp, out, n, f);
   const std::size_t count = std::size_t(n) * std::size_t(f);
   if (count == 0) return;
   swiglu_forward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, inp, n, f,
@@ -61,14 +85,40 @@ void swiglu_forward(float* out, const float* inp, int n, int f, storage out_stor
   detail::check_launch("swiglu_forward_kernel");
 }
 
-void swiglu_backward(float* dinp, const float* dout, const float* inp, int n, int f, storage dinp_storage,
-                     cudaStream_t stream) {
-  check("trainer::cuda::swiglu_backward", inp, dinp, dout, n, f);
+template <class T>
+void launch_backward(const char* function, T* dinp, const T* dout, const T* inp, int n, int f,
+                     storage dinp_storage, cudaStream_t stream) {
+  check(function, inp, dinp, dout, n, f);
   const std::size_t count = std::size_t(n) * std::size_t(f);
   if (count == 0) return;
   swiglu_backward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(dinp, dout, inp, n, f,
                                                                                         dinp_storage);
   detail::check_launch("swiglu_backward_kernel");
+}
+
+const __nv_bfloat16* as_bf16(const std::uint16_t* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* as_bf16(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* inp, int n, int f, storage out_storage, cudaStream_t stream) {
+  launch_forward("trainer::cuda::swiglu_forward", out, inp, n, f, out_storage, stream);
+}
+
+void swiglu_backward(float* dinp, const float* dout, const float* inp, int n, int f, storage dinp_storage,
+                     cudaStream_t stream) {
+  launch_backward("trainer::cuda::swiglu_backward", dinp, dout, inp, n, f, dinp_storage, stream);
+}
+
+void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, cudaStream_t stream) {
+  launch_forward("trainer::cuda::swiglu_forward (BF16)", as_bf16(out), as_bf16(inp), n, f, storage::bf16,
+                 stream);
+}
+
+void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
+                     cudaStream_t stream) {
+  launch_backward("trainer::cuda::swiglu_backward (BF16)", as_bf16(dinp), as_bf16(dout), as_bf16(inp), n, f,
+                  storage::bf16, stream);
 }
 
 }  // namespace trainer::cuda

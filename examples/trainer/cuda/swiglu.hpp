@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "../precision.hpp"
 
 namespace trainer::cuda {
@@ -13,6 +15,13 @@ void swiglu_forward(float* out, const float* inp, int n, int f, storage out_stor
 // dinp: [N, 2F] (overwritten), stored in `dinp_storage`; dout: [N, F].
 // d gate = dout * up * sigmoid(g) * (1 + g * (1 - sigmoid(g))),  d up = dout * silu(g).
 void swiglu_backward(float* dinp, const float* dout, const float* inp, int n, int f, storage dinp_storage,
+                     cudaStream_t stream);
+
+// The BF16 forms (bf16 and fp8 runs, whose MLP keeps these tensors as the linear layers read and
+// write them): every buffer raw __nv_bfloat16 bits, results rounded as storage::bf16 rounds them.
+// The same kernels as the float forms: the values equal theirs with BF16 storage, bit for bit.
+void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, cudaStream_t stream);
+void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
                      cudaStream_t stream);
 
 }  // namespace trainer::cuda

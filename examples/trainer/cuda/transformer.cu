@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include <fp8/cuda/error.hpp>
 
@@ -16,6 +17,42 @@
 
 namespace trainer::cuda {
 
+namespace {
+
+// The linear layers' operands the transformer holds as BF16: in bf16 and fp8 runs, the tensors
+// around SwiGLU (swiglu_tensor), which are w_gate_up's output side (gate_up and its gradient) and
+// w_down's input side (SwiGLU's output and its gradient). Layers per block: wqkv, wo, w_gate_up,
+// w_down; then the head.
+std::vector<linear_bf16_sides> swiglu_bf16_sides(std::size_t linears, const precision_policy& policy) {
+  std::vector<linear_bf16_sides> sides(linears);
+  if (policy.activation_storage() != storage::bf16) return sides;
+  for (std::size_t block = 0; 4 * block + 3 < linears; ++block) {
+    sides[4 * block + 2].output = true;
+    sides[4 * block + 3].input = true;
+  }
+  return sides;
+}
+
+// SwiGLU over tensors in the run's form: the float launchers in fp32 runs, the BF16 ones otherwise.
+void swiglu_forward(swiglu_tensor& out, const swiglu_tensor& inp, int n, int f, cudaStream_t stream) {
+  if (out.is_bf16()) {
+    cuda::swiglu_forward(out.bf16(), inp.bf16(), n, f, stream);
+  } else {
+    cuda::swiglu_forward(out.floats(), inp.floats(), n, f, storage::fp32, stream);
+  }
+}
+
+void swiglu_backward(swiglu_tensor& dinp, const swiglu_tensor& dout, const swiglu_tensor& inp, int n, int f,
+                     cudaStream_t stream) {
+  if (dinp.is_bf16()) {
+    cuda::swiglu_backward(dinp.bf16(), dout.bf16(), inp.bf16(), n, f, stream);
+  } else {
+    cuda::swiglu_backward(dinp.floats(), dout.floats(), inp.floats(), n, f, storage::fp32, stream);
+  }
+}
+
+}  // namespace
+
 device_transformer::device_transformer(const model_options& shape, int batch, const parameter_set& host,
                                        const std::vector<linear_layer_info>& linears,
                                        const precision_policy& policy, const fp8::gemm_recipe& recipe,
@@ -24,7 +61,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                                        attention_kernel attention)
     : device_model(host, linear_features_of(shape, linears.size()), linears,
                    std::int64_t(batch) * std::int64_t(shape.context), policy, recipe, with_shadow, stream,
-                   amax_reducer),
+                   amax_reducer, swiglu_bf16_sides(linears.size(), policy)),
       batch_(batch),
       context_(shape.context),
       channels_(shape.channels),
@@ -75,8 +112,8 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
     a.residual2 = device_buffer<float>(N * C);
     a.ln2 = device_buffer<float>(N * C);
     a.ln2_rstd = device_buffer<float>(N);
-    a.gate_up = device_buffer<float>(N * 2 * F);
-    a.swiglu = device_buffer<float>(N * F);
+    a.gate_up = swiglu_tensor(N * 2 * F, stored_);
+    a.swiglu = swiglu_tensor(N * F, stored_);
     a.mlp_out = device_buffer<float>(N * C);
     a.residual3 = device_buffer<float>(N * C);
   }
@@ -87,8 +124,8 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   dresidual_ = device_buffer<float>(N * C);
   dbuffer_c_ = device_buffer<float>(N * C);
   dbuffer_3c_ = device_buffer<float>(N * 3 * C);
-  dbuffer_f_ = device_buffer<float>(N * F);
-  dbuffer_2f_ = device_buffer<float>(N * 2 * F);
+  dswiglu_ = swiglu_tensor(N * F, stored_);
+  dgate_up_ = swiglu_tensor(N * 2 * F, stored_);
   dlogits_ = device_buffer<float>(N * V);
   norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
   mean_scratch_ = device_buffer<double>(1);
@@ -140,10 +177,10 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored, stream_);
     rmsnorm_forward(a.ln2.data(), a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stored,
                     stream_);
-    linear_forward(linear + 2, kind, a.gate_up.data(), a.ln2.data(), p.w_gate_up, N);
+    linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.data(), p.w_gate_up, N);
     mark(phase::other);
-    swiglu_forward(a.swiglu.data(), a.gate_up.data(), N, F, stored, stream_);
-    linear_forward(linear + 3, kind, a.mlp_out.data(), a.swiglu.data(), p.w_down, N);
+    swiglu_forward(a.swiglu, a.gate_up, N, F, stream_);
+    linear_forward(linear + 3, kind, a.mlp_out.data(), a.swiglu.input(), p.w_down, N);
     mark(phase::other);
     residual_forward(a.residual3.data(), a.residual2.data(), a.mlp_out.data(), NC, stored, stream_);
     residual = a.residual3.data();
@@ -176,10 +213,11 @@ void device_transformer::backward() {
     const std::size_t linear = std::size_t(4 * l);
     const float* block_input = l == 0 ? encoded_.data() : acts_[std::size_t(l - 1)].residual3.data();
     // MLP branch: residual3 = residual2 + down(swiglu(gate_up(rmsnorm(residual2)))).
-    linear_backward(linear + 3, dbuffer_f_.data(), p.w_down, dresidual_.data(), a.swiglu.data(), N);
+    // In bf16 and fp8 runs the [N, F] and [N, 2F] tensors stay BF16 from layer to layer.
+    linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), a.swiglu.input(), N);
     mark(phase::other);
-    swiglu_backward(dbuffer_2f_.data(), dbuffer_f_.data(), a.gate_up.data(), N, F, stored, stream_);
-    linear_backward(linear + 2, dbuffer_c_.data(), p.w_gate_up, dbuffer_2f_.data(), a.ln2.data(), N);
+    swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_);
+    linear_backward(linear + 2, dbuffer_c_.data(), p.w_gate_up, dgate_up_.input(), a.ln2.data(), N);
     mark(phase::other);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dbuffer_c_.data(), a.residual2.data(),
                      compute(p.mlp_norm), a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);

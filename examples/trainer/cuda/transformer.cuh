@@ -4,15 +4,48 @@
 // runs). nvcc only; the training loop (trainer_cuda.cu) and the speed benchmark drive it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "../precision.hpp"
 #include "attention.hpp"
+#include "device_buffer.hpp"
 #include "device_model.cuh"
 #include "rope.hpp"
 
 namespace trainer::cuda {
+
+// A tensor around SwiGLU (its [N, 2F] input gate_up, its [N, F] output, and their gradients) in the
+// run's form: floats in fp32 runs; BF16 (raw __nv_bfloat16 bits) in bf16 and fp8 runs, which the
+// linear layers write and read as they are and SwiGLU reads and writes directly, so the MLP half
+// needs no staging copies. The values are the same either way (floats would hold BF16 values).
+// Only the run's form is allocated.
+class swiglu_tensor {
+ public:
+  swiglu_tensor() = default;
+  swiglu_tensor(std::size_t count, storage stored) : bf16_(stored == storage::bf16) {
+    if (bf16_) {
+      bf16_values_ = device_buffer<std::uint16_t>(count);
+    } else {
+      floats_ = device_buffer<float>(count);
+    }
+  }
+  bool is_bf16() const { return bf16_; }
+  float* floats() { return floats_.data(); }  // null in bf16 and fp8 runs
+  const float* floats() const { return floats_.data(); }
+  std::uint16_t* bf16() { return bf16_values_.data(); }  // null in fp32 runs
+  const std::uint16_t* bf16() const { return bf16_values_.data(); }
+  // As a linear layer's result or operand.
+  linear_output output() { return bf16_ ? linear_output(bf16()) : linear_output(floats()); }
+  linear_input input() const { return bf16_ ? linear_input(bf16()) : linear_input(floats()); }
+
+ private:
+  bool bf16_ = false;
+  device_buffer<float> floats_;
+  device_buffer<std::uint16_t> bf16_values_;
+};
 
 class device_transformer final : public device_model {
  public:
@@ -37,8 +70,9 @@ class device_transformer final : public device_model {
 
  private:
   struct block_activations {
-    device_buffer<float> ln1, ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2, ln2_rstd, gate_up,
-        swiglu, mlp_out, residual3;
+    device_buffer<float> ln1, ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2, ln2_rstd, mlp_out,
+        residual3;
+    swiglu_tensor gate_up, swiglu;  // [N, 2F], [N, F]
     // The fused path saves these for the backward pass instead of qkvr and att (which it leaves empty;
     // the materialised path leaves these empty).
     device_buffer<std::uint16_t> qkv16;  // [B, T, 3C] q, k (rotated) and v as BF16
@@ -62,7 +96,8 @@ class device_transformer final : public device_model {
   device_buffer<float> encoded_;                  // [N, C]
   std::vector<block_activations> acts_;
   device_buffer<float> lnf_, lnf_rstd_, logits_, losses_;  // [N, C], [N], [N, V], [N]
-  device_buffer<float> dresidual_, dbuffer_c_, dbuffer_3c_, dbuffer_f_, dbuffer_2f_, dlogits_;
+  device_buffer<float> dresidual_, dbuffer_c_, dbuffer_3c_, dlogits_;
+  swiglu_tensor dswiglu_, dgate_up_;     // [N, F], [N, 2F]
   device_buffer<float> norm_workspace_;  // rmsnorm_backward_workspace_size(N, C)
   device_buffer<double> mean_scratch_;   // [1]
 };

@@ -24,6 +24,8 @@ namespace {
 float placeholder[4];
 std::int32_t placeholder_tokens[4];
 float* const some = placeholder;
+std::uint16_t placeholder_bf16[4];
+std::uint16_t* const bf16 = placeholder_bf16;  // raw __nv_bfloat16 bits
 const std::int32_t* const tokens = placeholder_tokens;
 
 // Runs `call`, which must throw fp8::invalid_argument whose message contains `expected`.
@@ -54,6 +56,18 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
       "workspace");
   expect_refusal([] { cuda::swiglu_backward(some, nullptr, some, 2, 2, storage::fp32, nullptr); },
                  "the [N, F] buffer");
+  // The BF16 forms check the same way, and name themselves.
+  expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_forward (BF16): inp is null");
+  expect_refusal([] { cuda::swiglu_forward(nullptr, bf16, 2, 2, nullptr); }, "the [N, F] buffer is null");
+  expect_refusal([] { cuda::swiglu_forward(bf16, bf16, -1, 2, nullptr); },
+                 "trainer::cuda::swiglu_forward (BF16): needs n >= 0 and f >= 0 (got n -1, f 2)");
+  expect_refusal([] { cuda::swiglu_backward(nullptr, bf16, bf16, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_backward (BF16): the [N, 2F] buffer is null");
+  expect_refusal([] { cuda::swiglu_backward(bf16, nullptr, bf16, 2, 2, nullptr); },
+                 "the [N, F] buffer is null");
+  expect_refusal([] { cuda::swiglu_backward(bf16, bf16, nullptr, 2, 2, nullptr); }, "inp is null");
+  expect_refusal([] { cuda::swiglu_backward(bf16, bf16, bf16, 3, -4, nullptr); }, "needs n >= 0 and f >= 0");
   expect_refusal([] { cuda::cross_entropy_backward(some, some, tokens, 0, 256, storage::fp32, nullptr); },
                  "needs n > 0 tokens");
   expect_refusal([] { cuda::cross_entropy_forward(some, some, some, tokens, 2, 2, nullptr, nullptr); },
@@ -95,6 +109,8 @@ TEST_CASE("empty work needs no device") {
   cuda::embedding_forward(nullptr, some, nullptr, 0, 4, 256, nullptr);
   cuda::rmsnorm_forward(nullptr, nullptr, nullptr, some, 0, 4, storage::bf16, nullptr);
   cuda::swiglu_forward(nullptr, nullptr, 0, 8, storage::bf16, nullptr);
+  cuda::swiglu_forward(static_cast<std::uint16_t*>(nullptr), nullptr, 4, 0, nullptr);
+  cuda::swiglu_backward(static_cast<std::uint16_t*>(nullptr), nullptr, nullptr, 0, 8, nullptr);
   cuda::round_to_bf16(nullptr, 0, nullptr);
   CHECK(true);  // reaching here without a CUDA error is the check
 }

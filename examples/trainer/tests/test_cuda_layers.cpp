@@ -33,6 +33,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include <fp8/cuda/error.hpp>
@@ -468,6 +470,74 @@ TEST_CASE("swiglu forward and backward match the CPU layer") {
     expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
     expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
   }
+}
+
+namespace {
+
+// The raw BF16 bits of BF16 values held in floats (exact: the low half is zero, NaN canonical).
+std::vector<std::uint16_t> bf16_bits_of(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = std::uint16_t(bits_of(values[i]) >> 16);
+  return bits;
+}
+
+// The BF16 form's elements against the float form's (storage::bf16): as bits, against what the
+// float form's staging copy (to_bf16) gives a linear layer; as values, widened, against the float
+// form's values (NaN where it has NaN; a NaN's payload is the conversion's).
+void expect_same_as_float_form(const char* what, const device_buffer<std::uint16_t>& bf16_form,
+                               const device_buffer<float>& float_form) {
+  device_buffer<std::uint16_t> staged(float_form.size());
+  cuda::to_bf16(staged.data(), float_form.data(), float_form.size(), nullptr);
+  synchronize();
+  const std::vector<std::uint16_t> got = bf16_form.to_host(), want = staged.to_host();
+  const std::vector<float> values = float_form.to_host();
+  REQUIRE(got.size() == want.size());
+  std::size_t differing_bits = 0, differing_values = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) ++differing_bits;
+    const std::uint32_t widened_bits = std::uint32_t(got[i]) << 16;
+    float widened;
+    std::memcpy(&widened, &widened_bits, sizeof(widened));
+    const bool same = std::isnan(values[i]) ? std::isnan(widened) : bits_of(widened) == bits_of(values[i]);
+    if (!same) ++differing_values;
+  }
+  INFO(what << ": " << differing_bits << " of " << got.size() << " BF16 codes and " << differing_values
+            << " values differ from the float form's");
+  CHECK(differing_bits == 0);
+  CHECK(differing_values == 0);
+}
+
+}  // namespace
+
+TEST_CASE("swiglu's BF16 forms equal the float forms with BF16 storage, bit for bit") {
+  // The transformer's MLP half keeps these tensors as BF16 in bf16 and fp8 runs: the values must be
+  // the float forms' (which the test above holds to the CPU layer), including overflow, infinities,
+  // NaN, signed zeros and subnormals (in the first row).
+  const int n = 301, f = 150;
+  std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 42, 2.0f, storage::bf16);
+  std::vector<float> dout = random_values(std::size_t(n) * f, 43, 1.0f, storage::bf16);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float gates[] = {inf, -inf, nan, 0.0f, -0.0f, 3.0e38f, -3.0e38f, 1.0e-39f, 90.0f, -90.0f, 2.0f};
+  const float ups[] = {2.0f, 3.0f, 1.0f, nan, inf, 3.0e38f, 1.0f, -1.0e-39f, 3.0e38f, 5.0f, -0.0f};
+  const float douts[] = {1.0f, -1.0f, 1.0f, 2.0f, inf, 3.0e38f, 0.5f, 3.0e38f, 1.0f, nan, -0.0f};
+  for (std::size_t j = 0; j < std::size(gates); ++j) {
+    inp[j] = gates[j];
+    inp[std::size_t(f) + j] = ups[j];
+    dout[j] = douts[j];
+  }
+  store(storage::bf16, inp.data(), inp.size());
+  store(storage::bf16, dout.data(), dout.size());
+
+  device_buffer<float> inp_d(inp), dout_d(dout), out_d(dout.size()), dinp_d(inp.size());
+  cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, storage::bf16, nullptr);
+  cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, storage::bf16, nullptr);
+  device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
+      dinp16(inp.size());
+  cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
+  cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr);
+  synchronize();
+  expect_same_as_float_form("swiglu out", out16, out_d);
+  expect_same_as_float_form("swiglu dinp", dinp16, dinp_d);
 }
 
 TEST_CASE("gelu forward and backward match the CPU layer") {
