@@ -6,7 +6,6 @@
 #include <fp8/cuda/error.hpp>
 
 #include "../mlp.hpp"
-#include "cross_entropy.hpp"
 #include "embedding.hpp"
 #include "gelu.hpp"
 
@@ -35,7 +34,6 @@ device_mlp::device_mlp(const model_options& shape, int batch, const parameter_se
   weights_.push_back(host.index_of("head"));
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t WE = std::size_t(window_) * std::size_t(embed_), M = std::size_t(hidden_);
-  const std::size_t V = std::size_t(vocab_);
   windows_host_.resize(N * std::size_t(window_));
   windows_ = device_buffer<std::int32_t>(windows_host_.size());
   targets_ = device_buffer<std::int32_t>(N);
@@ -44,13 +42,10 @@ device_mlp::device_mlp(const model_options& shape, int batch, const parameter_se
     pre_.emplace_back(N * M);
     post_.emplace_back(N * M);
   }
-  logits_ = device_buffer<float>(N * V);
-  losses_ = device_buffer<float>(N);
-  dlogits_ = device_buffer<float>(N * V);
+  loss_ = device_loss(N, vocab_);
   dpost_ = device_buffer<float>(N * M);
   dpre_ = device_buffer<float>(N * M);
   dconcat_ = device_buffer<float>(N * WE);
-  mean_scratch_ = device_buffer<double>(1);
 }
 
 double device_mlp::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
@@ -78,12 +73,9 @@ double device_mlp::forward(const std::int32_t* inputs, const std::int32_t* targe
     gelu_forward(post_[std::size_t(l)].data(), pre_[std::size_t(l)].data(), NM, stored_, stream_);
     x = post_[std::size_t(l)].data();
   }
-  linear_forward(std::size_t(layers_), kind, logits_.data(), x, weights_.back(), N);
+  linear_forward(std::size_t(layers_), kind, loss_.logits(), x, weights_.back(), N);
   mark(phase::other);
-  // The loss and its gradient in one pass (bit-identical to the CPU's forward, then backward).
-  const double loss =
-      cross_entropy_forward_backward(losses_.data(), dlogits_.data(), logits_.data(), targets_.data(), N, V,
-                                     stored_, mean_scratch_.data(), stream_);
+  const double loss = loss_.forward_backward(targets_.data(), N, stored_, stream_);
   stop_profile();
   return loss;
 }
@@ -92,7 +84,7 @@ void device_mlp::backward() {
   const int N = batch_ * context_, W = window_, E = embed_, M = hidden_, V = vocab_;
   const std::size_t NM = std::size_t(N) * std::size_t(M);
   // The head, then the hidden layers from the top; dpost_ holds the gradient of the current output.
-  const float* dy = dlogits_.data();
+  const float* dy = loss_.dlogits();
   for (int l = layers_; l >= 0; --l) {
     const float* x = l == 0 ? concat_.data() : post_[std::size_t(l - 1)].data();
     float* dx = l == 0 ? dconcat_.data() : dpost_.data();

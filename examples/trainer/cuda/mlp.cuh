@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "device_loss.hpp"
 #include "device_model.cuh"
 
 namespace trainer::cuda {
@@ -28,13 +29,12 @@ class device_mlp final : public device_model {
   std::size_t wte_;
   std::vector<std::size_t> weights_;  // fc1 .. fcL, head
 
-  std::vector<std::int32_t> windows_host_;          // [N, W] the bytes each prediction reads
-  device_buffer<std::int32_t> windows_, targets_;   // [N * W], [N]
-  device_buffer<float> concat_;                     // [N, W * E] = [N * W, E] embedding rows
-  std::vector<device_buffer<float>> pre_, post_;    // per hidden layer: [N, M] before and after GELU
-  device_buffer<float> logits_, losses_, dlogits_;  // [N, V], [N], [N, V]
-  device_buffer<float> dpost_, dpre_, dconcat_;     // [N, M], [N, M], [N, W * E]
-  device_buffer<double> mean_scratch_;              // [1]
+  std::vector<std::int32_t> windows_host_;         // [N, W] the bytes each prediction reads
+  device_buffer<std::int32_t> windows_, targets_;  // [N * W], [N]
+  device_buffer<float> concat_;                    // [N, W * E] = [N * W, E] embedding rows
+  std::vector<device_buffer<float>> pre_, post_;   // per hidden layer: [N, M] before and after GELU
+  device_buffer<float> dpost_, dpre_, dconcat_;    // [N, M], [N, M], [N, W * E]
+  device_loss loss_;
 };
 
 }  // namespace trainer::cuda

@@ -8,7 +8,6 @@
 
 #include <fp8/cuda/error.hpp>
 
-#include "cross_entropy.hpp"
 #include "embedding.hpp"
 #include "residual.hpp"
 #include "rmsnorm.hpp"
@@ -88,7 +87,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                        host.index_of(prefix + "w_gate_up"), host.index_of(prefix + "w_down")});
   }
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
-  const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_), V = std::size_t(vocab_);
+  const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
   const bool fused = attention_path_.kernel == attention_kernel::fused;
   inputs_ = device_buffer<std::int32_t>(N);
@@ -119,16 +118,13 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   }
   lnf_ = device_buffer<float>(N * C);
   lnf_rstd_ = device_buffer<float>(N);
-  logits_ = device_buffer<float>(N * V);
-  losses_ = device_buffer<float>(N);
+  loss_ = device_loss(N, vocab_);
   dresidual_ = device_buffer<float>(N * C);
   dbuffer_c_ = device_buffer<float>(N * C);
   dbuffer_3c_ = device_buffer<float>(N * 3 * C);
   dswiglu_ = swiglu_tensor(N * F, stored_);
   dgate_up_ = swiglu_tensor(N * 2 * F, stored_);
-  dlogits_ = device_buffer<float>(N * V);
   norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
-  mean_scratch_ = device_buffer<double>(1);
 }
 
 double device_transformer::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
@@ -186,12 +182,9 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     residual = a.residual3.data();
   }
   rmsnorm_forward(lnf_.data(), lnf_rstd_.data(), residual, compute(final_norm_), N, C, stored, stream_);
-  linear_forward(std::size_t(4 * layers_), kind, logits_.data(), lnf_.data(), lm_head_, N);
+  linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.data(), lm_head_, N);
   mark(phase::other);
-  // The loss and its gradient in one pass (bit-identical to the CPU's forward, then backward).
-  const double loss =
-      cross_entropy_forward_backward(losses_.data(), dlogits_.data(), logits_.data(), targets_.data(), N, V,
-                                     stored, mean_scratch_.data(), stream_);
+  const double loss = loss_.forward_backward(targets_.data(), N, stored, stream_);
   stop_profile();
   return loss;
 }
@@ -201,7 +194,7 @@ void device_transformer::backward() {
   const storage stored = stored_;
   const gemm_mode attention_mode = attention_mode_;
   // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf.
-  linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, dlogits_.data(), lnf_.data(), N);
+  linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, loss_.dlogits(), lnf_.data(), N);
   mark(phase::other);
   FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
   const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();

@@ -12,6 +12,7 @@
 #include "../precision.hpp"
 #include "attention.hpp"
 #include "device_buffer.hpp"
+#include "device_loss.hpp"
 #include "device_model.cuh"
 #include "rope.hpp"
 
@@ -95,11 +96,11 @@ class device_transformer final : public device_model {
   device_buffer<std::int32_t> inputs_, targets_;  // [N]
   device_buffer<float> encoded_;                  // [N, C]
   std::vector<block_activations> acts_;
-  device_buffer<float> lnf_, lnf_rstd_, logits_, losses_;  // [N, C], [N], [N, V], [N]
-  device_buffer<float> dresidual_, dbuffer_c_, dbuffer_3c_, dlogits_;
+  device_buffer<float> lnf_, lnf_rstd_;  // [N, C], [N]
+  device_loss loss_;
+  device_buffer<float> dresidual_, dbuffer_c_, dbuffer_3c_;
   swiglu_tensor dswiglu_, dgate_up_;     // [N, F], [N, 2F]
   device_buffer<float> norm_workspace_;  // rmsnorm_backward_workspace_size(N, C)
-  device_buffer<double> mean_scratch_;   // [1]
 };
 
 }  // namespace trainer::cuda
