@@ -346,15 +346,15 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
   for (const auto& s : layer.read_statistics()) CHECK_FALSE(s.counted);
 }
 
-// One statistics step (forward and backward with dX) of a fresh layer in `precision` on fixed data
-// with planted outliers and underflows; `record` as the calls' record_amax.
+// One statistics step (forward and backward, with dX unless `with_dx` is false) of a fresh layer in
+// `precision` on fixed data with planted outliers and underflows; `record` as the calls' record_amax.
 struct statistics_step {
   fp8::cuda::linear_statistics counted{};
   fp8::delayed_scaling_state state;
 };
 
 statistics_step run_statistics_step(const fp8::gemm_recipe& recipe, const linear_precision& precision,
-                                    bool record) {
+                                    bool record, bool with_dx = true) {
   fp8::cublaslt::handle lt;
   linear_scaling scaling(recipe, 1);
   const linear_config config{K, N, M, false, recipe, precision, true};
@@ -373,7 +373,8 @@ statistics_step run_statistics_step(const fp8::gemm_recipe& recipe, const linear
   forward.statistics = true;
   layer.forward(forward);
   linear_layer::backward_args backward{
-      dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, record};
+      dy_dev.data(), x_dev.data(), w_dev.data(), with_dx ? dx.data() : nullptr, dw.data(), nullptr, M,
+      false,         record};
   backward.statistics = true;
   layer.backward(backward);
   return {layer.read_statistics(), scaling.state().download()};
@@ -406,6 +407,15 @@ void run_bf16_statistics(const char* name, const fp8::gemm_recipe& recipe) {
     check_same(quiet.counted[op], fp8_step.counted[op]);
     CHECK(quiet.state[op].history.at(0) == 0.0f);
   }
+  // The first layer of a model (no dX): dgrad does not run, so its BF16 dY is neither counted nor
+  // recorded; wgrad's dYᵀ is (the transposed half of the fused scratch cast alone).
+  const statistics_step first = run_statistics_step(recipe, linear_precision::bf16(), true, false);
+  const auto dgrad_dy = std::size_t(gemm_operand::dgrad_grad_output);
+  const auto wgrad_dy = std::size_t(gemm_operand::wgrad_grad_output);
+  CHECK_FALSE(first.counted[dgrad_dy].counted);
+  CHECK(first.state[dgrad_dy].history.at(0) == 0.0f);
+  check_same(first.counted[wgrad_dy], fp8_step.counted[wgrad_dy]);
+  CHECK(first.state[wgrad_dy].history.at(0) == fp8_step.state[wgrad_dy].history.at(0));
 }
 
 }  // namespace

@@ -349,7 +349,7 @@ class linear_layer {
   }
 
   // One cast of `in` (rows x cols) with `recipe` into out (and out_t when set), its amax recorded
-  // into slot0 (and slot1: the other operand of a fused cast).
+  // into slot0 (and slot1: the other operand of a fused cast, or the tensor's BF16 operand).
   void cast_one(const __nv_bfloat16* in, std::int64_t rows, std::int64_t cols, const operand_recipe& recipe,
                 gemm_operand scale_operand, std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
                 float* scale_inv_t, float* amax, float* slot0, float* slot1, bool record,
@@ -425,11 +425,14 @@ class linear_layer {
   }
 
   // The scratch copies of the statistics casts of BF16 operands, allocated at the first statistics
-  // call that needs them (for max_tokens), never for a layer that asks no statistics.
+  // call that needs them (for max_tokens), never for a layer that asks no statistics. Sized for the
+  // unfused form too: a backward without dX casts only the transposed half of a fused plan.
   tensor_copies& statistics_copies(linear_tensor tensor) {
     tensor_copies& t = statistics_copies_[std::size_t(tensor)];
     if (!statistics_allocated_[std::size_t(tensor)]) {
-      allocate(make_linear_plan(config_, config_.max_tokens).bf16_cast(tensor), t);
+      cast_plan all = make_linear_plan(config_, config_.max_tokens).bf16_cast(tensor);
+      all.fused = false;
+      allocate(all, t);
       statistics_allocated_[std::size_t(tensor)] = true;
     }
     return t;
