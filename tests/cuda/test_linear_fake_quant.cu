@@ -373,8 +373,8 @@ statistics_step run_statistics_step(const fp8::gemm_recipe& recipe, const linear
   forward.statistics = true;
   layer.forward(forward);
   linear_layer::backward_args backward{
-      dy_dev.data(), x_dev.data(), w_dev.data(), with_dx ? dx.data() : nullptr, dw.data(), nullptr, M,
-      false,         record};
+      dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, record};
+  if (!with_dx) backward.dx = nullptr;  // the first layer of a model
   backward.statistics = true;
   layer.backward(backward);
   return {layer.read_statistics(), scaling.state().download()};
@@ -386,11 +386,9 @@ statistics_step run_statistics_step(const fp8::gemm_recipe& recipe, const linear
 void run_bf16_statistics(const char* name, const fp8::gemm_recipe& recipe) {
   CAPTURE(name);
   const statistics_step fp8_step = run_statistics_step(recipe, linear_precision::fp8(), true);
-  for (const linear_precision& bf16 : {linear_precision::bf16(), [] {
-                                         linear_precision one{};
-                                         one.dgrad = gemm_precision::bf16;
-                                         return one;
-                                       }()}) {
+  linear_precision dgrad_bf16{};
+  dgrad_bf16.dgrad = gemm_precision::bf16;
+  for (const linear_precision& bf16 : {linear_precision::bf16(), dgrad_bf16}) {
     const statistics_step step = run_statistics_step(recipe, bf16, true);
     for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op) {
       CAPTURE(fp8::operand_name(gemm_operand(op)));
