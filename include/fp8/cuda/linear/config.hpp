@@ -87,9 +87,9 @@ struct linear_config {
   // In a call that records amaxes, the operands of BF16 classes record theirs too, so that their
   // histories stay warm for a later switch of the class to FP8 (and a checkpoint carries them). Where
   // the tensor is cast for its other operand, the cast's amax goes into both slots (at most a
-  // one-thread kernel more); otherwise
-  // one amax-only read of the tensor (X and dY per call, W once per weights_changed()). false: BF16
-  // classes leave their slots alone, and a pure BF16 layer launches nothing beyond its products.
+  // one-thread kernel more); otherwise one amax-only read of the tensor (X and dY per call, W once
+  // per weights_changed()). false: BF16 classes leave their slots alone, and a pure BF16 layer
+  // launches nothing beyond its products.
   bool record_bf16_amax = true;
 };
 
