@@ -5,7 +5,9 @@
 //    the BF16 product's own error;
 //  - statistics: amax, scale range, and exact counts of saturated, flushed and nonzero elements of
 //    every operand, on data with planted outliers and underflows, against a host count of the
-//    host's own quantization (the definitions of fp8/cuda/linear/statistics.hpp).
+//    host's own quantization (the definitions of fp8/cuda/linear/statistics.hpp); the operands of
+//    BF16 classes counted from a scratch cast, equal to the counts of the same operand in an FP8
+//    class, and recording no amax of their own.
 //
 // Tolerance of the products, |got - ref| <= 2^-8·|ref| + 2^-10·Σ|a·b|: the operands are exactly the
 // host decodes (checked bit for bit first), so only the BF16 product differs from the reference: one
@@ -325,11 +327,10 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
                                 operand_case{gemm_operand::wgrad_grad_output, &dy, M, N, true}}) {
     CAPTURE(fp8::operand_name(c.op));
     const fp8::cuda::cast_statistics& s = got[std::size_t(c.op)];
-    if (!fp8::cuda::casts_to_fp8(precision.of(fp8::gemm_of(c.op)))) {
-      CHECK_FALSE(s.counted);  // a BF16 class casts nothing
-      continue;
-    }
-    // The operand as its product reads it, cast on the host with the scale of the step (delayed: 1).
+    // A BF16 class is counted too, from a scratch cast with the recipe and scale an FP8 class uses.
+    CHECK(s.precision == precision.of(fp8::gemm_of(c.op)));
+    // The operand as its product reads it (a BF16 class: as its FP8 form would), cast on the host
+    // with the scale of the step (delayed: 1).
     const std::vector<float> read = c.transposed ? transpose(*c.in, c.rows, c.cols) : *c.in;
     const std::int64_t rows = c.transposed ? c.cols : c.rows, cols = c.transposed ? c.rows : c.cols;
     const host_cast h = cast_on_host(read, rows, cols, recipe[c.op], state_scale(scaling, c.op));
@@ -343,6 +344,76 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
   }
   // Read once: a second read finds nothing new.
   for (const auto& s : layer.read_statistics()) CHECK_FALSE(s.counted);
+}
+
+// One statistics step (forward and backward, with dX unless `with_dx` is false) of a fresh layer in
+// `precision` on fixed data with planted outliers and underflows; `record` as the calls' record_amax.
+struct statistics_step {
+  fp8::cuda::linear_statistics counted{};
+  fp8::delayed_scaling_state state;
+};
+
+statistics_step run_statistics_step(const fp8::gemm_recipe& recipe, const linear_precision& precision,
+                                    bool record, bool with_dx = true) {
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(recipe, 1);
+  const linear_config config{K, N, M, false, recipe, precision, true};
+  linear_layer layer(config, scaling, 0, lt);
+  std::vector<float> x = random_values(std::size_t(M * K), 31, 2.0f);
+  plant(x, 17, 1000.0f, 3);
+  plant(x, 23, 0x1p-12f, 17);
+  std::vector<float> dy = random_values(std::size_t(M * N), 32, 0.01f);
+  plant(dy, 9, 100000.0f, 7);
+  plant(dy, 31, 0x1p-19f, 19);
+  const std::vector<float> w = random_values(std::size_t(N * K), 33, 0.5f);
+  device_buffer<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
+      y(std::size_t(M * N)), dx(std::size_t(M * K));
+  device_buffer<float> dw(std::size_t(N * K));
+  linear_layer::forward_args forward{x_dev.data(), w_dev.data(), nullptr, y.data(), M, record};
+  forward.statistics = true;
+  layer.forward(forward);
+  linear_layer::backward_args backward{
+      dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, record};
+  if (!with_dx) backward.dx = nullptr;  // the first layer of a model
+  backward.statistics = true;
+  layer.backward(backward);
+  return {layer.read_statistics(), scaling.state().download()};
+}
+
+// A BF16 class's statistics are those of the same operand in an FP8 class (same recipe, data and
+// scale: the same cast, counted the same way), every field but `precision`; and with record_amax
+// off, the scratch casts of a statistics call leave the state's amaxes at 0.
+void run_bf16_statistics(const char* name, const fp8::gemm_recipe& recipe) {
+  CAPTURE(name);
+  const statistics_step fp8_step = run_statistics_step(recipe, linear_precision::fp8(), true);
+  linear_precision dgrad_bf16{};
+  dgrad_bf16.dgrad = gemm_precision::bf16;
+  for (const linear_precision& bf16 : {linear_precision::bf16(), dgrad_bf16}) {
+    const statistics_step step = run_statistics_step(recipe, bf16, true);
+    for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op) {
+      CAPTURE(fp8::operand_name(gemm_operand(op)));
+      CHECK(step.counted[op].precision == bf16.of(fp8::gemm_of(gemm_operand(op))));
+      check_same(step.counted[op], fp8_step.counted[op]);
+      // The amaxes too: a BF16 class records what an FP8 class records (record_bf16_amax default).
+      CHECK(step.state[op].history.at(0) == fp8_step.state[op].history.at(0));
+      CHECK(step.state[op].history.at(0) == fp8_step.counted[op].amax);
+    }
+  }
+  const statistics_step quiet = run_statistics_step(recipe, linear_precision::bf16(), false);
+  for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op) {
+    CAPTURE(fp8::operand_name(gemm_operand(op)));
+    check_same(quiet.counted[op], fp8_step.counted[op]);
+    CHECK(quiet.state[op].history.at(0) == 0.0f);
+  }
+  // The first layer of a model (no dX): dgrad does not run, so its BF16 dY is neither counted nor
+  // recorded; wgrad's dYᵀ is (the transposed half of the fused scratch cast alone).
+  const statistics_step first = run_statistics_step(recipe, linear_precision::bf16(), true, false);
+  const auto dgrad_dy = std::size_t(gemm_operand::dgrad_grad_output);
+  const auto wgrad_dy = std::size_t(gemm_operand::wgrad_grad_output);
+  CHECK_FALSE(first.counted[dgrad_dy].counted);
+  CHECK(first.state[dgrad_dy].history.at(0) == 0.0f);
+  check_same(first.counted[wgrad_dy], fp8_step.counted[wgrad_dy]);
+  CHECK(first.state[wgrad_dy].history.at(0) == fp8_step.state[wgrad_dy].history.at(0));
 }
 
 }  // namespace
@@ -364,6 +435,14 @@ TEST_CASE("cast statistics: exact counts of saturated and flushed elements, ever
   mixed.dgrad = gemm_precision::bf16;
   mixed.wgrad = gemm_precision::fake_fp8;
   run_statistics("delayed, dgrad bf16, wgrad fake", fp8::gemm_recipe{fp8::delayed_scaling{}}, mixed);
+  run_statistics("delayed, all bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::bf16());
   run_statistics("current per row", current(fp8::granularity::per_row), linear_precision::fp8());
   run_statistics("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8());
+}
+
+TEST_CASE("cast statistics of BF16 classes: a scratch cast, counted as the same operand in an FP8 class") {
+  run_bf16_statistics("delayed", fp8::gemm_recipe{fp8::delayed_scaling{}});
+  run_bf16_statistics("current per tensor", current(fp8::granularity::per_tensor));
+  run_bf16_statistics("current per row", current(fp8::granularity::per_row));
+  run_bf16_statistics("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()});
 }

@@ -1,7 +1,8 @@
 // fp8::cuda::linear_layer on a GPU: forward, dgrad and wgrad against a float64 host reference on the
 // dequantized operands (the layer's own FP8 copies, decoded on the host), for every device recipe and
 // in BF16; dW and dbias accumulated over two micro-batches; W's FP8 copy reused until
-// weights_changed(); the amaxes recorded into the scaling state.
+// weights_changed(); the amaxes recorded into the scaling state, those of BF16 classes included
+// (and left alone with record_bf16_amax = false).
 //
 // Tolerances, |got - ref| <= rel·|ref| + acc·Σ|a·b| over the product's terms, because the operands
 // are exactly the dequantized copies and only the tensor-core sum and the output rounding differ:
@@ -216,12 +217,15 @@ struct counting_reducer final : fp8::amax_reducer {
   }
 };
 
-void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_precision& precision) {
+void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_precision& precision,
+                bool record_bf16_amax = true) {
   CAPTURE(name);
+  CAPTURE(record_bf16_amax);
   fp8::cublaslt::handle lt;
   counting_reducer reducer;
   linear_scaling scaling(recipe, 1, &reducer);
   linear_config config{K, N, M, true, recipe, precision, true};
+  config.record_bf16_amax = record_bf16_amax;
   linear_layer layer(config, scaling, 0, lt);
 
   const tensors first{random_bf16(M * K, 1, 2.0f), random_bf16(N * K, 2, 0.5f), random_bf16(N, 3, 1.0f),
@@ -240,21 +244,22 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   CHECK(weight_casts_of(layer) == (w_copies ? 1u : 0u));  // W cast once for both micro-batches
 
   // The state's current amaxes: max |X| over both micro-batches in both X slots, max |dY| in both
-  // dY slots, max |W| in both W slots, for the operands whose class runs in FP8.
+  // dY slots, max |W| in both W slots (W cast, or its amax taken, once for both micro-batches), for
+  // every class: BF16 classes record the host's amax of their operands as FP8 classes do, unless
+  // record_bf16_amax is off, which leaves their slots at 0.
   const fp8::delayed_scaling_state state = scaling.state().download();
   const auto current = [&](gemm_operand op) { return state[scaling.slot(0, op)].history.at(0); };
-  if (precision.fprop == fp8::cuda::gemm_precision::fp8) {
-    CHECK(current(gemm_operand::fprop_input) == max_abs(first.x, second.x));
-    CHECK(current(gemm_operand::fprop_weight) == max_abs(first.w, first.w));
-  }
-  if (precision.wgrad == fp8::cuda::gemm_precision::fp8) {
-    CHECK(current(gemm_operand::wgrad_input) == max_abs(first.x, second.x));
-    CHECK(current(gemm_operand::wgrad_grad_output) == max_abs(first.dy, second.dy));
-  }
-  if (precision.dgrad == fp8::cuda::gemm_precision::fp8) {
-    CHECK(current(gemm_operand::dgrad_grad_output) == max_abs(first.dy, second.dy));
-    CHECK(current(gemm_operand::dgrad_weight) == max_abs(first.w, first.w));
-  }
+  const auto expect = [&](gemm_operand op, float amax) {
+    CAPTURE(fp8::operand_name(op));
+    const bool bf16 = precision.of(fp8::gemm_of(op)) == fp8::cuda::gemm_precision::bf16;
+    CHECK(current(op) == (bf16 && !record_bf16_amax ? 0.0f : amax));
+  };
+  expect(gemm_operand::fprop_input, max_abs(first.x, second.x));
+  expect(gemm_operand::fprop_weight, max_abs(first.w, first.w));
+  expect(gemm_operand::wgrad_input, max_abs(first.x, second.x));
+  expect(gemm_operand::wgrad_grad_output, max_abs(first.dy, second.dy));
+  expect(gemm_operand::dgrad_grad_output, max_abs(first.dy, second.dy));
+  expect(gemm_operand::dgrad_weight, max_abs(first.w, first.w));
   scaling.end_step();
   const fp8::delayed_scaling_state rolled = scaling.state().download();
   for (std::size_t t = 0; t < rolled.size(); ++t) CHECK(rolled[t].history.at(0) == 0.0f);
@@ -324,6 +329,30 @@ TEST_CASE("BF16 linear layer, and FP8 with one class in BF16") {
   linear_precision mixed{};
   mixed.dgrad = fp8::cuda::gemm_precision::bf16;
   run_recipe("dgrad in bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, mixed);
+}
+
+TEST_CASE(
+    "BF16 classes record their operands' amaxes: amax-only passes, or beside the other operand's cast") {
+  // Each class in BF16 alone, under delayed and current scaling: the BF16 operand's slot gets the
+  // amax of the cast of its tensor for the FP8 operand (delayed: the slot copied; current: the cast's
+  // amax), or of an amax-only pass where no operand of the tensor is cast (all BF16).
+  const fp8::gemm_recipe current_row = current(fp8::granularity::per_row, fp8::granularity::per_row);
+  for (gemm_kind kind : {gemm_kind::fprop, gemm_kind::dgrad, gemm_kind::wgrad}) {
+    linear_precision one{};
+    (kind == gemm_kind::fprop   ? one.fprop
+     : kind == gemm_kind::dgrad ? one.dgrad
+                                : one.wgrad) = fp8::cuda::gemm_precision::bf16;
+    CAPTURE(int(kind));
+    run_recipe("one class in bf16, delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, one);
+    run_recipe("one class in bf16, current per row", current_row, one);
+  }
+  run_recipe("bf16, current per row", current_row, linear_precision::bf16());
+  // Off: BF16 classes leave their slots alone (and FP8 classes record as before).
+  run_recipe("bf16, no bf16 amaxes", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::bf16(),
+             false);
+  linear_precision mixed{};
+  mixed.wgrad = fp8::cuda::gemm_precision::bf16;
+  run_recipe("wgrad in bf16, no bf16 amaxes", fp8::gemm_recipe{fp8::delayed_scaling{}}, mixed, false);
 }
 
 TEST_CASE("unfused casts: fprop and wgrad read X with different recipes") {

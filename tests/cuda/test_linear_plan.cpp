@@ -503,3 +503,97 @@ TEST_CASE("fake_fp8 classes take shapes an FP8 product refuses, and need no alig
   CHECK(refusal(config_of(64, 32, 64, fp8::gemm_recipe{}, fake_wgrad), 21) == "");
   CHECK(contains(refusal(config_of(40, 32, 64, fp8::gemm_recipe{}, fake_wgrad), 32), "BF16 or fake_fp8"));
 }
+
+namespace {
+
+// Two casts make the same copies of the same operands (their buffers aside).
+void check_same_cast(const fp8::cuda::cast_plan& got, const fp8::cuda::cast_plan& want) {
+  CHECK(got.tensor == want.tensor);
+  CHECK(got.rows == want.rows);
+  CHECK(got.cols == want.cols);
+  CHECK(got.row_major == want.row_major);
+  CHECK(got.transposed == want.transposed);
+  CHECK(got.fused == want.fused);
+  CHECK(got.row_operand == want.row_operand);
+  CHECK(got.transposed_operand == want.transposed_operand);
+}
+
+// Every operand is either cast for its FP8 (or fake) class or listed among the BF16 operands, never both.
+void check_partition(const linear_plan& plan, const linear_precision& precision) {
+  for (std::size_t t = 0; t < 3; ++t) {
+    const fp8::cuda::cast_plan& c = plan.casts[t];
+    const fp8::cuda::cast_plan& b = plan.bf16_casts[t];
+    CAPTURE(t);
+    CHECK(c.row_operand == b.row_operand);
+    CHECK(c.transposed_operand == b.transposed_operand);
+    CHECK(b.row_major == (precision.of(fp8::gemm_of(b.row_operand)) == gemm_precision::bf16));
+    CHECK(b.transposed == (precision.of(fp8::gemm_of(b.transposed_operand)) == gemm_precision::bf16));
+    CHECK(c.row_major != b.row_major);
+    CHECK(c.transposed != b.transposed);
+    // No product reads a BF16 operand's cast: it goes into scratch copies, and is never decoded.
+    CHECK(b.row_buffer == linear_buffer::none);
+    CHECK(b.transposed_buffer == linear_buffer::none);
+    CHECK_FALSE(b.dequantize_row);
+    CHECK_FALSE(b.dequantize_transposed);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("BF16 classes: their operands are planned as the casts an FP8 class would make") {
+  // Recording the amaxes of BF16 classes is the default, as the CPU trainer records every operand.
+  CHECK(linear_config{}.record_bf16_amax);
+
+  // All BF16: the six operands, cast exactly as the all-FP8 plan casts them (fused per tensor).
+  const linear_plan fp8_plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64), 32);
+  const linear_plan bf16_plan =
+      fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, linear_precision::bf16()), 32);
+  for (std::size_t t = 0; t < 3; ++t) {
+    CAPTURE(t);
+    check_same_cast(bf16_plan.bf16_casts[t], fp8_plan.casts[t]);
+    CHECK(bf16_plan.bf16_casts[t].fused);
+    CHECK_FALSE(fp8_plan.bf16_casts[t].any());  // all FP8: no BF16 operand
+  }
+  check_partition(fp8_plan, linear_precision::fp8());
+  check_partition(bf16_plan, linear_precision::bf16());
+
+  // One class in BF16: its two operands, each the half of its tensor's cast that the class reads.
+  linear_precision mixed{};
+  mixed.dgrad = gemm_precision::bf16;
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, mixed), 32);
+  check_partition(plan, mixed);
+  CHECK_FALSE(plan.bf16_cast(linear_tensor::x).any());
+  CHECK(plan.bf16_cast(linear_tensor::w).transposed);  // dgrad's Wᵀ [K, N]
+  CHECK(plan.bf16_cast(linear_tensor::w).transposed_operand == gemm_operand::dgrad_weight);
+  CHECK(plan.bf16_cast(linear_tensor::dy).row_major);  // dgrad's dY [M, N]
+  CHECK(plan.bf16_cast(linear_tensor::dy).row_operand == gemm_operand::dgrad_grad_output);
+  CHECK_FALSE(plan.bf16_cast(linear_tensor::dy).fused);
+  CHECK(plan.bf16_cast(linear_tensor::dy).rows == 32);
+  CHECK(plan.bf16_cast(linear_tensor::dy).cols == 32);
+
+  // fake_fp8 classes cast for their products: no BF16 operand. With fprop in BF16 beside them, X and
+  // W are listed for fprop only.
+  linear_precision fake = linear_precision::fake_fp8();
+  CHECK_FALSE(fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, fake), 32)
+                  .bf16_cast(linear_tensor::dy)
+                  .any());
+  fake.fprop = gemm_precision::bf16;
+  check_partition(fp8::cuda::make_linear_plan(config_of(64, 32, 64, fp8::gemm_recipe{}, fake), 32), fake);
+
+  // Two recipes for X: the BF16 operands' casts are unfused, as FP8's would be.
+  fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  recipe.use(gemm_operand::wgrad_input, fp8::current_scaling{});
+  const linear_plan unfused =
+      fp8::cuda::make_linear_plan(config_of(64, 32, 64, recipe, linear_precision::bf16()), 32);
+  CHECK_FALSE(unfused.bf16_cast(linear_tensor::x).fused);
+  CHECK(unfused.bf16_cast(linear_tensor::w).fused);
+  check_same_cast(unfused.bf16_cast(linear_tensor::x),
+                  fp8::cuda::make_linear_plan(config_of(64, 32, 64, recipe), 32).cast(linear_tensor::x));
+
+  // BF16 shapes that FP8 products refuse still plan the casts (the device casts take any shape).
+  const linear_plan odd =
+      fp8::cuda::make_linear_plan(config_of(40, 24, 64, fp8::gemm_recipe{}, linear_precision::bf16()), 21);
+  CHECK(odd.bf16_cast(linear_tensor::dy).rows == 21);
+  CHECK(odd.bf16_cast(linear_tensor::dy).cols == 24);
+  check_partition(odd, linear_precision::bf16());
+}

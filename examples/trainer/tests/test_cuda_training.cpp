@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 
 #include "cuda/trainer_cuda.hpp"
 #include "gpu_skip.hpp"
+#include "model.hpp"
 #include "run_checks.hpp"
 #include "tiny_options.hpp"
 #include "trainer.hpp"
@@ -439,37 +441,62 @@ std::map<std::string, std::vector<double>> read_stats(const std::string& path, s
 }  // namespace
 
 TEST_CASE("--stats-every on the GPU writes the CPU's stats.csv rows") {
-  // Two steps with statistics on each, FP8 and fake quantization, on both devices. Every linear
-  // layer runs in FP8 (tiny_options: --fp8-head), so both write the same rows: six operands per
-  // layer and step. Step 1 starts from the same weights and batch; the devices differ by rounding
-  // order only, so amaxes and scales agree to a few BF16 ulps (2e-2 relative) and the fractions to
-  // the few elements a rounding flip moves across a threshold (0.01 + 10% of the CPU's fraction).
-  for (const gemm_mode mode : {gemm_mode::fp8, gemm_mode::fake_fp8}) {
-    CAPTURE(to_string(mode));
+  // Two steps with statistics on each, on both devices: FP8, fake quantization, classes in BF16
+  // beside them, the LM head in BF16 (--fp8-head off) and a whole --precision bf16 run. Both devices
+  // write a row for each of the six operands of every linear layer and step, those of BF16 classes
+  // too (mode bf16: what FP8 would do to them, from a scratch cast). Step 1 starts from the same
+  // weights and batch; the devices differ by rounding order only, so amaxes and scales agree to a
+  // few BF16 ulps (2e-2 relative) and the fractions to the few elements a rounding flip moves across
+  // a threshold (0.01 + 10% of the CPU's fraction).
+  struct stats_case {
+    const char* name;  // also the runs' folder
+    precision base;
+    std::array<gemm_mode, gemm_kind_count> modes;
+    bool fp8_head;
+  };
+  const gemm_mode fp8 = gemm_mode::fp8, fake = gemm_mode::fake_fp8, bf16 = gemm_mode::bf16;
+  for (const stats_case& c : {stats_case{"fp8", precision::fp8, {fp8, fp8, fp8}, true},
+                              stats_case{"fake", precision::fp8, {fake, fake, fake}, true},
+                              stats_case{"fp8_bf16_fake", precision::fp8, {fp8, bf16, fake}, true},
+                              stats_case{"bf16_head", precision::fp8, {fp8, fp8, fp8}, false},
+                              stats_case{"bf16", precision::bf16, {fp8, fp8, fp8}, true}}) {
+    CAPTURE(c.name);
     std::map<std::string, std::vector<double>> rows[2];
     std::string headers[2];
+    std::size_t layers = 0;
     for (device_kind device : {device_kind::cpu, device_kind::cuda}) {
-      run_options o = tiny_options(precision::fp8, device);
+      run_options o = tiny_options(c.base, device);
       o.steps = 2;
       o.stats_every = 1;
       o.eval_every = 2;
-      o.linear_modes = {mode, mode, mode};
-      o.out_dir = temporary_path(std::string("stats_") + to_string(mode) + "_" +
+      o.linear_modes = c.modes;
+      o.fp8_head = c.fp8_head;
+      o.out_dir = temporary_path(std::string("stats_") + c.name + "_" +
                                  (device == device_kind::cuda ? "cuda" : "cpu"));
       o.overwrite = true;
-      CHECK(std::isfinite(make_run(o)->run()));
+      const std::unique_ptr<training_run> run = make_run(o);
+      layers = make_model(o.model, 1)->linear_layers().size();
+      CHECK(std::isfinite(run->run()));
       const std::size_t d = device == device_kind::cuda ? 1 : 0;
       rows[d] = read_stats(o.out_dir + "/stats.csv", headers[d]);
     }
     CHECK(headers[1] == headers[0]);
-    CHECK(rows[0].size() == rows[1].size());
-    CHECK(rows[1].size() % 12 == 0);  // 2 steps x 6 operands per layer
+    CHECK(rows[0].size() == 2 * fp8::gemm_operand_count * layers);  // every operand of every layer
+    CHECK(rows[1].size() == rows[0].size());
+    std::size_t bf16_rows = 0;
     for (const auto& [key, cpu] : rows[0]) {
       CAPTURE(key);
+      if (key.find(",bf16,") != std::string::npos) ++bf16_rows;
       const auto gpu = rows[1].find(key);
       REQUIRE(gpu != rows[1].end());
       for (std::size_t i = 0; i < 3; ++i) CHECK(std::abs(gpu->second[i] - cpu[i]) <= 2e-2 * std::abs(cpu[i]));
       for (std::size_t i = 3; i < 5; ++i) CHECK(std::abs(gpu->second[i] - cpu[i]) <= 0.01 + 0.1 * cpu[i]);
     }
+    // The BF16 rows are there: two operands per BF16 class and layer, all six of a BF16 layer.
+    const std::size_t per_step = c.base == precision::bf16 ? fp8::gemm_operand_count * layers
+                                 : !c.fp8_head             ? fp8::gemm_operand_count
+                                 : c.modes[1] == bf16      ? 2 * layers
+                                                           : 0;
+    CHECK(bf16_rows == 2 * per_step);
   }
 }

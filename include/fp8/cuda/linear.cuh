@@ -14,8 +14,10 @@
 //   ... optimizer updates w ...; layer.weights_changed(); scaling.end_step(stream);
 //
 // One forward is in flight per layer: backward(m) uses the Xᵀ copy the last forward(m) made.
-// A call with `statistics = true` also counts what its casts did (saturated and flushed elements,
-// amax, scale range), read with read_statistics(). See docs/linear_layer.md.
+// A call with `record_amax` records the amax of every operand into its slot of the scaling state,
+// those of BF16 classes included (config.record_bf16_amax). A call with `statistics = true` also
+// counts what its casts did (saturated and flushed elements, amax, scale range), and what a cast
+// would do to the operands of BF16 classes, read with read_statistics(). See docs/linear_layer.md.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -31,6 +33,7 @@
 #include <string>
 
 #include "../cublaslt/handle.hpp"
+#include "amax.cuh"
 #include "current_scaling.cuh"
 #include "delayed_scaling.cuh"
 #include "linear/config.hpp"
@@ -81,7 +84,7 @@ class linear_layer {
       : config_(checked(config)), scaling_(scaling), index_(index), lt_(lt) {
     check_formats();
     const linear_plan full = make_linear_plan(config_, config_.max_tokens);
-    for (const cast_plan& c : full.casts) allocate(c);
+    for (const cast_plan& c : full.casts) allocate(c, copies_[std::size_t(c.tensor)]);
     if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
     counters_ = detail::device_array<cast_counters>(gemm_operand_count);
   }
@@ -108,12 +111,12 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::x, args.x);
     check_caller_pointer(p, linear_buffer::w, args.w);
     ensure_weight_copies(p, args.w, args.record_amax, stream);
-    run_cast(p.cast(linear_tensor::x), args.x, args.record_amax, stream);
+    cast_tensor(p.cast(linear_tensor::x), p.bf16_cast(linear_tensor::x), args.x, args.record_amax, stream);
     if (args.statistics) {
       // W's copies may be cached from an earlier call: they are counted against the W passed now,
       // which is the W they were made from as long as weights_changed() follows every change.
-      count_casts(p.cast(linear_tensor::w), args.w, stream);
-      count_casts(p.cast(linear_tensor::x), args.x, stream);
+      count_tensor(p.cast(linear_tensor::w), p.bf16_cast(linear_tensor::w), args.w, stream);
+      count_tensor(p.cast(linear_tensor::x), p.bf16_cast(linear_tensor::x), args.x, stream);
     }
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
@@ -150,10 +153,13 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::dw, args.dw);
     check_caller_pointer(p, linear_buffer::dy, args.dy);
     cast_plan dy_cast = p.cast(linear_tensor::dy);
-    // No dX: only wgrad's copy of dY (a fused cast still writes both: its one pass needs no scratch).
+    cast_plan dy_bf16 = p.bf16_cast(linear_tensor::dy);
+    // No dX: only wgrad's copy of dY (a fused cast still writes both: its one pass needs no scratch),
+    // and no amax or statistics for the dY of a BF16 dgrad that does not run.
     if (!dgrad && !dy_cast.fused) dy_cast.row_major = false;
-    run_cast(dy_cast, args.dy, args.record_amax, stream);
-    if (args.statistics) count_casts(dy_cast, args.dy, stream);
+    if (!dgrad) dy_bf16.row_major = dy_bf16.fused = false;
+    cast_tensor(dy_cast, dy_bf16, args.dy, args.record_amax, stream);
+    if (args.statistics) count_tensor(dy_cast, dy_bf16, args.dy, stream);
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
     pointers_[index_of(linear_buffer::w)] = args.w;
@@ -212,8 +218,9 @@ class linear_layer {
                            buffer_name(buffer) + " copy");
   }
 
-  // The statistics of every operand cast in a call with `statistics = true` since the last read
-  // (`counted` false for the others: their class runs in BF16, or no such call cast them). Waits
+  // The statistics of every operand read in a call with `statistics = true` since the last read
+  // (`counted` false for the others: no such call read them), `precision` saying whether they are of
+  // the copy an FP8 (or fake_fp8) product read, or of a scratch cast of a BF16 class's operand. Waits
   // for `stream` when there is something to read. A later statistics call for the same operand
   // replaces its counts (micro-batches: the last one counted).
   linear_statistics read_statistics(cudaStream_t stream = nullptr) {
@@ -226,7 +233,7 @@ class linear_layer {
         cudaMemcpyAsync(host.data(), counters_.data(), sizeof(host), cudaMemcpyDeviceToHost, stream));
     FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (std::size_t op = 0; op < gemm_operand_count; ++op) {
-      if (counted_[op]) out[op] = statistics_of(host[op]);
+      if (counted_[op]) out[op] = statistics_of(host[op], config_.precision.of(gemm_of(gemm_operand(op))));
     }
     counted_.fill(false);
     return out;
@@ -271,8 +278,7 @@ class linear_layer {
     }
   }
 
-  void allocate(const cast_plan& c) {
-    tensor_copies& t = copies_[std::size_t(c.tensor)];
+  void allocate(const cast_plan& c, tensor_copies& t) {
     const std::size_t elements = std::size_t(c.rows) * std::size_t(c.cols);
     const operand_recipe& row = config_.recipe[c.row_operand];
     const operand_recipe& transposed = config_.recipe[c.transposed_operand];
@@ -293,16 +299,57 @@ class linear_layer {
     if (c.dequantize_transposed) t.transposed_fake = detail::device_array<__nv_bfloat16>(elements);
   }
 
+  // W's casts (and the amaxes of its operands), once per weights_changed(): W is the same tensor
+  // in every call until then, so a second cast or amax would give the same values.
   void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
+    if (weights_cached_) return;
     const cast_plan& c = p.cast(linear_tensor::w);
-    if (weights_cached_ || !c.any()) return;
-    run_cast(c, w, record, stream);
-    weights_cached_ = true;
-    ++weight_casts_;
+    const cast_plan& bf16 = p.bf16_cast(linear_tensor::w);
+    if (c.any()) {
+      cast_tensor(c, bf16, w, record, stream);
+      weights_cached_ = true;
+      ++weight_casts_;
+    } else if (records_bf16_amax(bf16, record)) {
+      // Only W's amax (both classes that read W run in BF16); without recording there is nothing
+      // to do, and a later recording call still records.
+      amax_only_pass(bf16, w, stream);
+      weights_cached_ = true;
+    }
+  }
+
+  bool records_bf16_amax(const cast_plan& bf16, bool record) const noexcept {
+    return record && config_.record_bf16_amax && bf16.any();
+  }
+  float* amax_slot(gemm_operand operand) { return scaling_.state().amax(scaling_.slot(index_, operand)); }
+
+  // The FP8 casts `c` of `in` into the layer's copies, recording their amaxes when `record`, and the
+  // amaxes of the operands of BF16 classes (`bf16`, the tensor's other operands) with them: from the
+  // cast's own amax where the tensor is cast (the same tensor, so the same amax), else from an
+  // amax-only pass.
+  void cast_tensor(const cast_plan& c, const cast_plan& bf16, const __nv_bfloat16* in, bool record,
+                   cudaStream_t stream) {
+    const bool bf16_amax = records_bf16_amax(bf16, record);
+    if (c.any()) {
+      // A tensor has two operands: when one is cast, at most the other runs in BF16.
+      float* also =
+          bf16_amax ? amax_slot(bf16.row_major ? bf16.row_operand : bf16.transposed_operand) : nullptr;
+      run_cast(c, in, record, also, copies_[std::size_t(c.tensor)], stream);
+    } else if (bf16_amax) {
+      amax_only_pass(bf16, in, stream);
+    }
+  }
+
+  // The amax-only pass: max |in| max-accumulated into the slot of each operand in `bf16` (the
+  // library's amax kernel straight into the first slot, as a delayed cast records; then copied).
+  void amax_only_pass(const cast_plan& bf16, const __nv_bfloat16* in, cudaStream_t stream) {
+    const bool both = bf16.row_major && bf16.transposed;
+    float* first = amax_slot(bf16.row_major ? bf16.row_operand : bf16.transposed_operand);
+    compute_amax(in, std::size_t(bf16.rows) * std::size_t(bf16.cols), first, stream);
+    if (both) detail::record_amax(first, amax_slot(bf16.transposed_operand), nullptr, stream);
   }
 
   // One cast of `in` (rows x cols) with `recipe` into out (and out_t when set), its amax recorded
-  // into slot0 (and slot1: the other operand of a fused cast).
+  // into slot0 (and slot1: the other operand of a fused cast, or the tensor's BF16 operand).
   void cast_one(const __nv_bfloat16* in, std::int64_t rows, std::int64_t cols, const operand_recipe& recipe,
                 gemm_operand scale_operand, std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
                 float* scale_inv_t, float* amax, float* slot0, float* slot1, bool record,
@@ -331,12 +378,13 @@ class linear_layer {
     if (record) detail::record_amax(amax, slot0, slot1, stream);
   }
 
-  void run_cast(const cast_plan& c, const __nv_bfloat16* in, bool record, cudaStream_t stream) {
+  // The casts `c` of `in` into `t`, amaxes recorded into the operands' slots when `record` (and
+  // into `also` too: the slot of the tensor's BF16 operand, when only one of its operands is cast).
+  void run_cast(const cast_plan& c, const __nv_bfloat16* in, bool record, float* also, tensor_copies& t,
+                cudaStream_t stream) {
     if (!c.any()) return;
-    tensor_copies& t = copies_[std::size_t(c.tensor)];
-    delayed_scaling_device_state& state = scaling_.state();
-    float* row_slot = state.amax(scaling_.slot(index_, c.row_operand));
-    float* transposed_slot = state.amax(scaling_.slot(index_, c.transposed_operand));
+    float* row_slot = amax_slot(c.row_operand);
+    float* transposed_slot = amax_slot(c.transposed_operand);
     const operand_recipe& row = config_.recipe[c.row_operand];
     const operand_recipe& transposed = config_.recipe[c.transposed_operand];
     if (c.fused) {
@@ -345,12 +393,12 @@ class linear_layer {
     } else {
       if (c.row_major) {
         cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), nullptr, nullptr,
-                 t.amax.data(), row_slot, nullptr, record, stream);
+                 t.amax.data(), row_slot, also, record, stream);
       }
       if (c.transposed) {
         cast_one(in, c.rows, c.cols, transposed, c.transposed_operand, t.scratch.data(),
                  t.scratch_scale.data(), t.transposed.data(), t.transposed_scale.data(), t.amax.data(),
-                 transposed_slot, nullptr, record, stream);
+                 transposed_slot, also, record, stream);
       }
     }
     // fake_fp8: the copies decoded to BF16 by the library's dequantize (value x scale_inv of its
@@ -365,9 +413,33 @@ class linear_layer {
     }
   }
 
-  // Counts each copy `c` made from `in` into its operand's counters (statistics calls only).
-  void count_casts(const cast_plan& c, const __nv_bfloat16* in, cudaStream_t stream) {
-    const tensor_copies& t = copies_[std::size_t(c.tensor)];
+  // Statistics of one tensor: the copies its FP8 casts `c` made, and, for its operands of BF16 classes
+  // (`bf16`), a cast into scratch copies with their recipe and scale (recording nothing: the amaxes
+  // are cast_tensor's), counted the same way.
+  void count_tensor(const cast_plan& c, const cast_plan& bf16, const __nv_bfloat16* in, cudaStream_t stream) {
+    count_casts(c, in, copies_[std::size_t(c.tensor)], stream);
+    if (!bf16.any()) return;
+    tensor_copies& scratch = statistics_copies(bf16.tensor);
+    run_cast(bf16, in, false, nullptr, scratch, stream);
+    count_casts(bf16, in, scratch, stream);
+  }
+
+  // The scratch copies of the statistics casts of BF16 operands, allocated at the first statistics
+  // call that needs them (for max_tokens), never for a layer that asks no statistics. Sized for the
+  // unfused form too: a backward without dX casts only the transposed half of a fused plan.
+  tensor_copies& statistics_copies(linear_tensor tensor) {
+    tensor_copies& t = statistics_copies_[std::size_t(tensor)];
+    if (!statistics_allocated_[std::size_t(tensor)]) {
+      cast_plan all = make_linear_plan(config_, config_.max_tokens).bf16_cast(tensor);
+      all.fused = false;
+      allocate(all, t);
+      statistics_allocated_[std::size_t(tensor)] = true;
+    }
+    return t;
+  }
+
+  // Counts each copy `c` made from `in` into `t`, into its operand's counters (statistics calls only).
+  void count_casts(const cast_plan& c, const __nv_bfloat16* in, const tensor_copies& t, cudaStream_t stream) {
     const auto count = [&](gemm_operand operand, const std::uint8_t* codes, const float* scale_inv,
                            bool transposed) {
       const quantization& q = config_.recipe[operand].quant;
@@ -433,12 +505,14 @@ class linear_layer {
   linear_scaling& scaling_;
   std::size_t index_;
   cublaslt::handle& lt_;
-  std::array<tensor_copies, 3> copies_{};  // x, w, dy
+  std::array<tensor_copies, 3> copies_{};             // x, w, dy
+  std::array<tensor_copies, 3> statistics_copies_{};  // scratch casts of BF16 operands (statistics_copies)
+  std::array<bool, 3> statistics_allocated_{};
   detail::device_array<float> bias_gradient_;
   std::array<const void*, linear_buffer_count> pointers_{};
   detail::device_array<cast_counters> counters_;  // per gemm_operand: the last statistics pass's counts
   std::array<bool, gemm_operand_count> counted_{};
-  bool weights_cached_ = false;
+  bool weights_cached_ = false;  // W cast (or its BF16 amax recorded) since the last weights_changed()
   std::uint64_t weight_casts_ = 0;
   std::int64_t saved_m_ = -1;
   linear_plan planned_{};

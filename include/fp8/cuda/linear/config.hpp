@@ -84,6 +84,13 @@ struct linear_config {
   // The bias gradient from the wgrad GEMM's BGRADB epilogue where cuBLASLt has it (tensorwise FP8
   // scales or BF16); false, or block / row-wise scales: a column sum of the BF16 dY.
   bool fuse_bias_gradient = true;
+  // In a call that records amaxes, the operands of BF16 classes record theirs too, so that their
+  // histories stay warm for a later switch of the class to FP8 (and a checkpoint carries them). Where
+  // the tensor is cast for its other operand, the cast's amax goes into both slots (at most a
+  // one-thread kernel more); otherwise one amax-only read of the tensor (X and dY per call, W once
+  // per weights_changed()). false: BF16 classes leave their slots alone, and a pure BF16 layer
+  // launches nothing beyond its products.
+  bool record_bf16_amax = true;
 };
 
 }  // namespace fp8::cuda

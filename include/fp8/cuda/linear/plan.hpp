@@ -129,11 +129,18 @@ struct linear_plan {
   std::int64_t n = 0;                // out_features
   std::int64_t k = 0;                // in_features
   std::array<cast_plan, 3> casts{};  // indexed by linear_tensor
+  // Per tensor, its operands whose class runs in BF16, planned as the cast an FP8 class would make
+  // of them (`row_major`: the row operand's class runs in BF16, `transposed`: the transposed one's;
+  // fused when both do with one recipe), with no buffer a product reads (linear_buffer::none). The
+  // layer records their amaxes (linear_config::record_bf16_amax) and, on statistics calls only,
+  // makes these casts into scratch copies to count what FP8 would do to the operands.
+  std::array<cast_plan, 3> bf16_casts{};
   std::array<gemm_plan, 3> gemms{};  // indexed by gemm_kind
   bias_gradient_method bias_gradient = bias_gradient_method::none;
   cublaslt::data_type bias_gradient_type = cublaslt::data_type::fp32;  // the epilogue's output type
 
   const cast_plan& cast(linear_tensor tensor) const noexcept { return casts[std::size_t(tensor)]; }
+  const cast_plan& bf16_cast(linear_tensor tensor) const noexcept { return bf16_casts[std::size_t(tensor)]; }
   const gemm_plan& gemm(gemm_kind kind) const noexcept { return gemms[std::size_t(kind)]; }
 };
 
@@ -336,6 +343,20 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
       fake(cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
                 gemm_operand::wgrad_grad_output, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8),
            dgrad_fake, wgrad_fake, linear_buffer::dy_fake, linear_buffer::dy_t_fake);
+
+  // The operands of BF16 classes: the same casts, for the operands the casts above leave out.
+  const auto scratch = [&fake](cast_plan c) {
+    return fake(c, false, false, linear_buffer::none, linear_buffer::none);
+  };
+  plan.bf16_casts[std::size_t(linear_tensor::x)] =
+      scratch(cast(linear_tensor::x, m, k, !fprop8, !wgrad8, gemm_operand::fprop_input,
+                   gemm_operand::wgrad_input, linear_buffer::none, linear_buffer::none));
+  plan.bf16_casts[std::size_t(linear_tensor::w)] =
+      scratch(cast(linear_tensor::w, n, k, !fprop8, !dgrad8, gemm_operand::fprop_weight,
+                   gemm_operand::dgrad_weight, linear_buffer::none, linear_buffer::none));
+  plan.bf16_casts[std::size_t(linear_tensor::dy)] =
+      scratch(cast(linear_tensor::dy, m, n, !dgrad8, !wgrad8, gemm_operand::dgrad_grad_output,
+                   gemm_operand::wgrad_grad_output, linear_buffer::none, linear_buffer::none));
 
   // fprop: Y[M,N] = X·Wᵀ (+ bias in the epilogue).
   gemm_plan& fprop = plan.gemms[std::size_t(gemm_kind::fprop)];

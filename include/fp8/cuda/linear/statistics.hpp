@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "../../scaling/gemm_operand.hpp"
+#include "config.hpp"
 
 namespace fp8::cuda {
 
@@ -30,6 +31,10 @@ struct cast_counters {
 // and a nonzero element was flushed when its FP8 code is ±0 (it underflowed).
 struct cast_statistics {
   bool counted = false;  // false: the operand was not cast in a statistics pass since the last read
+  // The class the operand feeds: fp8 or fake_fp8 (the counts are of the copy its product read), or
+  // bf16 (its product read the BF16 operand; the counts are of a scratch cast with the operand's
+  // recipe and scale, made on statistics calls only: what FP8 would do to it).
+  gemm_precision precision = gemm_precision::fp8;
   float amax = 0.0f;
   float scale_min = 0.0f;
   float scale_max = 0.0f;
@@ -48,7 +53,7 @@ struct cast_statistics {
 // Per operand of a layer, indexed by fp8::gemm_operand.
 using linear_statistics = std::array<cast_statistics, gemm_operand_count>;
 
-inline cast_statistics statistics_of(const cast_counters& c) noexcept {
+inline cast_statistics statistics_of(const cast_counters& c, gemm_precision precision) noexcept {
   const auto as_float = [](std::uint32_t bits) {
     float value;
     std::memcpy(&value, &bits, sizeof value);
@@ -56,6 +61,7 @@ inline cast_statistics statistics_of(const cast_counters& c) noexcept {
   };
   cast_statistics s;
   s.counted = true;
+  s.precision = precision;
   s.amax = c.amax;
   s.scale_min = as_float(c.scale_min_bits);
   s.scale_max = as_float(c.scale_max_bits);
