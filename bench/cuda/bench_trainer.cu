@@ -9,8 +9,9 @@
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
 // byte vocabulary, 4 blocks (0.975 B parameters, about the issue's 1 B). Attention as fp8_trainer's
 // --attention (auto: cuDNN's fused attention where this build has it; the line printed per precision
-// says which ran). Random tokens; weights drawn once, the same for both precisions. Writes DIR/speed.csv
-// and DIR/profile.csv with --out, and prints both as Markdown tables.
+// says which ran). The BF16 run is plain BF16 (no amaxes recorded for a later FP8 switch, unlike the
+// trainer's bf16 runs); the FP8 run is the trainer's. Random tokens; weights drawn once, the same for both
+// precisions. Writes DIR/speed.csv and DIR/profile.csv with --out, and prints both as Markdown tables.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -145,7 +146,11 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   cuda::device_transformer model(o.shape, o.batch, host.parameters(), host.linear_layers(), policy,
                                  cuda::device_recipe(state.recipe(), delayed_config(switches)), false,
                                  nullptr, nullptr, o.attention);
-  std::printf("bench_trainer: %s: attention %s\n", to_string(p), model.attention_description().c_str());
+  // The BF16 run is the plain BF16 baseline a user would otherwise run (as PyTorch's): no amaxes
+  // recorded for later FP8 use, which the trainer's bf16 runs do by default, as on the CPU.
+  if (p == precision::bf16) model.record_bf16_amax(false);
+  std::printf("bench_trainer: %s: attention %s%s\n", to_string(p), model.attention_description().c_str(),
+              p == precision::bf16 ? "; no amax recording (plain BF16)" : "");
   cuda::device_buffer<std::int32_t> inputs(tokens);
   const std::int32_t* in = inputs.data();
   const std::int32_t* target = inputs.data() + 1;  // the next byte; tokens holds n + 1

@@ -225,8 +225,10 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   counting_reducer reducer;
   linear_scaling scaling(recipe, 1, &reducer);
   linear_config config{K, N, M, true, recipe, precision, true};
-  config.record_bf16_amax = record_bf16_amax;
   linear_layer layer(config, scaling, 0, lt);
+  layer.set_record_bf16_amax(record_bf16_amax);  // config's default (true), switched before any call
+  CHECK(layer.config().record_bf16_amax == record_bf16_amax);
+  config.record_bf16_amax = record_bf16_amax;
 
   const tensors first{random_bf16(M * K, 1, 2.0f), random_bf16(N * K, 2, 0.5f), random_bf16(N, 3, 1.0f),
                       random_bf16(M * N, 4, 0.01f)};

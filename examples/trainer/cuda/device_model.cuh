@@ -96,6 +96,11 @@ class device_linears {
   // While on, training passes also count what each layer's casts do (--stats-every): saturated
   // and flushed elements, amax and scale range per operand.
   void set_statistics(bool on) { statistics_ = on; }
+  // Whether training passes record the amaxes of the operands of BF16 classes (the layer's
+  // record_bf16_amax): on by default, as the CPU records them in bf16 and fp8 runs.
+  void set_record_bf16_amax(bool on) {
+    for (auto& l : layers_) l->set_record_bf16_amax(on);
+  }
   // The counts of the statistics passes since the last read, per layer (empty in fp32 runs, which
   // have no layers). Waits for `stream`.
   std::vector<fp8::cuda::linear_statistics> read_statistics(cudaStream_t stream);
@@ -175,6 +180,8 @@ class device_model {
 
   // Statistics of the casts (device_linears::set_statistics, read_statistics).
   void collect_statistics(bool on) { linears_.set_statistics(on); }
+  // device_linears::set_record_bf16_amax.
+  void record_bf16_amax(bool on) { linears_.set_record_bf16_amax(on); }
   std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }
 
  protected:

@@ -95,6 +95,9 @@ class linear_layer {
 
   // The weights changed (optimizer step, load): W's FP8 copies are remade at their next use.
   void weights_changed() noexcept { weights_cached_ = false; }
+  // config().record_bf16_amax for later calls: off, for example, for a plain BF16 baseline that
+  // should launch nothing beyond its products; on again, BF16 classes record from the next call.
+  void set_record_bf16_amax(bool on) noexcept { config_.record_bf16_amax = on; }
   // How many times W has been cast (once per weights_changed() when its copies are in use).
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
