@@ -135,8 +135,8 @@ class device_linears {
   phase_profile* profile_ = nullptr;
   bool statistics_ = false;
   // BF16 copies of operands and results held as floats: x and dx [M, max K], y and dy [M, max N],
-  // each the maximum over the layers that stage that operand (not planned as BF16); fp32 runs: one wgrad
-  // product [max N x K] before it is added to the gradient.
+  // each the maximum over the layers that stage that operand (not planned as BF16); fp32 runs: one
+  // wgrad product [max N x K] before it is added to the gradient.
   device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
   device_buffer<float> wgrad_scratch_;
 };
