@@ -17,9 +17,10 @@ device_linears::device_linears(const std::vector<linear_features>& features,
                                const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                                const precision_policy& policy, const fp8::gemm_recipe& recipe,
                                bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer,
-                               const std::vector<linear_bf16_sides>& bf16_sides)
+                               const std::vector<linear_bf16_operands>& bf16_operands)
     : features_(features),
-      bf16_sides_(bf16_sides.empty() ? std::vector<linear_bf16_sides>(features.size()) : bf16_sides),
+      bf16_operands_(bf16_operands.empty() ? std::vector<linear_bf16_operands>(features.size())
+                                           : bf16_operands),
       fp32_(policy.base == precision::fp32),
       scaling_(amax_reducer != nullptr ? fp8::cuda::linear_scaling(recipe, features.size(), *amax_reducer)
                                        : fp8::cuda::linear_scaling(recipe, features.size())) {
@@ -27,21 +28,24 @@ device_linears::device_linears(const std::vector<linear_features>& features,
     throw fp8::invalid_argument("trainer::cuda::device_linears: " + std::to_string(features.size()) +
                                 " layer sizes for " + std::to_string(infos.size()) + " layers");
   }
-  if (bf16_sides_.size() != features.size()) {
+  if (bf16_operands_.size() != features.size()) {
     throw fp8::invalid_argument("trainer::cuda::device_linears: BF16 operand plans for " +
-                                std::to_string(bf16_sides_.size()) + " of " +
+                                std::to_string(bf16_operands_.size()) + " of " +
                                 std::to_string(features.size()) + " layers");
   }
-  // Staged operands only: a side the model passes as BF16 needs no copy.
-  std::size_t staged_in = 0, staged_out = 0, largest = 0;
+  // Staged operands only: an operand the model passes as BF16 needs no copy.
+  std::size_t staged_x = 0, staged_dx = 0, staged_y = 0, staged_dy = 0, largest = 0;
   for (std::size_t i = 0; i < features.size(); ++i) {
     const std::int64_t k = features[i].in, n = features[i].out;
-    if (fp32_ && (bf16_sides_[i].input || bf16_sides_[i].output)) {
+    const linear_bf16_operands& planned = bf16_operands_[i];
+    if (fp32_ && planned.any()) {
       throw fp8::invalid_argument("trainer::cuda::device_linears: linear layer " + infos[i].name +
                                   ": an fp32 run's products take no BF16 operands");
     }
-    if (!bf16_sides_[i].input) staged_in = std::max(staged_in, std::size_t(k));
-    if (!bf16_sides_[i].output) staged_out = std::max(staged_out, std::size_t(n));
+    if (!planned.x) staged_x = std::max(staged_x, std::size_t(k));
+    if (!planned.dx) staged_dx = std::max(staged_dx, std::size_t(k));
+    if (!planned.y) staged_y = std::max(staged_y, std::size_t(n));
+    if (!planned.dy) staged_dy = std::max(staged_dy, std::size_t(n));
     largest = std::max(largest, std::size_t(k) * std::size_t(n));
     if (fp32_) continue;  // FP32 products through cuBLAS, no layer objects
     fp8::cuda::linear_config config{k, n, max_tokens, false, recipe, {}};
@@ -63,10 +67,10 @@ device_linears::device_linears(const std::vector<linear_features>& features,
   if (fp32_) {
     wgrad_scratch_ = device_buffer<float>(largest);
   } else {
-    x16_ = device_buffer<std::uint16_t>(m * staged_in);
-    dx16_ = device_buffer<std::uint16_t>(m * staged_in);
-    y16_ = device_buffer<std::uint16_t>(m * staged_out);
-    dy16_ = device_buffer<std::uint16_t>(m * staged_out);
+    x16_ = device_buffer<std::uint16_t>(m * staged_x);
+    dx16_ = device_buffer<std::uint16_t>(m * staged_dx);
+    y16_ = device_buffer<std::uint16_t>(m * staged_y);
+    dy16_ = device_buffer<std::uint16_t>(m * staged_dy);
   }
 }
 
@@ -91,8 +95,8 @@ Float* device_linears::fp32_operand(const linear_tensor<Float, Bf16>& t, std::si
 }
 
 template <class Float, class Bf16>
-void device_linears::check_side(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
-                                const char* name) const {
+void device_linears::check_planned(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
+                                   const char* name) const {
   if (t.staged() && bf16_planned) {
     throw fp8::invalid_argument("trainer::cuda::device_linears: layer " + std::to_string(linear) + ": " +
                                 name + " is floats, but the layer was planned with BF16 " + name +
@@ -130,9 +134,9 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
     batched_gemm(cublas_.get(), gemm_mode::fp32, {x32, m, k}, {w, n, k}, y32, 0, 1, stream);
     return;
   }
-  const linear_bf16_sides& planned = bf16_sides_.at(linear);
-  check_side(x, planned.input, linear, "x");
-  check_side(y, planned.output, linear, "y");
+  const linear_bf16_operands& planned = bf16_operands_.at(linear);
+  check_planned(x, planned.x, linear, "x");
+  check_planned(y, planned.y, linear, "y");
   fp8::cuda::linear_layer::forward_args args;
   args.x = layer_operand(x, x16_, mk, stream);
   args.w = w16;
@@ -163,13 +167,15 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
     residual_forward(dw, dw, wgrad_scratch_.data(), std::size_t(n) * std::size_t(k), storage::fp32, stream);
     return;
   }
-  const linear_bf16_sides& planned = bf16_sides_.at(linear);
-  check_side(dx, planned.input, linear, "dx");
-  check_side(x, planned.input, linear, "x");
-  check_side(dy, planned.output, linear, "dy");
+  const linear_bf16_operands& planned = bf16_operands_.at(linear);
+  check_planned(dx, planned.dx, linear, "dx");
+  check_planned(x, planned.x, linear, "x");
+  check_planned(dy, planned.dy, linear, "dy");
   fp8::cuda::linear_layer::backward_args args;
   args.dy = layer_operand(dy, dy16_, mn, stream);
-  args.x = layer_operand(x, x16_, mk, stream);  // read by a BF16 wgrad (an FP8 wgrad uses the forward's copy)
+  // Read by a BF16 wgrad (an FP8 wgrad uses the forward's copy): a BF16 x is passed as it is, a
+  // float one staged again.
+  args.x = layer_operand(x, x16_, mk, stream);
   args.w = w16;
   args.dx = layer_result(dx, dx16_);
   args.dw = dw;
@@ -198,13 +204,13 @@ device_model::device_model(const parameter_set& host, const std::vector<linear_f
                            const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                            const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
                            cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer,
-                           const std::vector<linear_bf16_sides>& bf16_sides)
+                           const std::vector<linear_bf16_operands>& bf16_operands)
     : stream_(stream),
       stored_(policy.activation_storage()),
       attention_mode_(policy.other_mode()),
       params_(host),
       weights16_(policy.base == precision::fp32 ? 0 : host.size()),
-      linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer, bf16_sides) {
+      linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer, bf16_operands) {
   if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
 }
 

@@ -52,12 +52,16 @@ class linear_tensor {
 using linear_input = linear_tensor<const float, const std::uint16_t>;  // x, dy
 using linear_output = linear_tensor<float, std::uint16_t>;             // y, dx
 
-// Which of a layer's operands the model holds as BF16 (passed through, never staged): the input side
-// (x and dx, K wide) and the output side (y and dy, N wide). device_linears sizes its staging copies
-// for the other operands only, and refuses floats on a side planned as BF16.
-struct linear_bf16_sides {
-  bool input = false;
-  bool output = false;
+// Which of a layer's operands the model holds as BF16 (passed through, never staged), one flag per
+// operand: x and dx (K wide), y and dy (N wide). A tensor may be BF16 in one pass and floats in the
+// other (a norm's output is BF16 as x, its gradient dx stays floats). device_linears sizes each
+// staging copy for the layers that stage that operand only, and refuses floats where BF16 is planned.
+struct linear_bf16_operands {
+  bool x = false;
+  bool y = false;
+  bool dx = false;
+  bool dy = false;
+  bool any() const { return x || y || dx || dy; }
 };
 
 // The linear layers of a model: one fp8::cuda::linear_layer each in the policy's precision (BF16,
@@ -69,12 +73,12 @@ class device_linears {
  public:
   // Throws fp8::invalid_argument naming the layer when a shape does not fit an FP8 product.
   // amax_reducer (null: one process) makes the amaxes agree over the ranks at every end_step; it
-  // must outlive this object. bf16_sides: per layer, the operands the model passes as BF16 (empty:
-  // none; fp32 runs refuse any).
+  // must outlive this object. bf16_operands: per layer, the operands the model passes as BF16
+  // (empty: none; fp32 runs refuse any).
   device_linears(const std::vector<linear_features>& features, const std::vector<linear_layer_info>& infos,
                  std::int64_t max_tokens, const precision_policy& policy, const fp8::gemm_recipe& recipe,
                  bool with_shadow, fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
-                 const std::vector<linear_bf16_sides>& bf16_sides = {});
+                 const std::vector<linear_bf16_operands>& bf16_operands = {});
 
   fp8::cuda::linear_scaling& scaling() { return scaling_; }
   bool fp32() const { return fp32_; }
@@ -112,8 +116,8 @@ class device_linears {
   Float* fp32_operand(const linear_tensor<Float, Bf16>& t, std::size_t linear, const char* name) const;
   // Refuses floats where the plan has BF16 (bf16_planned), whose staging copies are not allocated.
   template <class Float, class Bf16>
-  void check_side(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
-                  const char* name) const;
+  void check_planned(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
+                     const char* name) const;
   // The BF16 operand the layer reads: t itself, or its copy into `scratch` (count elements; staging).
   const __nv_bfloat16* layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch, std::size_t count,
                                      cudaStream_t stream);
@@ -126,7 +130,7 @@ class device_linears {
   }
 
   std::vector<linear_features> features_;
-  std::vector<linear_bf16_sides> bf16_sides_;  // one per layer
+  std::vector<linear_bf16_operands> bf16_operands_;  // one per layer
   bool fp32_;
   cublas_handle cublas_;  // fp32 runs' products
   fp8::cublaslt::handle lt_;
@@ -136,8 +140,8 @@ class device_linears {
   phase_profile* profile_ = nullptr;
   bool statistics_ = false;
   // BF16 copies of operands and results held as floats: x and dx [M, max K], y and dy [M, max N],
-  // the maxima over the sides not planned as BF16; fp32 runs: one wgrad product [max N x K] before
-  // it is added to the gradient.
+  // each the maximum over the layers that stage that operand (not planned as BF16); fp32 runs: one
+  // wgrad product [max N x K] before it is added to the gradient.
   device_buffer<std::uint16_t> x16_, y16_, dy16_, dx16_;
   device_buffer<float> wgrad_scratch_;
 };
@@ -186,13 +190,13 @@ class device_model {
 
  protected:
   // host: the parameter layout and values (all five buffers are copied); features: each linear
-  // layer's (in, out) in the order of `infos`, the host model's linear layers; bf16_sides: the
+  // layer's (in, out) in the order of `infos`, the host model's linear layers; bf16_operands: the
   // operands the model passes to them as BF16 (device_linears).
   device_model(const parameter_set& host, const std::vector<linear_features>& features,
                const std::vector<linear_layer_info>& infos, std::int64_t max_tokens,
                const precision_policy& policy, const fp8::gemm_recipe& recipe, bool with_shadow,
                cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
-               const std::vector<linear_bf16_sides>& bf16_sides = {});
+               const std::vector<linear_bf16_operands>& bf16_operands = {});
 
   float* compute(std::size_t tensor) { return params_.compute.data() + params_.offset(tensor); }
   float* grad(std::size_t tensor) { return params_.grad.data() + params_.offset(tensor); }

@@ -1,5 +1,6 @@
-// What every kernel of the CUDA trainer shares: the BF16 rounding of stored values, warp and block
-// reductions, grid sizes and the launch check (the last two are the library's own helpers).
+// What every kernel of the CUDA trainer shares: the BF16 rounding of stored values, element loads
+// and stores over float or BF16 buffers, warp and block reductions, grid sizes and the launch check
+// (the last two are the library's own helpers).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -52,6 +53,24 @@ __device__ __forceinline__ float round_to_bf16(float x) {
 // store(), applied per element where the kernel writes it).
 __device__ __forceinline__ float store_value(storage where, float x) {
   return where == storage::bf16 ? round_to_bf16(x) : x;
+}
+
+// An element of a buffer that holds floats (any run) or BF16 (raw __nv_bfloat16: the tensors that
+// bf16 and fp8 runs keep as the linear layers read them), as a kernel templated over the element
+// type reads it: widening BF16 is exact.
+__device__ __forceinline__ float load_element(const float* p, std::size_t i) { return p[i]; }
+__device__ __forceinline__ float load_element(const __nv_bfloat16* p, std::size_t i) {
+  return __bfloat162float(p[i]);
+}
+
+// A result as it is stored. Floats: per `where`. BF16 (whose launchers pass storage::bf16): the
+// float form's BF16 value, narrowed exactly; the bits are those to_bf16 makes of the float form, so
+// a linear layer reads the same operand either way.
+__device__ __forceinline__ void store_element(float* p, std::size_t i, float x, storage where) {
+  p[i] = store_value(where, x);
+}
+__device__ __forceinline__ void store_element(__nv_bfloat16* p, std::size_t i, float x, storage) {
+  p[i] = __float2bfloat16_rn(round_to_bf16(x));
 }
 
 // Butterfly reductions over a full warp: every lane must call them (full mask), and every lane gets

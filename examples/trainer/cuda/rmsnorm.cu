@@ -1,7 +1,11 @@
 // RMSNorm kernels: one block per row for the row statistics, and a two-pass column sum for the
-// weight gradient.
+// weight gradient. The forward kernel is templated over the output's element type: floats (any
+// run) or BF16 (the transformer's norms that feed linear layers, in bf16 and fp8 runs).
 #include "rmsnorm.hpp"
 
+#include <cuda_bf16.h>
+
+#include <cstdint>
 #include <string>
 
 #include "kernel_support.cuh"
@@ -11,20 +15,22 @@ namespace trainer::cuda {
 namespace {
 
 // out, inp: [N, C]; rstd: [N]; weight: [C]. Grid-stride over rows, one block per row; blockDim.x a
-// multiple of 32 (block_sum).
-__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* weight, int n,
+// multiple of 32 (block_sum). T: the output's element type, floats (stored per out_storage) or BF16
+// (the linear layers' inputs in bf16 and fp8 runs); the arithmetic is the same either way.
+template <class T>
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd, const float* inp, const float* weight, int n,
                                        int c, storage out_storage) {
   __shared__ float scratch[detail::warp_size];
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const float* x = inp + std::size_t(row) * std::size_t(c);
-    float* y = out + std::size_t(row) * std::size_t(c);
+    T* y = out + std::size_t(row) * std::size_t(c);
     float partial = 0.0f;
     for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) partial += x[j] * x[j];
     const float sum_squares = detail::block_sum(partial, scratch);
     const float s = 1.0f / sqrtf(sum_squares / float(c) + rmsnorm_epsilon);
     if (threadIdx.x == 0) rstd[row] = s;
     for (int j = int(threadIdx.x); j < c; j += int(blockDim.x))
-      y[j] = detail::store_value(out_storage, x[j] * s * weight[j]);
+      detail::store_element(y, std::size_t(j), x[j] * s * weight[j], out_storage);
   }
 }
 
@@ -81,11 +87,9 @@ void check_shape(const char* function, int n, int c) {
       "needs n >= 0 rows and c > 0 channels (got n " + std::to_string(n) + ", c " + std::to_string(c) + ")");
 }
 
-}  // namespace
-
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     storage out_storage, cudaStream_t stream) {
-  const char* function = "trainer::cuda::rmsnorm_forward";
+template <class T>
+void launch_forward(const char* function, T* out, float* rstd, const float* inp, const float* weight, int n,
+                    int c, storage out_storage, cudaStream_t stream) {
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
   detail::check_pointer(out, elements, function, "out");
@@ -96,6 +100,19 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
   rmsnorm_forward_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
       out, rstd, inp, weight, n, c, out_storage);
   detail::check_launch("rmsnorm_forward_kernel");
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     storage out_storage, cudaStream_t stream) {
+  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, stream);
+}
+
+void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     cudaStream_t stream) {
+  launch_forward("trainer::cuda::rmsnorm_forward (BF16)", reinterpret_cast<__nv_bfloat16*>(out), rstd, inp,
+                 weight, n, c, storage::bf16, stream);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "../precision.hpp"
 #include "../rmsnorm.hpp"
@@ -15,6 +16,12 @@ namespace trainer::cuda {
 // backward pass; `out` is stored in `out_storage`. One block per row.
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
                      storage out_storage, cudaStream_t stream);
+
+// The BF16 form (bf16 and fp8 runs, where the output feeds a linear layer, which reads BF16): out is
+// raw __nv_bfloat16 bits, each the float form's value with storage::bf16 (the same kernel), so its
+// bits equal what to_bf16 makes of the float form's output. rstd stays float.
+void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     cudaStream_t stream);
 
 // Rows summed per partial weight-gradient row of the backward pass's workspace.
 inline constexpr int rmsnorm_rows_per_partial = 64;

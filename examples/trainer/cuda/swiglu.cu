@@ -18,22 +18,6 @@ namespace {
 // expf is the accurate exponential (the build does not use --use_fast_math).
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// An element as the formulas read it (widening BF16 is exact).
-__device__ __forceinline__ float load_element(const float* p, std::size_t i) { return p[i]; }
-__device__ __forceinline__ float load_element(const __nv_bfloat16* p, std::size_t i) {
-  return __bfloat162float(p[i]);
-}
-
-// A result as it is stored. Floats: per `where`. BF16 (whose launchers pass storage::bf16): the
-// float form's BF16 value, narrowed exactly; the bits are those to_bf16 makes of the float form, so
-// a linear layer reads the same operand either way.
-__device__ __forceinline__ void store_element(float* p, std::size_t i, float x, storage where) {
-  p[i] = detail::store_value(where, x);
-}
-__device__ __forceinline__ void store_element(__nv_bfloat16* p, std::size_t i, float x, storage) {
-  p[i] = __float2bfloat16_rn(detail::round_to_bf16(x));
-}
-
 // out: [N, F]; inp: [N, 2F].
 template <class T>
 __global__ void swiglu_forward_kernel(T* out, const T* inp, int n, int f, storage out_storage) {
@@ -42,8 +26,8 @@ __global__ void swiglu_forward_kernel(T* out, const T* inp, int n, int f, storag
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const std::size_t row = i / std::size_t(f), j = i % std::size_t(f);
     const std::size_t at = row * 2 * std::size_t(f) + j;
-    const float g = load_element(inp, at), up = load_element(inp, at + std::size_t(f));
-    store_element(out, i, g * sigmoid(g) * up, out_storage);
+    const float g = detail::load_element(inp, at), up = detail::load_element(inp, at + std::size_t(f));
+    detail::store_element(out, i, g * sigmoid(g) * up, out_storage);
   }
 }
 
@@ -56,11 +40,11 @@ __global__ void swiglu_backward_kernel(T* dinp, const T* dout, const T* inp, int
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const std::size_t row = i / std::size_t(f), j = i % std::size_t(f);
     const std::size_t at = row * 2 * std::size_t(f) + j;
-    const float g = load_element(inp, at), up = load_element(inp, at + std::size_t(f));
-    const float dy = load_element(dout, i);
+    const float g = detail::load_element(inp, at), up = detail::load_element(inp, at + std::size_t(f));
+    const float dy = detail::load_element(dout, i);
     const float s = sigmoid(g);
-    store_element(dinp, at, dy * up * s * (1.0f + g * (1.0f - s)), dinp_storage);
-    store_element(dinp, at + std::size_t(f), dy * g * s, dinp_storage);
+    detail::store_element(dinp, at, dy * up * s * (1.0f + g * (1.0f - s)), dinp_storage);
+    detail::store_element(dinp, at + std::size_t(f), dy * g * s, dinp_storage);
   }
 }
 

@@ -18,22 +18,38 @@ namespace trainer::cuda {
 
 namespace {
 
-// The linear layers' operands the transformer holds as BF16: in bf16 and fp8 runs, the tensors
-// around SwiGLU (swiglu_tensor), which are w_gate_up's output side (gate_up and its gradient) and
-// w_down's input side (SwiGLU's output and its gradient). Layers per block: wqkv, wo, w_gate_up,
-// w_down; then the head.
-std::vector<linear_bf16_sides> swiglu_bf16_sides(std::size_t linears, const precision_policy& policy) {
-  std::vector<linear_bf16_sides> sides(linears);
-  if (policy.activation_storage() != storage::bf16) return sides;
+// The linear layers' operands the transformer holds as BF16 (activation_tensor), in bf16 and fp8
+// runs: the norms' outputs as x of wqkv (ln1), w_gate_up (ln2) and the head (lnf), whose input
+// gradients dx stay floats (RMSNorm's backward reads them); the tensors around SwiGLU, which are
+// w_gate_up's y and dy (gate_up and its gradient) and w_down's x and dx (SwiGLU's output and its
+// gradient). Layers per block: wqkv, wo, w_gate_up, w_down; then the head.
+std::vector<linear_bf16_operands> bf16_operands_of(std::size_t linears, const precision_policy& policy) {
+  std::vector<linear_bf16_operands> operands(linears);
+  if (policy.activation_storage() != storage::bf16 || linears == 0) return operands;
   for (std::size_t block = 0; 4 * block + 3 < linears; ++block) {
-    sides[4 * block + 2].output = true;
-    sides[4 * block + 3].input = true;
+    linear_bf16_operands& wqkv = operands[4 * block];
+    linear_bf16_operands& w_gate_up = operands[4 * block + 2];
+    linear_bf16_operands& w_down = operands[4 * block + 3];
+    wqkv.x = true;
+    w_gate_up.x = w_gate_up.y = w_gate_up.dy = true;
+    w_down.x = w_down.dx = true;
   }
-  return sides;
+  operands[linears - 1].x = true;  // the head
+  return operands;
+}
+
+// RMSNorm's forward into a tensor in the run's form (fp32 runs: floats, stored as fp32).
+void rmsnorm_forward(activation_tensor& out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     cudaStream_t stream) {
+  if (out.is_bf16()) {
+    cuda::rmsnorm_forward(out.bf16(), rstd, inp, weight, n, c, stream);
+  } else {
+    cuda::rmsnorm_forward(out.floats(), rstd, inp, weight, n, c, storage::fp32, stream);
+  }
 }
 
 // SwiGLU over tensors in the run's form: the float launchers in fp32 runs, the BF16 ones otherwise.
-void swiglu_forward(swiglu_tensor& out, const swiglu_tensor& inp, int n, int f, cudaStream_t stream) {
+void swiglu_forward(activation_tensor& out, const activation_tensor& inp, int n, int f, cudaStream_t stream) {
   if (out.is_bf16()) {
     cuda::swiglu_forward(out.bf16(), inp.bf16(), n, f, stream);
   } else {
@@ -41,8 +57,8 @@ void swiglu_forward(swiglu_tensor& out, const swiglu_tensor& inp, int n, int f, 
   }
 }
 
-void swiglu_backward(swiglu_tensor& dinp, const swiglu_tensor& dout, const swiglu_tensor& inp, int n, int f,
-                     cudaStream_t stream) {
+void swiglu_backward(activation_tensor& dinp, const activation_tensor& dout, const activation_tensor& inp,
+                     int n, int f, cudaStream_t stream) {
   if (dinp.is_bf16()) {
     cuda::swiglu_backward(dinp.bf16(), dout.bf16(), inp.bf16(), n, f, stream);
   } else {
@@ -60,7 +76,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                                        attention_kernel attention)
     : device_model(host, linear_features_of(shape, linears.size()), linears,
                    std::int64_t(batch) * std::int64_t(shape.context), policy, recipe, with_shadow, stream,
-                   amax_reducer, swiglu_bf16_sides(linears.size(), policy)),
+                   amax_reducer, bf16_operands_of(linears.size(), policy)),
       batch_(batch),
       context_(shape.context),
       channels_(shape.channels),
@@ -95,7 +111,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   encoded_ = device_buffer<float>(N * C);
   acts_.resize(std::size_t(layers_));
   for (block_activations& a : acts_) {
-    a.ln1 = device_buffer<float>(N * C);
+    a.ln1 = activation_tensor(N * C, stored_);
     a.ln1_rstd = device_buffer<float>(N);
     a.qkv = device_buffer<float>(N * 3 * C);
     if (fused) {
@@ -109,21 +125,21 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
     a.atty = device_buffer<float>(N * C);
     a.attproj = device_buffer<float>(N * C);
     a.residual2 = device_buffer<float>(N * C);
-    a.ln2 = device_buffer<float>(N * C);
+    a.ln2 = activation_tensor(N * C, stored_);
     a.ln2_rstd = device_buffer<float>(N);
-    a.gate_up = swiglu_tensor(N * 2 * F, stored_);
-    a.swiglu = swiglu_tensor(N * F, stored_);
+    a.gate_up = activation_tensor(N * 2 * F, stored_);
+    a.swiglu = activation_tensor(N * F, stored_);
     a.mlp_out = device_buffer<float>(N * C);
     a.residual3 = device_buffer<float>(N * C);
   }
-  lnf_ = device_buffer<float>(N * C);
+  lnf_ = activation_tensor(N * C, stored_);
   lnf_rstd_ = device_buffer<float>(N);
   loss_ = device_loss(N, vocab_);
   dresidual_ = device_buffer<float>(N * C);
   dbuffer_c_ = device_buffer<float>(N * C);
   dbuffer_3c_ = device_buffer<float>(N * 3 * C);
-  dswiglu_ = swiglu_tensor(N * F, stored_);
-  dgate_up_ = swiglu_tensor(N * 2 * F, stored_);
+  dswiglu_ = activation_tensor(N * F, stored_);
+  dgate_up_ = activation_tensor(N * 2 * F, stored_);
   norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
 }
 
@@ -158,8 +174,8 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     const block_parameters& p = blocks_[std::size_t(l)];
     const std::size_t linear = std::size_t(4 * l);
     mark(phase::other);
-    rmsnorm_forward(a.ln1.data(), a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stored, stream_);
-    linear_forward(linear + 0, kind, a.qkv.data(), a.ln1.data(), p.wqkv, N);
+    rmsnorm_forward(a.ln1, a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_);
+    linear_forward(linear + 0, kind, a.qkv.data(), a.ln1.input(), p.wqkv, N);
     mark(phase::attention);
     if (attention_path_.fused) {
       fused_attention_forward(a.atty.data(), a.qkv16.data(), a.att16.data(), a.att_stats.data(), a.qkv.data(),
@@ -171,9 +187,8 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     linear_forward(linear + 1, kind, a.attproj.data(), a.atty.data(), p.wo, N);
     mark(phase::other);
     residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored, stream_);
-    rmsnorm_forward(a.ln2.data(), a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stored,
-                    stream_);
-    linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.data(), p.w_gate_up, N);
+    rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_);
+    linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.input(), p.w_gate_up, N);
     mark(phase::other);
     swiglu_forward(a.swiglu, a.gate_up, N, F, stream_);
     linear_forward(linear + 3, kind, a.mlp_out.data(), a.swiglu.input(), p.w_down, N);
@@ -181,8 +196,8 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     residual_forward(a.residual3.data(), a.residual2.data(), a.mlp_out.data(), NC, stored, stream_);
     residual = a.residual3.data();
   }
-  rmsnorm_forward(lnf_.data(), lnf_rstd_.data(), residual, compute(final_norm_), N, C, stored, stream_);
-  linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.data(), lm_head_, N);
+  rmsnorm_forward(lnf_, lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_);
+  linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.input(), lm_head_, N);
   mark(phase::other);
   const double loss = loss_.forward_backward(targets_.data(), N, stored, stream_);
   stop_profile();
@@ -193,8 +208,10 @@ void device_transformer::backward() {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
   const storage stored = stored_;
   const gemm_mode attention_mode = attention_mode_;
-  // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf.
-  linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, loss_.dlogits(), lnf_.data(), N);
+  // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf. In bf16 and fp8 runs the norms'
+  // outputs (lnf, ln2, ln1) are BF16, read as they are; their gradients are floats, as RMSNorm's
+  // backward reads them.
+  linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, loss_.dlogits(), lnf_.input(), N);
   mark(phase::other);
   FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
   const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();
@@ -210,7 +227,7 @@ void device_transformer::backward() {
     linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), a.swiglu.input(), N);
     mark(phase::other);
     swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_);
-    linear_backward(linear + 2, dbuffer_c_.data(), p.w_gate_up, dgate_up_.input(), a.ln2.data(), N);
+    linear_backward(linear + 2, dbuffer_c_.data(), p.w_gate_up, dgate_up_.input(), a.ln2.input(), N);
     mark(phase::other);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dbuffer_c_.data(), a.residual2.data(),
                      compute(p.mlp_norm), a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
@@ -225,7 +242,7 @@ void device_transformer::backward() {
       attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
                          attention_mode, stored, attention_, cublas_.get(), stream_);
     }
-    linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dbuffer_3c_.data(), a.ln1.data(), N);
+    linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dbuffer_3c_.data(), a.ln1.input(), N);
     mark(phase::other);
     rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dbuffer_c_.data(), block_input,
                      compute(p.attn_norm), a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);

@@ -18,15 +18,16 @@
 
 namespace trainer::cuda {
 
-// A tensor around SwiGLU (its [N, 2F] input gate_up, its [N, F] output, and their gradients) in the
-// run's form: floats in fp32 runs; BF16 (raw __nv_bfloat16 bits) in bf16 and fp8 runs, which the
-// linear layers write and read as they are and SwiGLU reads and writes directly, so the MLP half
-// needs no staging copies. The values are the same either way (floats would hold BF16 values).
-// Only the run's form is allocated.
-class swiglu_tensor {
+// An activation that a linear layer reads or writes, in the run's form: floats in fp32 runs; BF16
+// (raw __nv_bfloat16 bits) in bf16 and fp8 runs, which the linear layers read and write as they are
+// (no staging copy) and the layer next to them (RMSNorm's forward, SwiGLU) writes or reads directly.
+// The transformer's: the norms' outputs ln1, ln2 and lnf (the inputs of wqkv, w_gate_up and the
+// head), the tensors around SwiGLU (gate_up [N, 2F], its output [N, F], and their gradients). The
+// values are the same either way (floats would hold BF16 values). Only the run's form is allocated.
+class activation_tensor {
  public:
-  swiglu_tensor() = default;
-  swiglu_tensor(std::size_t count, storage stored) : bf16_(stored == storage::bf16) {
+  activation_tensor() = default;
+  activation_tensor(std::size_t count, storage stored) : bf16_(stored == storage::bf16) {
     if (bf16_) {
       bf16_values_ = device_buffer<std::uint16_t>(count);
     } else {
@@ -71,9 +72,9 @@ class device_transformer final : public device_model {
 
  private:
   struct block_activations {
-    device_buffer<float> ln1, ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2, ln2_rstd, mlp_out,
-        residual3;
-    swiglu_tensor gate_up, swiglu;  // [N, 2F], [N, F]
+    device_buffer<float> ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2_rstd, mlp_out, residual3;
+    activation_tensor ln1, ln2;         // [N, C]: wqkv's and w_gate_up's x
+    activation_tensor gate_up, swiglu;  // [N, 2F], [N, F]
     // The fused path saves these for the backward pass instead of qkvr and att (which it leaves empty;
     // the materialised path leaves these empty).
     device_buffer<std::uint16_t> qkv16;  // [B, T, 3C] q, k (rotated) and v as BF16
@@ -96,11 +97,12 @@ class device_transformer final : public device_model {
   device_buffer<std::int32_t> inputs_, targets_;  // [N]
   device_buffer<float> encoded_;                  // [N, C]
   std::vector<block_activations> acts_;
-  device_buffer<float> lnf_, lnf_rstd_;  // [N, C], [N]
+  activation_tensor lnf_;          // [N, C]: the head's x
+  device_buffer<float> lnf_rstd_;  // [N]
   device_loss loss_;
   device_buffer<float> dresidual_, dbuffer_c_, dbuffer_3c_;
-  swiglu_tensor dswiglu_, dgate_up_;     // [N, F], [N, 2F]
-  device_buffer<float> norm_workspace_;  // rmsnorm_backward_workspace_size(N, C)
+  activation_tensor dswiglu_, dgate_up_;  // [N, F], [N, 2F]
+  device_buffer<float> norm_workspace_;   // rmsnorm_backward_workspace_size(N, C)
 };
 
 }  // namespace trainer::cuda

@@ -56,6 +56,18 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
       "workspace");
   expect_refusal([] { cuda::swiglu_backward(some, nullptr, some, 2, 2, storage::fp32, nullptr); },
                  "the [N, F] buffer");
+  // RMSNorm's BF16-output form checks as the float form, and names itself.
+  expect_refusal(
+      [] { cuda::rmsnorm_forward(bf16, some, some, some, 3, 0, nullptr); },
+      "trainer::cuda::rmsnorm_forward (BF16): needs n >= 0 rows and c > 0 channels (got n 3, c 0)");
+  expect_refusal([] { cuda::rmsnorm_forward(bf16, some, some, some, -2, 4, nullptr); }, "got n -2, c 4");
+  expect_refusal(
+      [] { cuda::rmsnorm_forward(static_cast<std::uint16_t*>(nullptr), some, some, some, 1, 4, nullptr); },
+      "trainer::cuda::rmsnorm_forward (BF16): out is null");
+  expect_refusal([] { cuda::rmsnorm_forward(bf16, nullptr, some, some, 1, 4, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (BF16): rstd is null");
+  expect_refusal([] { cuda::rmsnorm_forward(bf16, some, nullptr, some, 1, 4, nullptr); }, "inp is null");
+  expect_refusal([] { cuda::rmsnorm_forward(bf16, some, some, nullptr, 1, 4, nullptr); }, "weight is null");
   // The BF16 forms check the same way, and name themselves.
   expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (BF16): inp is null");
@@ -108,6 +120,7 @@ TEST_CASE("an attention workspace refuses a shape whose channels do not split in
 TEST_CASE("empty work needs no device") {
   cuda::embedding_forward(nullptr, some, nullptr, 0, 4, 256, nullptr);
   cuda::rmsnorm_forward(nullptr, nullptr, nullptr, some, 0, 4, storage::bf16, nullptr);
+  cuda::rmsnorm_forward(static_cast<std::uint16_t*>(nullptr), nullptr, nullptr, some, 0, 4, nullptr);
   cuda::swiglu_forward(nullptr, nullptr, 0, 8, storage::bf16, nullptr);
   cuda::swiglu_forward(static_cast<std::uint16_t*>(nullptr), nullptr, 4, 0, nullptr);
   cuda::swiglu_backward(static_cast<std::uint16_t*>(nullptr), nullptr, nullptr, 0, 8, nullptr);

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -538,6 +539,49 @@ TEST_CASE("swiglu's BF16 forms equal the float forms with BF16 storage, bit for 
   synchronize();
   expect_same_as_float_form("swiglu out", out16, out_d);
   expect_same_as_float_form("swiglu dinp", dinp16, dinp_d);
+}
+
+TEST_CASE("rmsnorm's BF16 form equals the float form with BF16 storage, bit for bit") {
+  // The transformer's norms that feed linear layers (ln1, ln2, lnf) write BF16 in bf16 and fp8 runs:
+  // the codes must be what the float form's staging copy gave the layer (the test above holds the
+  // float form to the CPU layer), and rstd the same bits. The shape of that test (blocks loop over
+  // rows, channels not a multiple of the block), plus rows with specials: NaN and infinity in the
+  // input (a NaN row), squares that overflow (rstd 0), a zero row, signed zeros, subnormals, and a
+  // weight that takes outputs past BF16's largest finite value.
+  const int n = 3000, c = 200;
+  std::vector<float> inp = random_values(std::size_t(n) * c, 20, 2.0f, storage::bf16);
+  std::vector<float> weight = random_values(std::size_t(c), 21, 1.0f, storage::bf16);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const auto row = [&](int r) { return inp.begin() + std::ptrdiff_t(r) * c; };
+  row(0)[3] = nan;
+  row(1)[7] = inf;
+  row(2)[5] = -inf;
+  std::fill(row(3), row(3) + c / 2, 3.0e38f);
+  std::fill(row(4), row(5), 0.0f);
+  std::fill(row(5), row(6), -0.0f);
+  for (int j = 0; j < c; j += 2) row(6)[j] = j % 4 == 0 ? 1.0e-39f : -1.0e-40f;  // subnormals and zeros
+  row(7)[11] = -0.0f;
+  row(8)[9] = 20.0f;    // |x * rstd| > 1 at the large weight below: an infinity in the float form too
+  weight[9] = 3.0e38f;  // |x * rstd| near 1 in most rows: past BF16's range, rounded to infinity
+  weight[13] = -0.0f;
+  store(storage::bf16, inp.data(), inp.size());
+  store(storage::bf16, weight.data(), weight.size());
+
+  const std::size_t rows = std::size_t(n);
+  device_buffer<float> inp_d(inp), weight_d(weight), out_d(inp.size()), rstd_d(rows), rstd16_d(rows);
+  device_buffer<std::uint16_t> out16(inp.size());
+  cuda::rmsnorm_forward(out_d.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, storage::bf16,
+                        nullptr);
+  cuda::rmsnorm_forward(out16.data(), rstd16_d.data(), inp_d.data(), weight_d.data(), n, c, nullptr);
+  synchronize();
+  expect_same_as_float_form("rmsnorm out", out16, out_d);
+  expect_same_bits("rmsnorm rstd of the BF16 form", rstd16_d.to_host(), rstd_d.to_host());
+  // The specials reach the outputs (else the rows above test nothing special).
+  const std::vector<float> out = out_d.to_host();
+  const auto out_row = [&](int r) { return out.begin() + std::ptrdiff_t(r) * c; };
+  CHECK(std::all_of(out_row(0), out_row(1), [](float x) { return std::isnan(x); }));
+  CHECK(std::isinf(out[std::size_t(8) * c + 9]));
+  CHECK(std::count_if(out_row(3), out_row(4), [](float x) { return x == 0.0f; }) > c / 2);
 }
 
 TEST_CASE("gelu forward and backward match the CPU layer") {
