@@ -173,13 +173,23 @@ struct cudnn_attention::graphs {
       workspace =
           device_buffer<std::uint8_t>(std::size_t(std::max<std::int64_t>(forward_bytes, backward_bytes)));
     } catch (...) {
-      cudnnDestroy(handle);
+      release();
       throw;
     }
   }
-  ~graphs() { cudnnDestroy(handle); }
+  ~graphs() { release(); }
   graphs(const graphs&) = delete;
   graphs& operator=(const graphs&) = delete;
+
+  std::size_t workspace_bytes() const { return workspace.size(); }
+
+  // The plans were made with the handle: they go first, the handle last (members would otherwise
+  // outlive the handle that cudnnDestroy has already released).
+  void release() {
+    forward.reset();
+    backward.reset();
+    cudnnDestroy(handle);
+  }
 
   void execute(fe::graph::Graph& graph, std::unordered_map<uid, void*>& pack, cudaStream_t stream,
                const char* which) {
@@ -266,6 +276,7 @@ void cudnn_attention::backward(std::uint16_t* dq, std::uint16_t* dk, std::uint16
 
 struct cudnn_attention::graphs {
   attention_shape shape;
+  std::size_t workspace_bytes() const { return 0; }
 };
 
 bool cudnn_attention_built() { return false; }
@@ -292,5 +303,7 @@ void cudnn_attention::backward(std::uint16_t*, std::uint16_t*, std::uint16_t*, c
 cudnn_attention::~cudnn_attention() = default;
 
 const attention_shape& cudnn_attention::shape() const { return graphs_->shape; }
+
+std::size_t cudnn_attention::workspace_bytes() const { return graphs_->workspace_bytes(); }
 
 }  // namespace trainer::cuda

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,12 +38,16 @@ class cudnn_attention {
   cudnn_attention& operator=(const cudnn_attention&) = delete;
 
   const attention_shape& shape() const;
+  // The bytes of device workspace the two graphs share (the larger of their two needs).
+  std::size_t workspace_bytes() const;
 
   // Layouts (BF16, raw bits): q, k, v point at the first, second and third C-wide part of [B, T, 3C]
   // rows (head h of token t at column h * D of its part); o and d_o are [B, T, C] rows.
-  // forward: o = softmax(causal(q k^T / sqrt(D))) v, and stats: [B, H, T] the natural log of each
-  // row's softmax denominator after its maximum, which the backward pass needs. Queued on `stream`;
-  // the pointers must stay valid until it has run.
+  // forward: o = softmax(causal(q k^T / sqrt(D))) v, and stats: [B, H, T] each row's log-sum-exp of
+  // its scaled scores (the row's maximum plus the natural log of the sum of exp(score - maximum)),
+  // which the backward pass needs. Queued on `stream`; the pointers must stay valid until it has run.
+  // Both graphs share one cuDNN handle and one workspace: calls on different streams must be ordered
+  // (the trainer queues all of them on its one stream).
   void forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,
                const std::uint16_t* v, cudaStream_t stream);
 
