@@ -210,7 +210,12 @@ constexpr const char* h100_properties = R"({"deviceName": "NVIDIA H100 80GB HBM3
   "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536, "pciDeviceId": 0, "maxCtasPerSM": 32,
   "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "isTccDriver": 0, "supportCoopLaunch": 1})";
 
-std::string cudnn_attention_lowering_error(const attention_shape& shape) {
+namespace {
+
+// `shape`'s forward and backward graphs for the H100 described above, validated and lowered, and with
+// `engines` also through cuDNN's heuristics (HeurMode_t::A, as the device path) and its support check
+// of the engines they list. Returns "" or the graph, the stage and cuDNN's reason.
+std::string h100_graphs_error(const attention_shape& shape, bool engines) {
   if (cudnnGetVersion() < 90800) return "lowering without a device needs cuDNN 9.8 or newer";
   const std::string json = h100_properties;
   auto device = std::make_shared<fe::DeviceProperties>();
@@ -224,8 +229,24 @@ std::string cudnn_attention_lowering_error(const attention_shape& shape) {
     status = graph->build_operation_graph(nullptr);
     if (!status.is_good())
       return std::string(which) + " graph: build_operation_graph: " + status.get_message();
+    if (!engines) continue;
+    status = graph->create_execution_plans({fe::HeurMode_t::A});
+    if (!status.is_good())
+      return std::string(which) + " graph: create_execution_plans: " + status.get_message();
+    status = graph->check_support();
+    if (!status.is_good()) return std::string(which) + " graph: check_support: " + status.get_message();
   }
   return {};
+}
+
+}  // namespace
+
+std::string cudnn_attention_lowering_error(const attention_shape& shape) {
+  return h100_graphs_error(shape, false);
+}
+
+std::string cudnn_attention_support_error(const attention_shape& shape) {
+  return h100_graphs_error(shape, true);
 }
 
 std::string cudnn_attention_versions() {
@@ -284,6 +305,8 @@ bool cudnn_attention_built() { return false; }
 std::string cudnn_attention_versions() { return "no cuDNN in this build"; }
 
 std::string cudnn_attention_lowering_error(const attention_shape&) { return "no cuDNN in this build"; }
+
+std::string cudnn_attention_support_error(const attention_shape&) { return "no cuDNN in this build"; }
 
 cudnn_attention::cudnn_attention(const attention_shape&) {
   throw fp8::error(

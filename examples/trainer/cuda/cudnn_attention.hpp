@@ -25,6 +25,11 @@ std::string cudnn_attention_versions();
 // choosing and compiling kernels needs the driver). Returns "" or the stage and cuDNN's reason, so that
 // a machine without a GPU checks that the graphs are well formed and the shape is one cuDNN takes.
 std::string cudnn_attention_lowering_error(const attention_shape& shape);
+// One stage further: the lowered graphs through cuDNN's heuristics for the H100 and its support check
+// of the engines they list (strides, layouts, the deterministic backward), still without a device and
+// without compiling a kernel. cuDNN's heuristics load the driver library (libcuda) for this, though no
+// GPU: the toolkit's stub of it is enough. Returns "" or the stage and cuDNN's reason.
+std::string cudnn_attention_support_error(const attention_shape& shape);
 
 class cudnn_attention {
  public:
