@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -263,7 +264,14 @@ cudnn_attention::cudnn_attention(const attention_shape& shape) {
     throw fp8::invalid_argument(
         "trainer::cuda::cudnn_attention: needs positive B, T, H, C with C a multiple of H");
   }
-  graphs_ = std::make_unique<graphs>(shape);
+  try {
+    graphs_ = std::make_unique<graphs>(shape);
+  } catch (const std::exception& e) {
+    if (dynamic_cast<const fp8::error*>(&e) != nullptr) throw;
+    // The frontend's older descriptor builders throw cudnn_frontend::cudnnException where a status
+    // is not passed back: still cuDNN's reason, so --attention auto falls back as it does for others.
+    throw fp8::error(std::string("trainer::cuda::cudnn_attention: ") + e.what());
+  }
 }
 
 void cudnn_attention::forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,

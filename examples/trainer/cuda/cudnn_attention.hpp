@@ -35,6 +35,8 @@ class cudnn_attention {
  public:
   // Builds the forward and backward graphs for `shape` (causal mask, scale 1 / sqrt(D), FP32
   // softmax and accumulation, deterministic backward) on the current device and picks their kernels.
+  // On Hopper the deterministic backward keeps dP as BF16 in the workspace (about B * H * T * T * 2
+  // bytes, allocated here once): the one T x T buffer of this path.
   // Throws fp8::error with cuDNN's reason when this build has no cuDNN or cuDNN has no kernel for the
   // device or the shape (for example a head dimension that is not a multiple of 8).
   explicit cudnn_attention(const attention_shape& shape);
