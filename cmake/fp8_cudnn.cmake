@@ -19,8 +19,10 @@ if(NOT TARGET fp8_cudnn_frontend AND TARGET CUDA::cudart)
     endif()
   endif()
   find_path(FP8_CUDNN_INCLUDE_DIR cudnn.h HINTS ${_fp8_cudnn_hints})
-  # The Python package ships only the versioned name.
-  find_library(FP8_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_fp8_cudnn_hints})
+  # The Python package ships only the versioned name. NAMES_PER_DIR: both names in each directory, in
+  # the hints' order, so that a libcudnn.so further down (the toolkit's, the system's) does not win over
+  # a directory with only libcudnn.so.9 (FP8_CUDNN_ROOT, the Python package) whose cudnn.h find_path took.
+  find_library(FP8_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR HINTS ${_fp8_cudnn_hints})
   find_path(FP8_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
             HINTS ${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend/include NO_DEFAULT_PATH)
   if(FP8_CUDNN_INCLUDE_DIR AND FP8_CUDNN_LIBRARY AND FP8_CUDNN_FRONTEND_INCLUDE_DIR)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -173,13 +174,23 @@ struct cudnn_attention::graphs {
       workspace =
           device_buffer<std::uint8_t>(std::size_t(std::max<std::int64_t>(forward_bytes, backward_bytes)));
     } catch (...) {
-      cudnnDestroy(handle);
+      release();
       throw;
     }
   }
-  ~graphs() { cudnnDestroy(handle); }
+  ~graphs() { release(); }
   graphs(const graphs&) = delete;
   graphs& operator=(const graphs&) = delete;
+
+  std::size_t workspace_bytes() const { return workspace.size(); }
+
+  // The plans were made with the handle: they go first, the handle last (members would otherwise
+  // outlive the handle that cudnnDestroy has already released).
+  void release() {
+    forward.reset();
+    backward.reset();
+    cudnnDestroy(handle);
+  }
 
   void execute(fe::graph::Graph& graph, std::unordered_map<uid, void*>& pack, cudaStream_t stream,
                const char* which) {
@@ -200,7 +211,12 @@ constexpr const char* h100_properties = R"({"deviceName": "NVIDIA H100 80GB HBM3
   "reservedSharedMemoryPerBlock": 1024, "maxRegistersPerSM": 65536, "pciDeviceId": 0, "maxCtasPerSM": 32,
   "maxThreadsPerBlock": 1024, "maxThreadsPerSM": 2048, "isTccDriver": 0, "supportCoopLaunch": 1})";
 
-std::string cudnn_attention_lowering_error(const attention_shape& shape) {
+namespace {
+
+// `shape`'s forward and backward graphs for the H100 described above, validated and lowered, and with
+// `engines` also through cuDNN's heuristics (HeurMode_t::A, as the device path) and its support check
+// of the engines they list. Returns "" or the graph, the stage and cuDNN's reason.
+std::string h100_graphs_error(const attention_shape& shape, bool engines) {
   if (cudnnGetVersion() < 90800) return "lowering without a device needs cuDNN 9.8 or newer";
   const std::string json = h100_properties;
   auto device = std::make_shared<fe::DeviceProperties>();
@@ -214,8 +230,24 @@ std::string cudnn_attention_lowering_error(const attention_shape& shape) {
     status = graph->build_operation_graph(nullptr);
     if (!status.is_good())
       return std::string(which) + " graph: build_operation_graph: " + status.get_message();
+    if (!engines) continue;
+    status = graph->create_execution_plans({fe::HeurMode_t::A});
+    if (!status.is_good())
+      return std::string(which) + " graph: create_execution_plans: " + status.get_message();
+    status = graph->check_support();
+    if (!status.is_good()) return std::string(which) + " graph: check_support: " + status.get_message();
   }
   return {};
+}
+
+}  // namespace
+
+std::string cudnn_attention_lowering_error(const attention_shape& shape) {
+  return h100_graphs_error(shape, false);
+}
+
+std::string cudnn_attention_support_error(const attention_shape& shape) {
+  return h100_graphs_error(shape, true);
 }
 
 std::string cudnn_attention_versions() {
@@ -232,7 +264,14 @@ cudnn_attention::cudnn_attention(const attention_shape& shape) {
     throw fp8::invalid_argument(
         "trainer::cuda::cudnn_attention: needs positive B, T, H, C with C a multiple of H");
   }
-  graphs_ = std::make_unique<graphs>(shape);
+  try {
+    graphs_ = std::make_unique<graphs>(shape);
+  } catch (const std::exception& e) {
+    if (dynamic_cast<const fp8::error*>(&e) != nullptr) throw;
+    // The frontend's older descriptor builders throw cudnn_frontend::cudnnException where a status
+    // is not passed back: still cuDNN's reason, so --attention auto falls back as it does for others.
+    throw fp8::error(std::string("trainer::cuda::cudnn_attention: ") + e.what());
+  }
 }
 
 void cudnn_attention::forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,
@@ -266,6 +305,7 @@ void cudnn_attention::backward(std::uint16_t* dq, std::uint16_t* dk, std::uint16
 
 struct cudnn_attention::graphs {
   attention_shape shape;
+  std::size_t workspace_bytes() const { return 0; }
 };
 
 bool cudnn_attention_built() { return false; }
@@ -273,6 +313,8 @@ bool cudnn_attention_built() { return false; }
 std::string cudnn_attention_versions() { return "no cuDNN in this build"; }
 
 std::string cudnn_attention_lowering_error(const attention_shape&) { return "no cuDNN in this build"; }
+
+std::string cudnn_attention_support_error(const attention_shape&) { return "no cuDNN in this build"; }
 
 cudnn_attention::cudnn_attention(const attention_shape&) {
   throw fp8::error(
@@ -292,5 +334,7 @@ void cudnn_attention::backward(std::uint16_t*, std::uint16_t*, std::uint16_t*, c
 cudnn_attention::~cudnn_attention() = default;
 
 const attention_shape& cudnn_attention::shape() const { return graphs_->shape; }
+
+std::size_t cudnn_attention::workspace_bytes() const { return graphs_->workspace_bytes(); }
 
 }  // namespace trainer::cuda
