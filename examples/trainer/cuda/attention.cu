@@ -1,6 +1,6 @@
 // Attention: head split and merge kernels, BF16 operand copies, the causal softmax and its backward
 // (one warp per score row), and the four batched products through cuBLAS; and the fused path's
-// conversions around cuDNN's flash attention.
+// rotations of the BF16 q and k around cuDNN's flash attention.
 #include "attention.hpp"
 
 #include <cuda_bf16.h>
@@ -179,20 +179,29 @@ void check_arguments(const char* function, const attention_shape& s, const devic
                   std::string("attention's products run in fp32 or bf16, not ") + to_string(mode));
 }
 
-// The fused path's checks: the shape and RoPE table as check_arguments', and cuDNN's graphs made for
-// the same shape.
-void check_fused_shape(const char* function, const attention_shape& s, const device_rope_table& rope,
-                       const cudnn_attention& kernels) {
+// The fused path's checks: the shape and RoPE table as check_arguments' (before the buffers are
+// sized from the shape)...
+void check_fused_shape(const char* function, const attention_shape& s, const device_rope_table& rope) {
   check_shape(function, s);
   check_rope(function, s, rope);
-  const attention_shape& k = kernels.shape();
+}
+
+// ... and, after them, cuDNN's graphs: present and made for the same shape.
+void check_kernels(const char* function, const attention_shape& s, const cudnn_attention* kernels) {
+  detail::require(kernels != nullptr, function, "needs the cuDNN graphs (got null)");
+  const attention_shape& k = kernels->shape();
   detail::require(
       k.batch == s.batch && k.context == s.context && k.channels == s.channels && k.heads == s.heads,
       function, "the cuDNN graphs were built for another shape");
 }
 
-// The work of the fused path's two conversions, per token: the C/2 rotation pairs of q, the C/2 of
-// k, and v's elements in the same pairs (i, i + D/2) of each head (copied, not turned): 3C/2 pairs.
+// The score rows of a shape, B * H * T: the statistics' count.
+std::size_t rows_of(const attention_shape& s) {
+  return std::size_t(s.batch) * std::size_t(s.heads) * std::size_t(s.context);
+}
+
+// The work of the fused path's two rotations, per token: the C/2 rotation pairs of q and the C/2 of
+// k, each a pair (i, i + D/2) of one head; v is never turned.
 struct token_pairs {
   int context, channels, head_dim;
   std::size_t tokens;
@@ -202,66 +211,52 @@ struct token_pairs {
         channels(s.channels),
         head_dim(s.head_dim()),
         tokens(std::size_t(s.batch) * std::size_t(s.context)) {}
-  __host__ __device__ std::size_t per_token() const { return 3 * std::size_t(channels) / 2; }
+  __host__ __device__ std::size_t per_token() const { return std::size_t(channels); }
   __host__ __device__ std::size_t count() const { return tokens * per_token(); }
 };
 
-// Pair p of the token layout [B, T, 3C]: where its first element sits (the second is D/2 further),
-// whether it is turned (q or k) and the table row of its angle (position t, frequency i).
+// Pair p of q and k in the token layout [B, T, 3C]: where its first element sits (the second is D/2
+// further) and the table row of its angle (position t, frequency i).
 struct token_pair_at {
   std::size_t first;
-  bool rotated;
   std::size_t angle;
 
   __device__ token_pair_at(const token_pairs& w, std::size_t p) {
     const std::size_t half_channels = std::size_t(w.channels) / 2, half_dim = std::size_t(w.head_dim) / 2;
     const std::size_t token = p / w.per_token(), j = p % w.per_token();
-    const std::size_t tensor = j / half_channels, r = j % half_channels;  // tensor: 0 q, 1 k, 2 v
+    const std::size_t tensor = j / half_channels, r = j % half_channels;  // tensor: 0 q, 1 k
     const std::size_t head = r / half_dim, i = r % half_dim;
     first = token * 3 * std::size_t(w.channels) + tensor * std::size_t(w.channels) +
             head * std::size_t(w.head_dim) + i;
-    rotated = tensor < 2;
     angle = (token % std::size_t(w.context)) * half_dim + i;
   }
 };
 
-// qkv16: [B, T, 3C] BF16 from qkv: [B, T, 3C]: q and k turned by RoPE (rope.cu's rotation) and
-// stored, v as it is; then as BF16 (exact where stored values are BF16, as in every run that takes
-// the fused path). One thread per pair, grid-stride.
-__global__ void rotated_to_bf16_kernel(__nv_bfloat16* qkv16, const float* qkv, const float* cos_table,
-                                       const float* sin_table, token_pairs pairs, storage stored) {
+// q and k of qkv16: [B, T, 3C] BF16 turned in place by RoPE (rope.cu's rotation, in FP32) or, with
+// `inverse`, turned back (the backward pass: the angle's sine negated), each result rounded to BF16
+// as stored (store_element: the bits the float form's stored value gives when staged). v is not
+// touched. One thread per pair, grid-stride; each pair is read and written by its thread only.
+__global__ void rotate_qk_kernel(__nv_bfloat16* qkv16, const float* cos_table, const float* sin_table,
+                                 token_pairs pairs, bool inverse) {
   const std::size_t count = pairs.count(), half = std::size_t(pairs.head_dim) / 2;
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t p = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; p < count; p += stride) {
     const token_pair_at at(pairs, p);
-    float a = qkv[at.first], b = qkv[at.first + half];
-    if (at.rotated) {
-      const detail::rotated_pair r = detail::rotate_pair(a, b, cos_table[at.angle], sin_table[at.angle]);
-      a = detail::store_value(stored, r.first);
-      b = detail::store_value(stored, r.second);
-    }
-    qkv16[at.first] = __float2bfloat16_rn(a);
-    qkv16[at.first + half] = __float2bfloat16_rn(b);
+    const float sine = inverse ? -sin_table[at.angle] : sin_table[at.angle];
+    const detail::rotated_pair r =
+        detail::rotate_pair(detail::load_element(qkv16, at.first),
+                            detail::load_element(qkv16, at.first + half), cos_table[at.angle], sine);
+    detail::store_element(qkv16, at.first, r.first, storage::bf16);
+    detail::store_element(qkv16, at.first + half, r.second, storage::bf16);
   }
 }
 
-// dinp: [B, T, 3C] from cuDNN's dq, dk, dv: [B, T, 3C] BF16: dq and dk turned back (the inverse
-// rotation, in FP32), dv as it is; then stored.
-__global__ void unrotated_from_bf16_kernel(float* dinp, const __nv_bfloat16* dqkv16, const float* cos_table,
-                                           const float* sin_table, token_pairs pairs, storage stored) {
-  const std::size_t count = pairs.count(), half = std::size_t(pairs.head_dim) / 2;
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t p = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; p < count; p += stride) {
-    const token_pair_at at(pairs, p);
-    float a = __bfloat162float(dqkv16[at.first]), b = __bfloat162float(dqkv16[at.first + half]);
-    if (at.rotated) {
-      const detail::rotated_pair r = detail::rotate_pair(a, b, cos_table[at.angle], -sin_table[at.angle]);
-      a = r.first;
-      b = r.second;
-    }
-    dinp[at.first] = detail::store_value(stored, a);
-    dinp[at.first + half] = detail::store_value(stored, b);
-  }
+void rotate_qk(std::uint16_t* qkv16, const device_rope_table& rope, const attention_shape& shape,
+               bool inverse, cudaStream_t stream) {
+  const token_pairs pairs(shape);
+  rotate_qk_kernel<<<detail::grid_for(pairs.count()), detail::block_threads, 0, stream>>>(
+      reinterpret_cast<__nv_bfloat16*>(qkv16), rope.cos.data(), rope.sin.data(), pairs, inverse);
+  detail::check_launch("rotate_qk_kernel");
 }
 
 // An operand for batched_gemm: the float buffer in fp32 mode, its BF16 copy in bf16 mode.
@@ -320,10 +315,9 @@ attention_workspace::attention_workspace(const attention_shape& shape, attention
     : qkv_bf16(kernel == attention_kernel::materialized ? 3 * elements(checked(shape)) : 0),
       square_bf16(kernel == attention_kernel::materialized ? square_elements(shape) : 0),
       heads(kernel == attention_kernel::materialized ? elements(shape) : 0),
-      heads_bf16(elements(checked(shape))),
+      heads_bf16(kernel == attention_kernel::materialized ? elements(shape) : 0),
       dqkv(kernel == attention_kernel::materialized ? 3 * elements(shape) : 0),
       square(kernel == attention_kernel::materialized ? square_elements(shape) : 0),
-      dqkv_bf16(kernel == attention_kernel::fused ? 3 * elements(shape) : 0),
       shape_(shape),
       kernel_(kernel) {
   if (kernel != attention_kernel::materialized && kernel != attention_kernel::fused) {
@@ -426,54 +420,41 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
   tokens_from_heads(dinp, dq, 3, shape, 3 * C, stored, stream);
 }
 
-void fused_attention_forward(float* out, std::uint16_t* qkv16, std::uint16_t* o16, float* stats,
-                             const float* inp, const device_rope_table& rope, const attention_shape& shape,
-                             storage stored, cudnn_attention& kernels, cudaStream_t stream) {
+void fused_attention_forward(std::uint16_t* out16, float* stats, std::uint16_t* qkv16,
+                             const device_rope_table& rope, const attention_shape& shape,
+                             cudnn_attention* kernels, cudaStream_t stream) {
   const char* function = "trainer::cuda::fused_attention_forward";
-  check_fused_shape(function, shape, rope, kernels);
+  check_fused_shape(function, shape, rope);
   const std::size_t tokens_by_channels = elements(shape);
-  const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.heads) * std::size_t(shape.context);
-  detail::check_pointer(out, tokens_by_channels, function, "out");
+  detail::check_pointer(out16, tokens_by_channels, function, "out16");
+  detail::check_pointer(stats, rows_of(shape), function, "stats");
   detail::check_pointer(qkv16, 3 * tokens_by_channels, function, "qkv16");
-  detail::check_pointer(o16, tokens_by_channels, function, "o16");
-  detail::check_pointer(stats, rows, function, "stats");
-  detail::check_pointer(inp, 3 * tokens_by_channels, function, "inp");
+  check_kernels(function, shape, kernels);
   const int C = shape.channels;
 
-  // q and k rotated and stored as on the materialised path, v as it is: BF16, in the token layout.
-  const token_pairs pairs(shape);
-  rotated_to_bf16_kernel<<<detail::grid_for(pairs.count()), detail::block_threads, 0, stream>>>(
-      reinterpret_cast<__nv_bfloat16*>(qkv16), inp, rope.cos.data(), rope.sin.data(), pairs, stored);
-  detail::check_launch("rotated_to_bf16_kernel");
-  kernels.forward(o16, stats, qkv16, qkv16 + C, qkv16 + 2 * C, stream);
-  from_bf16(out, o16, tokens_by_channels, stream);  // BF16 values: stored as they are
+  // q and k rotated and stored as on the materialised path, in place; v as wqkv wrote it.
+  rotate_qk(qkv16, rope, shape, false, stream);
+  kernels->forward(out16, stats, qkv16, qkv16 + C, qkv16 + 2 * C, stream);
 }
 
-void fused_attention_backward(float* dinp, const float* dout, const std::uint16_t* qkv16,
-                              const std::uint16_t* o16, const float* stats, const device_rope_table& rope,
-                              const attention_shape& shape, storage stored, attention_workspace& workspace,
-                              cudnn_attention& kernels, cudaStream_t stream) {
+void fused_attention_backward(std::uint16_t* dinp16, const std::uint16_t* dout16, const std::uint16_t* qkv16,
+                              const std::uint16_t* out16, const float* stats, const device_rope_table& rope,
+                              const attention_shape& shape, cudnn_attention* kernels, cudaStream_t stream) {
   const char* function = "trainer::cuda::fused_attention_backward";
-  check_fused_shape(function, shape, rope, kernels);
-  check_workspace(function, shape, workspace, attention_kernel::fused);
+  check_fused_shape(function, shape, rope);
   const std::size_t tokens_by_channels = elements(shape);
-  const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.heads) * std::size_t(shape.context);
-  detail::check_pointer(dinp, 3 * tokens_by_channels, function, "dinp");
-  detail::check_pointer(dout, tokens_by_channels, function, "dout");
+  detail::check_pointer(dinp16, 3 * tokens_by_channels, function, "dinp16");
+  detail::check_pointer(dout16, tokens_by_channels, function, "dout16");
   detail::check_pointer(qkv16, 3 * tokens_by_channels, function, "qkv16");
-  detail::check_pointer(o16, tokens_by_channels, function, "o16");
-  detail::check_pointer(stats, rows, function, "stats");
+  detail::check_pointer(out16, tokens_by_channels, function, "out16");
+  detail::check_pointer(stats, rows_of(shape), function, "stats");
+  check_kernels(function, shape, kernels);
   const int C = shape.channels;
-  std::uint16_t* dy16 = workspace.heads_bf16.data();
-  std::uint16_t* dqkv16 = workspace.dqkv_bf16.data();
 
-  to_bf16(dy16, dout, tokens_by_channels, stream);
-  kernels.backward(dqkv16, dqkv16 + C, dqkv16 + 2 * C, qkv16, qkv16 + C, qkv16 + 2 * C, o16, dy16, stats,
-                   stream);
-  const token_pairs pairs(shape);
-  unrotated_from_bf16_kernel<<<detail::grid_for(pairs.count()), detail::block_threads, 0, stream>>>(
-      dinp, reinterpret_cast<const __nv_bfloat16*>(dqkv16), rope.cos.data(), rope.sin.data(), pairs, stored);
-  detail::check_launch("unrotated_from_bf16_kernel");
+  // cuDNN's dq, dk, dv straight into wqkv's dy, then dq and dk turned back there.
+  kernels->backward(dinp16, dinp16 + C, dinp16 + 2 * C, qkv16, qkv16 + C, qkv16 + 2 * C, out16, dout16, stats,
+                    stream);
+  rotate_qk(dinp16, rope, shape, true, stream);
 }
 
 }  // namespace trainer::cuda

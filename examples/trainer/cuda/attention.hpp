@@ -34,11 +34,11 @@ struct attention_path {
 // bf16 mode, else materialized, and says why in the description.
 attention_path choose_attention(attention_kernel requested, gemm_mode mode, const attention_shape& shape);
 
-// Scratch buffers of attention for one shape, reused by every layer and every pass (nothing in them
-// outlives a call). BF16 buffers hold raw __nv_bfloat16 bits; they are used only in gemm_mode::bf16.
-// `kernel` (materialized or fused) says which path the workspace serves. The fused path needs only
-// dO as BF16 and cuDNN's BF16 gradients (nothing T x T: the memory it saves); the other members are
-// left empty there.
+// Scratch buffers of the materialised path for one shape, reused by every layer and every pass
+// (nothing in them outlives a call). BF16 buffers hold raw __nv_bfloat16 bits; they are used only in
+// gemm_mode::bf16. `kernel` (materialized or fused) says which path the workspace serves. The fused
+// path keeps its tensors in the model's BF16 buffers and needs none of these (nothing T x T: the
+// memory it saves): its workspace is empty.
 class attention_workspace {
  public:
   explicit attention_workspace(const attention_shape& shape,
@@ -49,10 +49,9 @@ class attention_workspace {
   device_buffer<std::uint16_t> qkv_bf16;     // [3, B, H, T, D] q, k (rotated) and v as BF16 operands
   device_buffer<std::uint16_t> square_bf16;  // [B, H, T, T]    P (forward, dV) or dS (dq, dk) as BF16
   device_buffer<float> heads;                // [B, H, T, D]    y = P v (forward) or dO (backward)
-  device_buffer<std::uint16_t> heads_bf16;   // [B, H, T, D]    dO as BF16; fused: [B, T, C]
+  device_buffer<std::uint16_t> heads_bf16;   // [B, H, T, D]    dO as BF16
   device_buffer<float> dqkv;                 // [3, B, H, T, D] dq, dk, dv per head
   device_buffer<float> square;               // [B, H, T, T]    dP, then dS
-  device_buffer<std::uint16_t> dqkv_bf16;    // [B, T, 3C]      fused: dq, dk, dv as cuDNN writes them
 
  private:
   attention_shape shape_;
@@ -79,23 +78,25 @@ void attention_backward(float* dinp, const float* dout, const float* qkvr, const
                         storage stored, attention_workspace& workspace, cublasHandle_t handle,
                         cudaStream_t stream);
 
-// The fused path, through `kernels` (made for this shape), in the token layout throughout: cuDNN reads
-// q, k, v and writes o through strides, so no head is split out or merged back.
-// Forward: out: [B, T, C] from inp: [B, T, 3C] (as attention_forward), and saved for the backward pass
-// qkv16: [B, T, 3C] (q and k rotated by RoPE and stored, v; as BF16) in place of qkvr, o16: [B, T, C]
-// (the heads' outputs as BF16; out holds the same values) and stats: [B, H, T] (each score row's
-// log-sum-exp) in place of att. The probabilities are rounded to BF16 inside cuDNN before they are
-// normalised (the materialised bf16 path rounds them after).
-void fused_attention_forward(float* out, std::uint16_t* qkv16, std::uint16_t* o16, float* stats,
-                             const float* inp, const device_rope_table& rope, const attention_shape& shape,
-                             storage stored, cudnn_attention& kernels, cudaStream_t stream);
+// The fused path, through `kernels` (cuDNN's graphs made for this shape; null is refused), in the
+// token layout throughout and on BF16 tensors (raw __nv_bfloat16 bits) only: cuDNN reads q, k, v and
+// writes o through strides, so no head is split out or merged back, and the linear layers around it
+// read and write these tensors as they are (no float copy, no staging).
+// Forward: qkv16: [B, T, 3C], wqkv's output on entry; q and k are turned by RoPE in place (in FP32,
+// then rounded to BF16 as the materialised path stores them), v is left as it is, and the result is
+// kept for the backward pass in place of qkvr. out16: [B, T, C] the heads' outputs (wo's x, also kept
+// for the backward pass), stats: [B, H, T] each score row's log-sum-exp (kept in place of att). The
+// probabilities are rounded to BF16 inside cuDNN before they are normalised (the materialised bf16
+// path rounds them after).
+void fused_attention_forward(std::uint16_t* out16, float* stats, std::uint16_t* qkv16,
+                             const device_rope_table& rope, const attention_shape& shape,
+                             cudnn_attention* kernels, cudaStream_t stream);
 
-// dinp: [B, T, 3C] (overwritten) from dout: [B, T, C] and the forward pass's qkv16, o16 and stats.
-// cuDNN returns dq, dk, dv as BF16; the inverse rotation of RoPE runs on them in FP32, then the
-// result is stored as on the materialised path. `workspace` must be made for attention_kernel::fused.
-void fused_attention_backward(float* dinp, const float* dout, const std::uint16_t* qkv16,
-                              const std::uint16_t* o16, const float* stats, const device_rope_table& rope,
-                              const attention_shape& shape, storage stored, attention_workspace& workspace,
-                              cudnn_attention& kernels, cudaStream_t stream);
+// dinp16: [B, T, 3C] (overwritten; wqkv's dy) from dout16: [B, T, C] (wo's dx) and the forward pass's
+// qkv16, out16 and stats. cuDNN writes dq, dk, dv into dinp16; dq and dk are then turned back in
+// place (RoPE's inverse rotation, in FP32) and rounded to BF16, dv stays as cuDNN wrote it.
+void fused_attention_backward(std::uint16_t* dinp16, const std::uint16_t* dout16, const std::uint16_t* qkv16,
+                              const std::uint16_t* out16, const float* stats, const device_rope_table& rope,
+                              const attention_shape& shape, cudnn_attention* kernels, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fp8/cuda/error.hpp>
@@ -22,15 +23,21 @@ namespace {
 // runs: the norms' outputs as x of wqkv (ln1), w_gate_up (ln2) and the head (lnf), whose input
 // gradients dx stay floats (RMSNorm's backward reads them); the tensors around SwiGLU, which are
 // w_gate_up's y and dy (gate_up and its gradient) and w_down's x and dx (SwiGLU's output and its
-// gradient). Layers per block: wqkv, wo, w_gate_up, w_down; then the head.
-std::vector<linear_bf16_operands> bf16_operands_of(std::size_t linears, const precision_policy& policy) {
+// gradient); and with the fused attention (`fused_attention`) the tensors around cuDNN, which are
+// wqkv's y and dy (qkv and its gradient) and wo's x and dx (the heads' output and its gradient).
+// Layers per block: wqkv, wo, w_gate_up, w_down; then the head.
+std::vector<linear_bf16_operands> bf16_operands_of(std::size_t linears, const precision_policy& policy,
+                                                   bool fused_attention) {
   std::vector<linear_bf16_operands> operands(linears);
   if (policy.activation_storage() != storage::bf16 || linears == 0) return operands;
   for (std::size_t block = 0; 4 * block + 3 < linears; ++block) {
     linear_bf16_operands& wqkv = operands[4 * block];
+    linear_bf16_operands& wo = operands[4 * block + 1];
     linear_bf16_operands& w_gate_up = operands[4 * block + 2];
     linear_bf16_operands& w_down = operands[4 * block + 3];
     wqkv.x = true;
+    wqkv.y = wqkv.dy = fused_attention;
+    wo.x = wo.dx = fused_attention;
     w_gate_up.x = w_gate_up.y = w_gate_up.dy = true;
     w_down.x = w_down.dx = true;
   }
@@ -74,9 +81,20 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                                        bool with_shadow, cudaStream_t stream,
                                        fp8::cuda::device_amax_reducer* amax_reducer,
                                        attention_kernel attention)
+    : device_transformer(
+          shape, batch, host, linears, policy, recipe, with_shadow, stream, amax_reducer,
+          choose_attention(attention, policy.other_mode(),
+                           attention_shape{batch, shape.context, shape.channels, shape.heads})) {}
+
+device_transformer::device_transformer(const model_options& shape, int batch, const parameter_set& host,
+                                       const std::vector<linear_layer_info>& linears,
+                                       const precision_policy& policy, const fp8::gemm_recipe& recipe,
+                                       bool with_shadow, cudaStream_t stream,
+                                       fp8::cuda::device_amax_reducer* amax_reducer, attention_path attention)
     : device_model(host, linear_features_of(shape, linears.size()), linears,
                    std::int64_t(batch) * std::int64_t(shape.context), policy, recipe, with_shadow, stream,
-                   amax_reducer, bf16_operands_of(linears.size(), policy)),
+                   amax_reducer,
+                   bf16_operands_of(linears.size(), policy, attention.kernel == attention_kernel::fused)),
       batch_(batch),
       context_(shape.context),
       channels_(shape.channels),
@@ -89,7 +107,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
       lm_head_(host.index_of("lm_head")),
       shape_{batch, shape.context, shape.channels, shape.heads},
       rope_(make_rope_table(shape.context, shape.channels / shape.heads)),
-      attention_path_(choose_attention(attention, attention_mode_, shape_)),
+      attention_path_(std::move(attention)),
       attention_(shape_, attention_path_.kernel) {
   if (linears.size() != std::size_t(4 * layers_ + 1)) {
     throw fp8::invalid_argument("trainer::cuda::device_transformer: expected " +
@@ -106,6 +124,9 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
   const bool fused = attention_path_.kernel == attention_kernel::fused;
+  // The tensors around the attention: BF16 around cuDNN, floats around the materialised path.
+  const activation_tensor::form attention_form =
+      fused ? activation_tensor::form::bf16 : activation_tensor::form::floats;
   inputs_ = device_buffer<std::int32_t>(N);
   targets_ = device_buffer<std::int32_t>(N);
   encoded_ = device_buffer<float>(N * C);
@@ -113,16 +134,14 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   for (block_activations& a : acts_) {
     a.ln1 = activation_tensor(N * C, stored_);
     a.ln1_rstd = device_buffer<float>(N);
-    a.qkv = device_buffer<float>(N * 3 * C);
+    a.qkv = activation_tensor(N * 3 * C, attention_form);
     if (fused) {
-      a.qkv16 = device_buffer<std::uint16_t>(N * 3 * C);
-      a.att16 = device_buffer<std::uint16_t>(N * C);
       a.att_stats = device_buffer<float>(BH * T);
     } else {
       a.qkvr = device_buffer<float>(N * 3 * C);
       a.att = device_buffer<float>(BH * T * T);
     }
-    a.atty = device_buffer<float>(N * C);
+    a.atty = activation_tensor(N * C, attention_form);
     a.attproj = device_buffer<float>(N * C);
     a.residual2 = device_buffer<float>(N * C);
     a.ln2 = activation_tensor(N * C, stored_);
@@ -137,7 +156,8 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   loss_ = device_loss(N, vocab_);
   dresidual_ = device_buffer<float>(N * C);
   dbuffer_c_ = device_buffer<float>(N * C);
-  dbuffer_3c_ = device_buffer<float>(N * 3 * C);
+  dqkv_ = activation_tensor(N * 3 * C, attention_form);
+  if (fused) datty16_ = device_buffer<std::uint16_t>(N * C);
   dswiglu_ = activation_tensor(N * F, stored_);
   dgate_up_ = activation_tensor(N * 2 * F, stored_);
   norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
@@ -175,16 +195,16 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     const std::size_t linear = std::size_t(4 * l);
     mark(phase::other);
     rmsnorm_forward(a.ln1, a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_);
-    linear_forward(linear + 0, kind, a.qkv.data(), a.ln1.input(), p.wqkv, N);
+    linear_forward(linear + 0, kind, a.qkv.output(), a.ln1.input(), p.wqkv, N);
     mark(phase::attention);
     if (attention_path_.fused) {
-      fused_attention_forward(a.atty.data(), a.qkv16.data(), a.att16.data(), a.att_stats.data(), a.qkv.data(),
-                              rope_, shape_, stored, *attention_path_.fused, stream_);
+      fused_attention_forward(a.atty.bf16(), a.att_stats.data(), a.qkv.bf16(), rope_, shape_,
+                              attention_path_.fused.get(), stream_);
     } else {
-      attention_forward(a.atty.data(), a.qkvr.data(), a.att.data(), a.qkv.data(), rope_, shape_,
+      attention_forward(a.atty.floats(), a.qkvr.data(), a.att.data(), a.qkv.floats(), rope_, shape_,
                         attention_mode, stored, attention_, cublas_.get(), stream_);
     }
-    linear_forward(linear + 1, kind, a.attproj.data(), a.atty.data(), p.wo, N);
+    linear_forward(linear + 1, kind, a.attproj.data(), a.atty.input(), p.wo, N);
     mark(phase::other);
     residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored, stream_);
     rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_);
@@ -231,18 +251,20 @@ void device_transformer::backward() {
     mark(phase::other);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dbuffer_c_.data(), a.residual2.data(),
                      compute(p.mlp_norm), a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
-    // Attention branch: residual2 = input + wo(attention(wqkv(rmsnorm(input)))).
-    linear_backward(linear + 1, dbuffer_c_.data(), p.wo, dresidual_.data(), a.atty.data(), N);
-    mark(phase::attention);
+    // Attention branch: residual2 = input + wo(attention(wqkv(rmsnorm(input)))). On the fused path
+    // wo's dx and wqkv's dy are BF16 (cuDNN's dO and dq, dk, dv), with qkv and atty as kept.
     if (attention_path_.fused) {
-      fused_attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkv16.data(), a.att16.data(),
-                               a.att_stats.data(), rope_, shape_, stored, attention_, *attention_path_.fused,
-                               stream_);
+      linear_backward(linear + 1, datty16_.data(), p.wo, dresidual_.data(), a.atty.input(), N);
+      mark(phase::attention);
+      fused_attention_backward(dqkv_.bf16(), datty16_.data(), a.qkv.bf16(), a.atty.bf16(), a.att_stats.data(),
+                               rope_, shape_, attention_path_.fused.get(), stream_);
     } else {
-      attention_backward(dbuffer_3c_.data(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
+      linear_backward(linear + 1, dbuffer_c_.data(), p.wo, dresidual_.data(), a.atty.input(), N);
+      mark(phase::attention);
+      attention_backward(dqkv_.floats(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
                          attention_mode, stored, attention_, cublas_.get(), stream_);
     }
-    linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dbuffer_3c_.data(), a.ln1.input(), N);
+    linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dqkv_.input(), a.ln1.input(), N);
     mark(phase::other);
     rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dbuffer_c_.data(), block_input,
                      compute(p.attn_norm), a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);

@@ -20,24 +20,30 @@ namespace trainer::cuda {
 
 // An activation that a linear layer reads or writes, in the run's form: floats in fp32 runs; BF16
 // (raw __nv_bfloat16 bits) in bf16 and fp8 runs, which the linear layers read and write as they are
-// (no staging copy) and the layer next to them (RMSNorm's forward, SwiGLU) writes or reads directly.
-// The transformer's: the norms' outputs ln1, ln2 and lnf (the inputs of wqkv, w_gate_up and the
-// head), the tensors around SwiGLU (gate_up [N, 2F], its output [N, F], and their gradients). The
-// values are the same either way (floats would hold BF16 values). Only the run's form is allocated.
+// (no staging copy) and the layer next to them (RMSNorm's forward, SwiGLU, the fused attention)
+// writes or reads directly. The transformer's: the norms' outputs ln1, ln2 and lnf (the inputs of
+// wqkv, w_gate_up and the head), the tensors around SwiGLU (gate_up [N, 2F], its output [N, F], and
+// their gradients), and those around the attention, which are BF16 on the fused path only (qkv, the
+// heads' output atty and their gradients; the materialised path keeps floats in every run). The
+// values are the same either way (floats would hold BF16 values). Only the chosen form is allocated.
 class activation_tensor {
  public:
+  enum class form { floats, bf16 };
   activation_tensor() = default;
-  activation_tensor(std::size_t count, storage stored) : bf16_(stored == storage::bf16) {
+  activation_tensor(std::size_t count, form kind) : bf16_(kind == form::bf16) {
     if (bf16_) {
       bf16_values_ = device_buffer<std::uint16_t>(count);
     } else {
       floats_ = device_buffer<float>(count);
     }
   }
+  // The run's form: BF16 where activations are stored as BF16.
+  activation_tensor(std::size_t count, storage stored)
+      : activation_tensor(count, stored == storage::bf16 ? form::bf16 : form::floats) {}
   bool is_bf16() const { return bf16_; }
-  float* floats() { return floats_.data(); }  // null in bf16 and fp8 runs
+  float* floats() { return floats_.data(); }  // null in the BF16 form
   const float* floats() const { return floats_.data(); }
-  std::uint16_t* bf16() { return bf16_values_.data(); }  // null in fp32 runs
+  std::uint16_t* bf16() { return bf16_values_.data(); }  // null in the float form
   const std::uint16_t* bf16() const { return bf16_values_.data(); }
   // As a linear layer's result or operand.
   linear_output output() { return bf16_ ? linear_output(bf16()) : linear_output(floats()); }
@@ -71,15 +77,22 @@ class device_transformer final : public device_model {
   std::string attention_description() const override { return attention_path_.description; }
 
  private:
+  // The public constructor's work, with `attention` already resolved: the linear layers' BF16 plan
+  // (the base, built first) depends on the path.
+  device_transformer(const model_options& shape, int batch, const parameter_set& host,
+                     const std::vector<linear_layer_info>& linears, const precision_policy& policy,
+                     const fp8::gemm_recipe& recipe, bool with_shadow, cudaStream_t stream,
+                     fp8::cuda::device_amax_reducer* amax_reducer, attention_path attention);
+
   struct block_activations {
-    device_buffer<float> ln1_rstd, qkv, qkvr, att, atty, attproj, residual2, ln2_rstd, mlp_out, residual3;
+    device_buffer<float> ln1_rstd, qkvr, att, attproj, residual2, ln2_rstd, mlp_out, residual3;
     activation_tensor ln1, ln2;         // [N, C]: wqkv's and w_gate_up's x
     activation_tensor gate_up, swiglu;  // [N, 2F], [N, F]
-    // The fused path saves these for the backward pass instead of qkvr and att (which it leaves empty;
-    // the materialised path leaves these empty).
-    device_buffer<std::uint16_t> qkv16;  // [B, T, 3C] q, k (rotated) and v as BF16
-    device_buffer<std::uint16_t> att16;  // [B, T, C]  the heads' outputs as BF16
-    device_buffer<float> att_stats;      // [B, H, T]  each score row's log-sum-exp
+    // wqkv's y [N, 3C] and wo's x [N, C]: floats on the materialised path; BF16 on the fused one,
+    // where they are also what the backward pass keeps in place of qkvr and att (which it leaves
+    // empty): qkv with q and k rotated in place, and the heads' outputs.
+    activation_tensor qkv, atty;
+    device_buffer<float> att_stats;  // [B, H, T] fused path: each score row's log-sum-exp
   };
   struct block_parameters {
     std::size_t attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
@@ -100,7 +113,12 @@ class device_transformer final : public device_model {
   activation_tensor lnf_;          // [N, C]: the head's x
   device_buffer<float> lnf_rstd_;  // [N]
   device_loss loss_;
-  device_buffer<float> dresidual_, dbuffer_c_, dbuffer_3c_;
+  device_buffer<float> dresidual_, dbuffer_c_;
+  // Attention's gradients: wqkv's dy [N, 3C] (floats on the materialised path, BF16 on the fused one,
+  // where cuDNN writes it) and, on the fused path only, wo's dx [N, C] as BF16, which cuDNN reads as
+  // dO (the materialised path takes wo's dx in dbuffer_c_).
+  activation_tensor dqkv_;
+  device_buffer<std::uint16_t> datty16_;
   activation_tensor dswiglu_, dgate_up_;  // [N, F], [N, 2F]
   device_buffer<float> norm_workspace_;   // rmsnorm_backward_workspace_size(N, C)
 };

@@ -14,6 +14,7 @@
 #include "cuda/embedding.hpp"
 #include "cuda/gelu.hpp"
 #include "cuda/rmsnorm.hpp"
+#include "cuda/rope.hpp"
 #include "cuda/storage.hpp"
 #include "cuda/swiglu.hpp"
 
@@ -115,6 +116,75 @@ TEST_CASE("an attention workspace refuses a shape whose channels do not split in
         cuda::attention_workspace workspace(attention_shape{2, 8, 50, 4});
       },
       "C a multiple of H");
+}
+
+TEST_CASE("the fused attention's workspace is empty: its tensors are the model's BF16 buffers") {
+  const cuda::attention_workspace fused(attention_shape{2, 8, 48, 4}, attention_kernel::fused);
+  CHECK(fused.qkv_bf16.size() == 0);
+  CHECK(fused.square_bf16.size() == 0);
+  CHECK(fused.heads.size() == 0);
+  CHECK(fused.heads_bf16.size() == 0);
+  CHECK(fused.dqkv.size() == 0);
+  CHECK(fused.square.size() == 0);
+}
+
+TEST_CASE(
+    "the fused attention refuses bad shapes, a RoPE table of another shape, null buffers and no graphs") {
+  // T 8, D 12 and no device memory: the checks read the table's shape only.
+  const cuda::device_rope_table rope(rope_table{8, 12, {}, {}});
+  const attention_shape shape{2, 8, 48, 4};
+  const char* forward = "trainer::cuda::fused_attention_forward: ";
+  const char* backward = "trainer::cuda::fused_attention_backward: ";
+  expect_refusal(
+      [&] {
+        cuda::fused_attention_forward(bf16, some, bf16, rope, attention_shape{2, 8, 50, 4}, nullptr, nullptr);
+      },
+      std::string(forward) + "needs positive B, T, H, C with C a multiple of H");
+  expect_refusal(
+      [&] {
+        cuda::fused_attention_forward(bf16, some, bf16, rope, attention_shape{2, 16, 48, 4}, nullptr,
+                                      nullptr);
+      },
+      "the RoPE table is for T 8, D 12 but the shape has T 16, D 12");
+  expect_refusal([&] { cuda::fused_attention_forward(nullptr, some, bf16, rope, shape, nullptr, nullptr); },
+                 std::string(forward) + "out16 is null");
+  expect_refusal([&] { cuda::fused_attention_forward(bf16, nullptr, bf16, rope, shape, nullptr, nullptr); },
+                 std::string(forward) + "stats is null");
+  expect_refusal([&] { cuda::fused_attention_forward(bf16, some, nullptr, rope, shape, nullptr, nullptr); },
+                 std::string(forward) + "qkv16 is null");
+  expect_refusal([&] { cuda::fused_attention_forward(bf16, some, bf16, rope, shape, nullptr, nullptr); },
+                 std::string(forward) + "needs the cuDNN graphs (got null)");
+
+  expect_refusal(
+      [&] {
+        cuda::fused_attention_backward(bf16, bf16, bf16, bf16, some, rope, attention_shape{0, 8, 48, 4},
+                                       nullptr, nullptr);
+      },
+      std::string(backward) + "needs positive B, T, H, C");
+  expect_refusal(
+      [&] {
+        cuda::fused_attention_backward(bf16, bf16, bf16, bf16, some, rope, attention_shape{2, 8, 96, 4},
+                                       nullptr, nullptr);
+      },
+      "the RoPE table is for T 8, D 12 but the shape has T 8, D 24");
+  expect_refusal(
+      [&] { cuda::fused_attention_backward(nullptr, bf16, bf16, bf16, some, rope, shape, nullptr, nullptr); },
+      std::string(backward) + "dinp16 is null");
+  expect_refusal(
+      [&] { cuda::fused_attention_backward(bf16, nullptr, bf16, bf16, some, rope, shape, nullptr, nullptr); },
+      std::string(backward) + "dout16 is null");
+  expect_refusal(
+      [&] { cuda::fused_attention_backward(bf16, bf16, nullptr, bf16, some, rope, shape, nullptr, nullptr); },
+      std::string(backward) + "qkv16 is null");
+  expect_refusal(
+      [&] { cuda::fused_attention_backward(bf16, bf16, bf16, nullptr, some, rope, shape, nullptr, nullptr); },
+      std::string(backward) + "out16 is null");
+  expect_refusal(
+      [&] { cuda::fused_attention_backward(bf16, bf16, bf16, bf16, nullptr, rope, shape, nullptr, nullptr); },
+      std::string(backward) + "stats is null");
+  expect_refusal(
+      [&] { cuda::fused_attention_backward(bf16, bf16, bf16, bf16, some, rope, shape, nullptr, nullptr); },
+      std::string(backward) + "needs the cuDNN graphs (got null)");
 }
 
 TEST_CASE("empty work needs no device") {

@@ -98,6 +98,23 @@ void synchronize() { FP8_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 const char* name_of(storage where) { return where == storage::bf16 ? "bf16 storage" : "fp32 storage"; }
 
+// The raw BF16 bits of BF16 values held in floats (exact: the low half is zero, NaN canonical).
+std::vector<std::uint16_t> bf16_bits_of(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = std::uint16_t(bits_of(values[i]) >> 16);
+  return bits;
+}
+
+// BF16 bits widened to floats (exact).
+std::vector<float> floats_of_bf16(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const std::uint32_t widened = std::uint32_t(bits[i]) << 16;
+    std::memcpy(&values[i], &widened, sizeof(float));
+  }
+  return values;
+}
+
 }  // namespace
 
 TEST_CASE("BF16 rounding on the device equals the CPU's, bit for bit") {
@@ -335,7 +352,6 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
     CAPTURE(D);
     const rope_table table = make_rope_table(T, D);
     const cuda::device_rope_table device_table(table);
-    cuda::attention_workspace workspace(shape, attention_kernel::fused);
     cuda::cudnn_attention kernels(shape);
     const std::size_t tokens = std::size_t(B) * T, rows = std::size_t(B) * H * T;
     const std::vector<float> inp = random_values(tokens * 3 * C, 32, 1.0f, storage::bf16);
@@ -346,11 +362,14 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
     attention_backward(dinp.data(), dout.data(), qkvr.data(), att.data(), table, shape, gemm_mode::bf16,
                        storage::bf16);
 
-    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), stats_d(rows), dinp_d(dinp.size()),
-        dinp_again(dinp.size());
-    device_buffer<std::uint16_t> qkv16_d(tokens * 3 * C), heads16_d(tokens * C);
-    cuda::fused_attention_forward(out_d.data(), qkv16_d.data(), heads16_d.data(), stats_d.data(),
-                                  inp_d.data(), device_table, shape, storage::bf16, kernels, nullptr);
+    // The fused path's tensors are BF16, as the linear layers around it write and read them: qkv16
+    // is wqkv's output on entry (q and k are rotated in place), dout16 wo's dx, dinp16 wqkv's dy.
+    const std::vector<std::uint16_t> inp16 = bf16_bits_of(inp);
+    device_buffer<std::uint16_t> qkv16_d(inp16), out16_d(tokens * C), dout16_d(bf16_bits_of(dout)),
+        dinp16_d(dinp.size()), dinp16_again(dinp.size());
+    device_buffer<float> stats_d(rows);
+    cuda::fused_attention_forward(out16_d.data(), stats_d.data(), qkv16_d.data(), device_table, shape,
+                                  &kernels, nullptr);
     synchronize();
     // The rotated q, k and v in the token layout [B, T, 3C], against the CPU's per-head [3, B, H, T, D].
     const std::vector<std::uint16_t> qkv16 = qkv16_d.to_host();
@@ -366,7 +385,19 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
       }
     }
     expect_close("fused attention q, k, v", qkv_as_heads, qkvr, for_storage(storage::bf16, elementwise_fp32));
-    expect_close("fused attention out", out_d.to_host(), out, attention_fused);
+    // Bit for bit the device's materialised rotation of the same values (one pair rotation, one
+    // rounding): what the float form of qkv gave the fused path before it was BF16.
+    {
+      cuda::attention_workspace materialized(shape);
+      cuda::cublas_handle handle;
+      device_buffer<float> inp_d(inp), out_m(out.size()), qkvr_m(qkvr.size()), att_m(att.size());
+      cuda::attention_forward(out_m.data(), qkvr_m.data(), att_m.data(), inp_d.data(), device_table, shape,
+                              gemm_mode::bf16, storage::bf16, materialized, handle.get(), nullptr);
+      synchronize();
+      expect_same_bits("fused attention q, k, v against the materialised path's", qkv_as_heads,
+                       qkvr_m.to_host());
+    }
+    expect_close("fused attention out", floats_of_bf16(out16_d.to_host()), out, attention_fused);
     // The statistics are each row's log-sum-exp of the scaled scores (from the CPU's rotated q and k,
     // [3, B, H, T, D]): between the row's largest scaled score and that plus log(row length), with
     // 2^-6 of slack for the BF16 operands.
@@ -390,16 +421,15 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
                    double(stats[r]) <= largest + std::log(double(i + 1)) + slack);
     }
     CHECK(outside == 0);
-    cuda::fused_attention_backward(dinp_d.data(), dout_d.data(), qkv16_d.data(), heads16_d.data(),
-                                   stats_d.data(), device_table, shape, storage::bf16, workspace, kernels,
-                                   nullptr);
-    cuda::fused_attention_backward(dinp_again.data(), dout_d.data(), qkv16_d.data(), heads16_d.data(),
-                                   stats_d.data(), device_table, shape, storage::bf16, workspace, kernels,
-                                   nullptr);
+    cuda::fused_attention_backward(dinp16_d.data(), dout16_d.data(), qkv16_d.data(), out16_d.data(),
+                                   stats_d.data(), device_table, shape, &kernels, nullptr);
+    cuda::fused_attention_backward(dinp16_again.data(), dout16_d.data(), qkv16_d.data(), out16_d.data(),
+                                   stats_d.data(), device_table, shape, &kernels, nullptr);
     synchronize();
-    expect_close("fused attention dinp", dinp_d.to_host(), dinp, attention_fused);
+    expect_close("fused attention dinp", floats_of_bf16(dinp16_d.to_host()), dinp, attention_fused);
     // Deterministic: resumed and data-parallel runs rely on it.
-    expect_same_bits("fused attention dinp, second run", dinp_again.to_host(), dinp_d.to_host());
+    expect_same_bits("fused attention dinp, second run", floats_of_bf16(dinp16_again.to_host()),
+                     floats_of_bf16(dinp16_d.to_host()));
 
     // Causality: changing the last token's q, k and v changes no earlier token's output, bit for bit.
     std::vector<float> changed = inp;
@@ -407,45 +437,43 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
       float* last = changed.data() + (std::size_t(b) * T + std::size_t(T - 1)) * 3 * C;
       for (int i = 0; i < 3 * C; ++i) last[i] = -2.0f * last[i] + 1.0f;
     }
-    device_buffer<float> changed_d(changed), out_changed(out.size());
-    cuda::fused_attention_forward(out_changed.data(), qkv16_d.data(), heads16_d.data(), stats_d.data(),
-                                  changed_d.data(), device_table, shape, storage::bf16, kernels, nullptr);
+    device_buffer<std::uint16_t> changed16_d(bf16_bits_of(changed)), out16_changed(out.size());
+    cuda::fused_attention_forward(out16_changed.data(), stats_d.data(), changed16_d.data(), device_table,
+                                  shape, &kernels, nullptr);
     synchronize();
-    const std::vector<float> before = out_d.to_host(), after = out_changed.to_host();
+    const std::vector<std::uint16_t> before = out16_d.to_host(), after = out16_changed.to_host();
     std::size_t earlier_changed = 0, last_changed = 0;
     for (std::size_t token = 0; token < tokens; ++token) {
       const bool last = token % std::size_t(T) == std::size_t(T - 1);
       for (int c = 0; c < C; ++c) {
         const std::size_t i = token * C + std::size_t(c);
-        const bool differs = std::memcmp(&before[i], &after[i], sizeof(float)) != 0;
+        const bool differs = before[i] != after[i];
         (last ? last_changed : earlier_changed) += differs;
       }
     }
     CHECK(earlier_changed == 0);
     CHECK(last_changed > 0);
   }
-  SUBCASE("a workspace of the other path, or graphs of another shape, are refused") {
+  SUBCASE("graphs of another shape, or the fused path's workspace on the materialised path, are refused") {
     const attention_shape shape{2, 128, 128, 4};
     const rope_table table = make_rope_table(shape.context, shape.head_dim());
     const cuda::device_rope_table device_table(table);
-    cuda::attention_workspace materialized(shape);
     cuda::attention_workspace fused(shape, attention_kernel::fused);
-    cuda::cudnn_attention kernels(shape);
     cuda::cudnn_attention other(attention_shape{1, 128, 128, 4});
     const std::size_t tokens = std::size_t(shape.batch) * shape.context;
     device_buffer<float> buffer(tokens * 3 * shape.channels), stats(std::size_t(shape.batch) * 4 * 128);
     device_buffer<std::uint16_t> qkv16(tokens * 3 * shape.channels), heads16(tokens * shape.channels);
+    CHECK_THROWS_WITH_AS(cuda::fused_attention_forward(heads16.data(), stats.data(), qkv16.data(),
+                                                       device_table, shape, &other, nullptr),
+                         doctest::Contains("the cuDNN graphs were built for another shape"),
+                         fp8::invalid_argument);
     CHECK_THROWS_WITH_AS(
-        cuda::fused_attention_backward(buffer.data(), buffer.data(), qkv16.data(), heads16.data(),
-                                       stats.data(), device_table, shape, storage::bf16, materialized,
-                                       kernels, nullptr),
-        doctest::Contains("the workspace was made for the materialized path, not the fused one"),
-        fp8::invalid_argument);
-    CHECK_THROWS_WITH_AS(
-        cuda::fused_attention_forward(buffer.data(), qkv16.data(), heads16.data(), stats.data(),
-                                      buffer.data(), device_table, shape, storage::bf16, other, nullptr),
+        cuda::fused_attention_backward(qkv16.data(), heads16.data(), qkv16.data(), heads16.data(),
+                                       stats.data(), device_table, shape, &other, nullptr),
         doctest::Contains("the cuDNN graphs were built for another shape"), fp8::invalid_argument);
-    // The materialised path refuses the fused path's workspace in the same words.
+    // The fused path's workspace is empty: the materialised path refuses it.
+    CHECK(fused.heads_bf16.size() == 0);
+    CHECK(fused.square.size() == 0);
     CHECK_THROWS_WITH_AS(
         cuda::attention_backward(buffer.data(), buffer.data(), buffer.data(), buffer.data(), device_table,
                                  shape, gemm_mode::bf16, storage::bf16, fused, cuda::cublas_handle().get(),
@@ -474,13 +502,6 @@ TEST_CASE("swiglu forward and backward match the CPU layer") {
 }
 
 namespace {
-
-// The raw BF16 bits of BF16 values held in floats (exact: the low half is zero, NaN canonical).
-std::vector<std::uint16_t> bf16_bits_of(const std::vector<float>& values) {
-  std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = std::uint16_t(bits_of(values[i]) >> 16);
-  return bits;
-}
 
 // The BF16 form's elements against the float form's (storage::bf16): as bits, against what the
 // float form's staging copy (to_bf16) gives a linear layer; as values, widened, against the float
