@@ -362,3 +362,38 @@ TEST_CASE("unfused casts: fprop and wgrad read X with different recipes") {
   recipe.use(gemm_operand::wgrad_input, fp8::current_scaling{});
   run_recipe("delayed fprop X, current wgrad X", recipe, linear_precision::fp8());
 }
+
+TEST_CASE("record_bf16_amax switched back on: W's BF16 operand records at the next call, W cast again") {
+  // dgrad in BF16: W is cast for fprop only, and dgrad_weight's amax comes with that cast. A cast
+  // made while recording was off recorded none for dgrad_weight; once it is back on, the next call
+  // must not reuse that cached cast but cast W again and record both W slots.
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling(recipe, 1);
+  linear_precision precision{};
+  precision.dgrad = fp8::cuda::gemm_precision::bf16;
+  linear_layer layer({K, N, M, false, recipe, precision, true}, scaling, 0, lt);
+  const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 41, 0.5f);
+  device_vector<__nv_bfloat16> x(random_bf16(M * K, 42, 2.0f)), w(w_host), y(std::size_t(M * N));
+  const auto current = [&](gemm_operand op) {
+    return scaling.state().download()[scaling.slot(0, op)].history.at(0);
+  };
+
+  layer.set_record_bf16_amax(false);
+  layer.forward({x.get(), w.get(), nullptr, y.get(), M, true});
+  CHECK(layer.weight_casts() == 1u);
+  CHECK(current(gemm_operand::fprop_weight) == max_abs(w_host, w_host));
+  CHECK(current(gemm_operand::dgrad_weight) == 0.0f);
+
+  scaling.end_step();  // between steps, as the switch asks
+  layer.set_record_bf16_amax(true);
+  layer.forward({x.get(), w.get(), nullptr, y.get(), M, true});
+  CHECK(layer.weight_casts() == 2u);
+  CHECK(current(gemm_operand::fprop_weight) == max_abs(w_host, w_host));
+  CHECK(current(gemm_operand::dgrad_weight) == max_abs(w_host, w_host));
+
+  // Switching on while already on drops nothing.
+  layer.set_record_bf16_amax(true);
+  layer.forward({x.get(), w.get(), nullptr, y.get(), M, true});
+  CHECK(layer.weight_casts() == 2u);
+}

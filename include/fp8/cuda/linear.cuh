@@ -87,6 +87,8 @@ class linear_layer {
     for (const cast_plan& c : full.casts) allocate(c, copies_[std::size_t(c.tensor)]);
     if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
     counters_ = detail::device_array<cast_counters>(gemm_operand_count);
+    // read_statistics copies all of them back, counted or not: no uninitialised bytes in that copy.
+    FP8_CUDA_CHECK(cudaMemset(counters_.data(), 0, gemm_operand_count * sizeof(cast_counters)));
   }
 
   const linear_config& config() const noexcept { return config_; }
@@ -96,8 +98,15 @@ class linear_layer {
   // The weights changed (optimizer step, load): W's FP8 copies are remade at their next use.
   void weights_changed() noexcept { weights_cached_ = false; }
   // config().record_bf16_amax for later calls: off, for example, for a plain BF16 baseline that
-  // should launch nothing beyond its products; on again, BF16 classes record from the next call.
-  void set_record_bf16_amax(bool on) noexcept { config_.record_bf16_amax = on; }
+  // should launch nothing beyond its products; on again, BF16 classes record from the next call
+  // (call it between steps). W's copies cached while it was off recorded no amax for W's BF16
+  // operand, so turning it on drops them when W has one: the next call casts W again and records.
+  void set_record_bf16_amax(bool on) noexcept {
+    const linear_precision& p = config_.precision;
+    const bool w_bf16 = p.fprop == gemm_precision::bf16 || p.dgrad == gemm_precision::bf16;
+    if (on && !config_.record_bf16_amax && w_bf16) weights_cached_ = false;
+    config_.record_bf16_amax = on;
+  }
   // How many times W has been cast (once per weights_changed() when its copies are in use).
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
@@ -428,13 +437,14 @@ class linear_layer {
   }
 
   // The scratch copies of the statistics casts of BF16 operands, allocated at the first statistics
-  // call that needs them (for max_tokens), never for a layer that asks no statistics. Sized for the
-  // unfused form too: a backward without dX casts only the transposed half of a fused plan.
+  // call that needs them (for max_tokens), never for a layer that asks no statistics. dY's are sized
+  // for the unfused form too: a backward without dX casts only the transposed half of a fused plan
+  // (X and W are cast as planned, so a fused plan of theirs needs no row-major scratch).
   tensor_copies& statistics_copies(linear_tensor tensor) {
     tensor_copies& t = statistics_copies_[std::size_t(tensor)];
     if (!statistics_allocated_[std::size_t(tensor)]) {
       cast_plan all = make_linear_plan(config_, config_.max_tokens).bf16_cast(tensor);
-      all.fused = false;
+      if (tensor == linear_tensor::dy) all.fused = false;
       allocate(all, t);
       statistics_allocated_[std::size_t(tensor)] = true;
     }
