@@ -171,11 +171,14 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   check_planned(dx, planned.dx, linear, "dx");
   check_planned(x, planned.x, linear, "x");
   check_planned(dy, planned.dy, linear, "dy");
+  fp8::cuda::linear_layer& chosen = layer(linear, pass_kind::train);
   fp8::cuda::linear_layer::backward_args args;
   args.dy = layer_operand(dy, dy16_, mn, stream);
-  // Read by a BF16 wgrad (an FP8 wgrad uses the forward's copy): a BF16 x is passed as it is, a
-  // float one staged again.
-  args.x = layer_operand(x, x16_, mk, stream);
+  // x is read by a BF16 wgrad only (an FP8 or fake wgrad uses the forward's Xᵀ copy, and X's amaxes
+  // were recorded in forward): a BF16 x is passed as it is, a float one staged again, and neither is
+  // passed when the wgrad does not read it.
+  const bool wgrad_reads_x = !fp8::cuda::casts_to_fp8(chosen.config().precision.wgrad);
+  if (wgrad_reads_x) args.x = layer_operand(x, x16_, mk, stream);
   args.w = w16;
   args.dx = layer_result(dx, dx16_);
   args.dw = dw;
@@ -184,7 +187,7 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.record_amax = true;
   args.statistics = statistics_;
   mark(phase::linear);
-  layer(linear, pass_kind::train).backward(args, stream);
+  chosen.backward(args, stream);
   stage_result(dx, dx16_, mk, stream);
 }
 
