@@ -302,7 +302,10 @@ attention_path choose_attention(attention_kernel requested, gemm_mode mode, cons
   try {
     path.fused = std::make_unique<cudnn_attention>(shape);
   } catch (const fp8::error& e) {
-    if (requested == attention_kernel::fused) throw;
+    // A device out of memory is no reason to fall back: the materialised path needs more of it.
+    const auto* cuda = dynamic_cast<const fp8::cuda_error*>(&e);
+    const bool out_of_memory = cuda != nullptr && cuda->status() == cudaErrorMemoryAllocation;
+    if (requested == attention_kernel::fused || out_of_memory) throw;
     path.description = std::string("materialized (no fused kernel: ") + e.what() + ")";
     return path;
   }
