@@ -194,7 +194,7 @@ if [[ " ${gpu_targets[*]} " == *" trainer_test_cuda_training "* ]]; then
   step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 360 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
 fi
 step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
-  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan|trainer_test_attention_choice' --output-on-failure"
+  bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan|trainer_test_attention_choice|trainer_test_attention_support' --output-on-failure"
 if [[ $all_tests -eq 1 ]]; then
   step "ctest (all)" "$logs/ctest_all.log" 600 bash -c "cd '$build' && ctest --output-on-failure -j 4 --timeout 600"
 fi
