@@ -275,43 +275,66 @@ void plant(std::vector<float>& v, std::size_t count, float value, std::size_t of
   }
 }
 
-void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const linear_precision& precision) {
-  CAPTURE(name);
-  fp8::cublaslt::handle lt;
-  linear_scaling scaling(recipe, 1);
-  const linear_config config{K, N, M, false, recipe, precision, true};
-  linear_layer layer(config, scaling, 0, lt);
-
-  // X: outliers beyond E4M3's 448 (saturate at the delayed scale 1; under current scaling they set
-  // the scale, and the small values beside them underflow), values below half of E4M3's smallest
-  // subnormal 2^-9 (flush), and zeros (not counted as flushed). dY likewise for E5M2 (max 57344,
-  // smallest subnormal 2^-16). W plain.
+// X: outliers beyond E4M3's 448 (saturate at the delayed scale 1; under current scaling they set the
+// scale, and the small values beside them underflow), values below half of E4M3's smallest subnormal
+// 2^-9 (flush), and zeros (not counted as flushed).
+std::vector<float> planted_x() {
   std::vector<float> x = random_values(std::size_t(M * K), 21, 2.0f);
   plant(x, 37, 1000.0f, 3);
   plant(x, 11, 3000.0f, 5);
   plant(x, 53, 0x1p-12f, 17);
   plant(x, 29, 0.0f, 101);
+  return x;
+}
+
+// dY likewise for E5M2 (max 57344, smallest subnormal 2^-16).
+std::vector<float> planted_dy() {
   std::vector<float> dy = random_values(std::size_t(M * N), 22, 0.01f);
   plant(dy, 13, 100000.0f, 7);
   plant(dy, 41, 0x1p-19f, 19);
   plant(dy, 5, 0.0f, 23);
-  const std::vector<float> w = random_values(std::size_t(N * K), 23, 0.5f);
-  device_buffer<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
-      y(std::size_t(M * N)), dx(std::size_t(M * K));
-  device_buffer<float> dw(std::size_t(N * K));
+  return dy;
+}
+
+// A fresh layer in `precision` with its operands: X and dY planted as above, W plain, on the host
+// (for the host's counts) and on the device.
+struct statistics_fixture {
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling;
+  linear_layer layer;
+  const std::vector<float> x = planted_x(), dy = planted_dy(),
+                           w = random_values(std::size_t(N * K), 23, 0.5f);
+  device_buffer<__nv_bfloat16> x_dev{to_bf16(x)}, w_dev{to_bf16(w)}, dy_dev{to_bf16(dy)},
+      y{std::size_t(M * N)}, dx{std::size_t(M * K)};
+  device_buffer<float> dw{std::size_t(N * K)};
+
+  statistics_fixture(const fp8::gemm_recipe& recipe, const linear_precision& precision)
+      : scaling(recipe, 1), layer(linear_config{K, N, M, false, recipe, precision, true}, scaling, 0, lt) {}
+
+  // One forward and backward with statistics (with dX unless `with_dx` is false: the first layer of
+  // a model), `record` as the calls' record_amax.
+  void statistics_step(bool record, bool with_dx = true) {
+    linear_layer::forward_args forward{x_dev.data(), w_dev.data(), nullptr, y.data(), M, record};
+    forward.statistics = true;
+    layer.forward(forward);
+    linear_layer::backward_args backward{
+        dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, record};
+    if (!with_dx) backward.dx = nullptr;
+    backward.statistics = true;
+    layer.backward(backward);
+  }
+};
+
+void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const linear_precision& precision) {
+  CAPTURE(name);
+  statistics_fixture f(recipe, precision);
 
   // No statistics asked: nothing counted.
-  layer.forward({x_dev.data(), w_dev.data(), nullptr, y.data(), M, false, false});
-  for (const auto& s : layer.read_statistics()) CHECK_FALSE(s.counted);
+  f.layer.forward({f.x_dev.data(), f.w_dev.data(), nullptr, f.y.data(), M, false, false});
+  for (const auto& s : f.layer.read_statistics()) CHECK_FALSE(s.counted);
 
-  linear_layer::forward_args forward{x_dev.data(), w_dev.data(), nullptr, y.data(), M, true};
-  forward.statistics = true;
-  layer.forward(forward);
-  linear_layer::backward_args backward{
-      dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, true};
-  backward.statistics = true;
-  layer.backward(backward);
-  const fp8::cuda::linear_statistics got = layer.read_statistics();
+  f.statistics_step(true);
+  const fp8::cuda::linear_statistics got = f.layer.read_statistics();
 
   struct operand_case {
     gemm_operand op;
@@ -319,12 +342,12 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
     std::int64_t rows, cols;
     bool transposed;
   };
-  for (const operand_case& c : {operand_case{gemm_operand::fprop_input, &x, M, K, false},
-                                operand_case{gemm_operand::fprop_weight, &w, N, K, false},
-                                operand_case{gemm_operand::dgrad_grad_output, &dy, M, N, false},
-                                operand_case{gemm_operand::dgrad_weight, &w, N, K, true},
-                                operand_case{gemm_operand::wgrad_input, &x, M, K, true},
-                                operand_case{gemm_operand::wgrad_grad_output, &dy, M, N, true}}) {
+  for (const operand_case& c : {operand_case{gemm_operand::fprop_input, &f.x, M, K, false},
+                                operand_case{gemm_operand::fprop_weight, &f.w, N, K, false},
+                                operand_case{gemm_operand::dgrad_grad_output, &f.dy, M, N, false},
+                                operand_case{gemm_operand::dgrad_weight, &f.w, N, K, true},
+                                operand_case{gemm_operand::wgrad_input, &f.x, M, K, true},
+                                operand_case{gemm_operand::wgrad_grad_output, &f.dy, M, N, true}}) {
     CAPTURE(fp8::operand_name(c.op));
     const fp8::cuda::cast_statistics& s = got[std::size_t(c.op)];
     // A BF16 class is counted too, from a scratch cast with the recipe and scale an FP8 class uses.
@@ -333,7 +356,7 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
     // with the scale of the step (delayed: 1).
     const std::vector<float> read = c.transposed ? transpose(*c.in, c.rows, c.cols) : *c.in;
     const std::int64_t rows = c.transposed ? c.cols : c.rows, cols = c.transposed ? c.rows : c.cols;
-    const host_cast h = cast_on_host(read, rows, cols, recipe[c.op], state_scale(scaling, c.op));
+    const host_cast h = cast_on_host(read, rows, cols, recipe[c.op], state_scale(f.scaling, c.op));
     const fp8::cuda::cast_statistics want = count_on_host(read, rows, cols, h);
     check_same(s, want);
     // The planted values make every count nonzero where the recipe lets them happen.
@@ -343,11 +366,10 @@ void run_statistics(const char* name, const fp8::gemm_recipe& recipe, const line
     }
   }
   // Read once: a second read finds nothing new.
-  for (const auto& s : layer.read_statistics()) CHECK_FALSE(s.counted);
+  for (const auto& s : f.layer.read_statistics()) CHECK_FALSE(s.counted);
 }
 
-// One statistics step (forward and backward, with dX unless `with_dx` is false) of a fresh layer in
-// `precision` on fixed data with planted outliers and underflows; `record` as the calls' record_amax.
+// One statistics step of a fresh fixture: what it counted and the scaling state after it.
 struct statistics_step {
   fp8::cuda::linear_statistics counted{};
   fp8::delayed_scaling_state state;
@@ -355,29 +377,9 @@ struct statistics_step {
 
 statistics_step run_statistics_step(const fp8::gemm_recipe& recipe, const linear_precision& precision,
                                     bool record, bool with_dx = true) {
-  fp8::cublaslt::handle lt;
-  linear_scaling scaling(recipe, 1);
-  const linear_config config{K, N, M, false, recipe, precision, true};
-  linear_layer layer(config, scaling, 0, lt);
-  std::vector<float> x = random_values(std::size_t(M * K), 31, 2.0f);
-  plant(x, 17, 1000.0f, 3);
-  plant(x, 23, 0x1p-12f, 17);
-  std::vector<float> dy = random_values(std::size_t(M * N), 32, 0.01f);
-  plant(dy, 9, 100000.0f, 7);
-  plant(dy, 31, 0x1p-19f, 19);
-  const std::vector<float> w = random_values(std::size_t(N * K), 33, 0.5f);
-  device_buffer<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
-      y(std::size_t(M * N)), dx(std::size_t(M * K));
-  device_buffer<float> dw(std::size_t(N * K));
-  linear_layer::forward_args forward{x_dev.data(), w_dev.data(), nullptr, y.data(), M, record};
-  forward.statistics = true;
-  layer.forward(forward);
-  linear_layer::backward_args backward{
-      dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, record};
-  if (!with_dx) backward.dx = nullptr;  // the first layer of a model
-  backward.statistics = true;
-  layer.backward(backward);
-  return {layer.read_statistics(), scaling.state().download()};
+  statistics_fixture f(recipe, precision);
+  f.statistics_step(record, with_dx);
+  return {f.layer.read_statistics(), f.scaling.state().download()};
 }
 
 // A BF16 class's statistics are those of the same operand in an FP8 class (same recipe, data and
