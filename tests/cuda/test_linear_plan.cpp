@@ -23,6 +23,18 @@ using fp8::cuda::linear_tensor;
 
 namespace {
 
+// Two casts make the same copies of the same operands (their buffers aside).
+void check_same_cast(const fp8::cuda::cast_plan& got, const fp8::cuda::cast_plan& want) {
+  CHECK(got.tensor == want.tensor);
+  CHECK(got.rows == want.rows);
+  CHECK(got.cols == want.cols);
+  CHECK(got.row_major == want.row_major);
+  CHECK(got.transposed == want.transposed);
+  CHECK(got.fused == want.fused);
+  CHECK(got.row_operand == want.row_operand);
+  CHECK(got.transposed_operand == want.transposed_operand);
+}
+
 linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens,
                         fp8::gemm_recipe recipe = fp8::gemm_recipe{},
                         linear_precision precision = linear_precision{}) {
@@ -414,11 +426,7 @@ TEST_CASE("fake_fp8 plan: the FP8 plan's casts, each copy decoded to BF16, the s
       const fp8::cuda::cast_plan& r = real.cast(t);
       const fp8::cuda::cast_plan& f = fake.cast(t);
       // The same casts: copies, fusion, operands and recipes (so the same values and amaxes).
-      CHECK(f.row_major == r.row_major);
-      CHECK(f.transposed == r.transposed);
-      CHECK(f.fused == r.fused);
-      CHECK(f.row_operand == r.row_operand);
-      CHECK(f.transposed_operand == r.transposed_operand);
+      check_same_cast(f, r);
       CHECK(f.row_buffer == r.row_buffer);
       CHECK(f.transposed_buffer == r.transposed_buffer);
       // Every copy is decoded in the fake plan, none in the real one.
@@ -505,18 +513,6 @@ TEST_CASE("fake_fp8 classes take shapes an FP8 product refuses, and need no alig
 }
 
 namespace {
-
-// Two casts make the same copies of the same operands (their buffers aside).
-void check_same_cast(const fp8::cuda::cast_plan& got, const fp8::cuda::cast_plan& want) {
-  CHECK(got.tensor == want.tensor);
-  CHECK(got.rows == want.rows);
-  CHECK(got.cols == want.cols);
-  CHECK(got.row_major == want.row_major);
-  CHECK(got.transposed == want.transposed);
-  CHECK(got.fused == want.fused);
-  CHECK(got.row_operand == want.row_operand);
-  CHECK(got.transposed_operand == want.transposed_operand);
-}
 
 // Every operand is either cast for its FP8 (or fake) class or listed among the BF16 operands, never both.
 void check_partition(const linear_plan& plan, const linear_precision& precision) {
