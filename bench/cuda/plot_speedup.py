@@ -10,15 +10,20 @@ import csv
 import sys
 from pathlib import Path
 
+import result_files as rf
+
 
 def read(path: Path):
+    """{(size, variant): TFLOP/s} of the square sizes in one CSV file (empty where it is missing).
+
+    Lines cut short by a stopped run are left out (rf.read_table); a header without a needed column
+    is an error that names it."""
     table = {}
-    if not path.exists():
-        return table
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            if row["kind"] == "square":
-                table[(int(row["m"]), row["variant"])] = float(row["tflops"])
+    rows, _ = rf.read_table(path, ("kind", "m", "variant", "tflops"))
+    for row in rows:
+        size, value = rf.number(row["m"]), rf.number(row["tflops"])
+        if row["kind"] == rf.SQUARE and size is not None and value is not None:
+            table[(int(size), row["variant"])] = value
     return table
 
 
@@ -27,10 +32,14 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     logs, docs = Path(sys.argv[1]), Path(sys.argv[2])
-    ours = read(logs / "gemm.csv")
-    torch = read(logs / "torch_gemm.csv")
+    try:
+        ours = read(logs / rf.GEMM)
+        torch = read(logs / rf.TORCH_GEMM)
+    except ValueError as error:
+        print(f"plot_speedup.py: {error}", file=sys.stderr)
+        return 1
     if not ours:
-        print(f"plot_speedup.py: no square-size results in {logs / 'gemm.csv'}", file=sys.stderr)
+        print(f"plot_speedup.py: no square-size results in {logs / rf.GEMM}", file=sys.stderr)
         return 1
     sizes = sorted({size for size, _ in ours})
 
@@ -40,12 +49,12 @@ def main() -> int:
         return None
 
     series = {
-        "fp8::cublaslt fast accumulation": [ratio(ours, s, "fp8 fast_accum", "bf16") for s in sizes],
-        "fp8::cublaslt split accumulation": [ratio(ours, s, "fp8 split_accum", "bf16") for s in sizes],
-        "fp8::cublaslt row-wise scales": [ratio(ours, s, "fp8 row_wise", "bf16") for s in sizes],
-        "fp8::cublaslt 1x128 x 128x128 blocks": [ratio(ours, s, "fp8 1x128x128x128", "bf16") for s in sizes],
-        "torch._scaled_mm fast accumulation": [ratio(torch, s, "torch _scaled_mm fast_accum", "torch bf16") for s in sizes],
-        "torch._scaled_mm split accumulation": [ratio(torch, s, "torch _scaled_mm split_accum", "torch bf16") for s in sizes],
+        "fp8::cublaslt fast accumulation": [ratio(ours, s, rf.FP8_FAST, rf.BF16) for s in sizes],
+        "fp8::cublaslt split accumulation": [ratio(ours, s, rf.FP8_SPLIT, rf.BF16) for s in sizes],
+        "fp8::cublaslt row-wise scales": [ratio(ours, s, rf.FP8_ROW_WISE, rf.BF16) for s in sizes],
+        "fp8::cublaslt 1x128 x 128x128 blocks": [ratio(ours, s, rf.FP8_BLOCKS_2D, rf.BF16) for s in sizes],
+        "torch._scaled_mm fast accumulation": [ratio(torch, s, rf.TORCH_FAST, rf.TORCH_BF16) for s in sizes],
+        "torch._scaled_mm split accumulation": [ratio(torch, s, rf.TORCH_SPLIT, rf.TORCH_BF16) for s in sizes],
     }
     series = {name: values for name, values in series.items() if any(v is not None for v in values)}
 

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import result_files as rf
+
 
 def time_ms(torch, calls, iterations, repetitions):
     """Median over repetitions of the mean time of `iterations` calls, rotating through `calls`."""
@@ -55,7 +57,7 @@ def ours(bench_gemm, m, n, k):
                                 text=True, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"bench_gemm --only {m},{n},{k} failed:\n{result.stdout}\n{result.stderr}")
-        with (Path(folder) / "gemm_only.csv").open() as f:
+        with (Path(folder) / rf.GEMM_ONLY).open() as f:
             return {row["variant"]: float(row["ms"]) for row in csv.DictReader(f)}
 
 
@@ -80,9 +82,10 @@ def main() -> int:
     l2_bytes = getattr(properties, "L2_cache_size", 50 << 20)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
 
-    shapes = [("square", "8192", 8192, 8192, 8192), ("deepseek", "4096x7168x16384", 4096, 7168, 16384)]
+    # bench_gemm's kinds and labels for the same shapes (the summary finds rows by m, n, k).
+    shapes = [(rf.SQUARE, "8192", *rf.HEADLINE), ("deepseek", "x".join(map(str, rf.DEEPSEEK)), *rf.DEEPSEEK)]
     if not quick:
-        shapes = [("square", "4096", 4096, 4096, 4096)] + shapes + [("square", "16384", 16384, 16384, 16384)]
+        shapes = [(rf.SQUARE, "4096", 4096, 4096, 4096)] + shapes + [(rf.SQUARE, "16384", 16384, 16384, 16384)]
 
     rows = []
     first = True
@@ -96,11 +99,11 @@ def main() -> int:
         one = torch.ones((), device="cuda", dtype=torch.float32)
         # Y[m, n] = X[m, k] @ W[n, k]^T: _scaled_mm wants the second operand column-major, i.e. W^T.
         variants = {
-            "torch bf16": [lambda i=i: torch.matmul(xs16[i], ws16[i].t()) for i in range(copies)],
-            "torch _scaled_mm fast_accum": [
+            rf.TORCH_BF16: [lambda i=i: torch.matmul(xs16[i], ws16[i].t()) for i in range(copies)],
+            rf.TORCH_FAST: [
                 lambda i=i: torch._scaled_mm(xs8[i], ws8[i].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
                                              use_fast_accum=True) for i in range(copies)],
-            "torch _scaled_mm split_accum": [
+            rf.TORCH_SPLIT: [
                 lambda i=i: torch._scaled_mm(xs8[i], ws8[i].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
                                              use_fast_accum=False) for i in range(copies)],
         }
@@ -114,7 +117,7 @@ def main() -> int:
                 torch_ms[name].append(time_ms(torch, calls, iterations, 5))
             for name, ms in ours(bench_gemm, m, n, k).items():
                 our_ms.setdefault(name, []).append(ms)
-        for name, samples in list(torch_ms.items()) + [("interleaved " + v, s) for v, s in our_ms.items()]:
+        for name, samples in list(torch_ms.items()) + [(rf.interleaved(v), s) for v, s in our_ms.items()]:
             ms = statistics.median(samples)
             tflops = flop / (ms * 1e-3) / 1e12
             rows.append([kind, label, m, n, k, name, f"{ms:.6f}", f"{tflops:.3f}"])
@@ -122,9 +125,9 @@ def main() -> int:
         del xs16, ws16, xs8, ws8
         torch.cuda.empty_cache()
 
-    with (folder / "torch_gemm.csv").open("w", newline="") as f:
+    with (folder / rf.TORCH_GEMM).open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["kind", "label", "m", "n", "k", "variant", "ms", "tflops"])
+        writer.writerow(rf.TORCH_GEMM_COLUMNS)
         writer.writerows(rows)
     return 0
 

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import result_files as rf
+
 try:
     import torch
     import torch.nn.functional as F
@@ -144,9 +146,11 @@ def main():
           f"{seconds * 1e3:.1f} ms/step | loss {loss.item():.3f} |")
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "torch_peer.csv").write_text(
-            "precision,tokens_per_s,model_tflops,ms_per_step,loss\n"
-            f"torch_bf16_{'eager' if a.no_compile else 'compile'},{tokens_per_s},{tflops},{seconds * 1e3},{loss.item()}\n")
+        # The columns of bench_trainer's speed.csv, so that trainer_results.py puts both in one table.
+        (a.out / rf.TORCH_PEER).write_text(
+            ",".join(rf.SPEED_COLUMNS) + "\n"
+            f"{rf.TORCH_PEER_PREFIX}{'eager' if a.no_compile else 'compile'},{tokens_per_s},{tflops},{seconds * 1e3},"
+            f"{loss.item()}\n")
 
 
 if __name__ == "__main__":
