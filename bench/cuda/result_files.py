@@ -136,3 +136,8 @@ def number(text):
         return float(text)
     except (TypeError, ValueError):
         return None
+
+
+def markdown_cell(text):
+    """Text safe inside a Markdown table cell: a bare | (trainer progress lines have them) splits it."""
+    return text.replace("|", "\\|")

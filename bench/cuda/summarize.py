@@ -161,7 +161,7 @@ def quantize_rows(f):
             continue
         reported = any(mark in row["kernel"] for mark in rf.QUANTIZE_REPORTED)
         aim = "(reported)" if reported else target(">= 0.85", ratio >= 0.85)
-        lines.append(f"| {row['kernel']} | {gbps:.0f} GB/s = {ratio:.2f} of copy ({copy:.0f} GB/s) | {aim} |")
+        lines.append(f"| {rf.markdown_cell(row['kernel'])} | {gbps:.0f} GB/s = {ratio:.2f} of copy ({copy:.0f} GB/s) | {aim} |")
     return lines
 
 
@@ -200,7 +200,7 @@ def summary(logs: Path):
     device = "; ".join(d.strip() for d in devices if d.strip()) or "unknown device"
     lines = [f"# GPU check: {device}\n", "| step | result | seconds |", "|---|---|---|"]
     steps = read_steps(logs / rf.STEPS)
-    lines += [f"| {step} | {result} | {seconds} |" for step, result, seconds in steps]
+    lines += [f"| {rf.markdown_cell(step)} | {rf.markdown_cell(result)} | {seconds} |" for step, result, seconds in steps]
     if not steps:
         lines.append(f"| (none) | `{rf.STEPS}` is missing or empty | |")
     lines.append("")

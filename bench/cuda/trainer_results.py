@@ -59,21 +59,27 @@ def peer_name(precision):
 
 
 def speed_section(out: Path):
-    """The speed table: bench_trainer's precisions, then the PyTorch peer, speedups against the first."""
+    """The speed table: bench_trainer's precisions, then the PyTorch peer, speedups against the first
+    of bench_trainer's; a line for each of the two that is missing, naming its log."""
     try:
         ours = read_speed(out / rf.SPEED)
         peer = [(peer_name(p), *values) for p, *values in read_speed(out / rf.TORCH_PEER)]
     except ValueError as error:
         return [f"Speed: unreadable: {error}.", ""]
+    lines = []
     if not ours:
-        return [f"Not measured: {why_missing(out, rf.BENCH_TRAINER_LOG, 'bench_trainer')}.", ""]
-    base = ours[0][1]
-    lines = [f"| precision | tokens/s | model TFLOP/s | ms/step | speedup vs {ours[0][0]} |", "|---|---|---|---|---|"]
-    for name, tokens, tflops, ms in ours + peer:
-        lines.append(f"| {name} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {tokens / base:.2f}x |")
+        lines += [f"Not measured: {why_missing(out, rf.BENCH_TRAINER_LOG, 'bench_trainer')}.", ""]
+    if ours or peer:
+        base = ours[0] if ours else None
+        lines += [f"| precision | tokens/s | model TFLOP/s | ms/step | speedup vs {base[0] if base else '-'} |",
+                  "|---|---|---|---|---|"]
+        for name, tokens, tflops, ms in ours + peer:
+            speedup = f"{tokens / base[1]:.2f}x" if base else "-"
+            lines.append(f"| {rf.markdown_cell(name)} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {speedup} |")
+        lines.append("")
     if not peer:
-        lines += ["", f"PyTorch peer: not in the table: {why_missing(out, rf.TORCH_PEER_LOG, 'torch_peer.py')}."]
-    return lines + [""]
+        lines += [f"PyTorch peer: not in the table: {why_missing(out, rf.TORCH_PEER_LOG, 'torch_peer.py')}.", ""]
+    return lines
 
 
 def notes_section(out: Path):
@@ -103,7 +109,7 @@ def profile_section(out: Path):
              "| phase | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for row in rows:
         cells = [rf.number(row[c]) for c in columns]
-        lines.append(f"| {row[rf.PROFILE_PHASE]} | " +
+        lines.append(f"| {rf.markdown_cell(row[rf.PROFILE_PHASE])} | " +
                      " | ".join("?" if v is None else f"{v:.1f}" for v in cells) + " |")
     return lines + [""]
 
@@ -128,11 +134,11 @@ def parity_section(out: Path):
         final = final_line(out / log_name)
         if final is None:
             last = last_line(out / log_name)
-            state = (f"did not finish; last line of `{log_name}`: `{last}`" if last
+            state = (f"did not finish; last line of `{log_name}`: `{rf.markdown_cell(last)}`" if last
                      else f"did not run (`{log_name}` is missing or empty)")
             lines.append(f"| {precision} | {state} | | | |")
         elif isinstance(final, str):
-            lines.append(f"| {precision} | {final} | | | |")
+            lines.append(f"| {precision} | {rf.markdown_cell(final)} | | | |")
         else:
             losses[precision] = rf.number(final["loss"])
             lines.append(f"| {precision} | {final['loss']} | {final['baseline']} | {final['steps']} | "

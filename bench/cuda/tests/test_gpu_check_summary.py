@@ -12,7 +12,6 @@ a summary that says what is missing, without a traceback.
 """
 import collections
 import csv
-import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import result_files as rf  # noqa: E402
 import writer_sources as ws  # noqa: E402
+from markdown_tables import cells, ragged_rows  # noqa: E402
 
 SUMMARIZE = HERE.parent / "summarize.py"
 PLOT = HERE.parent / "plot_speedup.py"
@@ -140,25 +140,10 @@ def figures(text):
     """{figure: (measured, target)} from the summary's figure table."""
     table = {}
     for line in text.splitlines():
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]  # \| stays in a cell
-        if line.startswith("| ") and len(cells) == 3:
-            table[cells[0]] = (cells[1], cells[2])
+        row = cells(line)
+        if line.startswith("| ") and len(row) == 3:
+            table[row[0]] = (row[1], row[2])
     return table
-
-
-def ragged_rows(text):
-    """The Markdown table rows whose cell count differs from their table's header (a bare | in a cell)."""
-    bad, width = [], None
-    for line in text.splitlines():
-        if not line.startswith("|"):
-            width = None
-            continue
-        cells = len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
-        if width is None:
-            width = cells
-        elif cells != width:
-            bad.append(line)
-    return bad
 
 
 def verdict(ok):
