@@ -12,6 +12,7 @@ a summary that says what is missing, without a traceback.
 """
 import collections
 import csv
+import re
 import subprocess
 import sys
 import tempfile
@@ -204,6 +205,21 @@ class writers_and_readers_agree(unittest.TestCase):
         self.assertIn('"cuda_results.md"', SUMMARIZE.read_text())
         for written in ('"fp8_gemm_speedup.csv"', '"fp8_gemm_speedup.png"'):
             self.assertIn(written, PLOT.read_text())
+
+
+    def test_docs_table(self):
+        """docs/gpu_run.md's "Where things are" names the files the check writes, and only those."""
+        docs = ws.text("docs/gpu_run.md").split("## Where things are", 1)[-1]
+        named = set(re.findall(r"\b([a-z0-9_]+\.(?:csv|txt|log|md|png))\b", docs))
+        code = ws.text(ws.GPU_CHECK)
+        logs = set(re.findall(r'\$logs/([a-z_]+\.log)"', code))
+        written = set(rf.GPU_CHECK_FILES) | logs | {"summary.md", "cuda_results.md", "fp8_gemm_speedup.csv",
+                                                     "fp8_gemm_speedup.png"}
+        self.assertEqual(sorted(named - written), [], "named in docs/gpu_run.md, written by nothing")
+        self.assertEqual(sorted(written - named), [], "written by the check, missing from docs/gpu_run.md")
+        self.assertIn('"$logs/sanitizer_${tool}_${name}.log"', code)
+        self.assertIn("`sanitizer_<tool>_<program>.log`", docs)
+        self.assertIn('(logs / "summary.md")', SUMMARIZE.read_text())
 
 
 class full_run(unittest.TestCase):
