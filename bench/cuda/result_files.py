@@ -11,7 +11,7 @@ import csv
 from pathlib import Path
 
 # --- bench/gpu_check.sh -------------------------------------------------------------------------------
-STEPS = "steps.csv"  # step,result,seconds; the step name itself may hold commas (see read_steps)
+STEPS = "steps.csv"  # step,result,seconds; a step name may hold a comma (summarize.py splits from the right)
 STEP_COLUMNS = ("step", "result", "seconds")
 DEVICE = "device.txt"  # nvidia-smi --query-gpu=name,compute_cap,driver_version, one line per GPU
 

@@ -74,7 +74,7 @@ def speed_section(out: Path):
         lines += [f"| precision | tokens/s | model TFLOP/s | ms/step | speedup vs {base[0] if base else '-'} |",
                   "|---|---|---|---|---|"]
         for name, tokens, tflops, ms in ours + peer:
-            speedup = f"{tokens / base[1]:.2f}x" if base else "-"
+            speedup = f"{tokens / base[1]:.2f}x" if base and base[1] > 0 else "-"
             lines.append(f"| {rf.markdown_cell(name)} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {speedup} |")
         lines.append("")
     if not peer:
