@@ -222,6 +222,13 @@ class writers_and_readers_agree(unittest.TestCase):
         self.assertIn('(logs / "summary.md")', SUMMARIZE.read_text())
 
 
+    def test_scaled_mm_starts(self):
+        """scaled_mm.py (run only where PyTorch has a GPU) at least loads its names and explains itself."""
+        usage = run(HERE.parent / "scaled_mm.py")
+        self.assertEqual(usage.returncode, 2, usage.stderr)
+        self.assertIn("torch_gemm.csv", usage.stderr)
+
+
 class full_run(unittest.TestCase):
     """Every file present: rows, verdicts on both sides of the aims, figures from the planted numbers."""
 

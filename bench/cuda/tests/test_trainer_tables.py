@@ -151,6 +151,12 @@ class tables_script_wiring(unittest.TestCase):
         for p in rf.PARITY_PRECISIONS:
             self.assertIn(f'return "{p}";', precisions)
 
+    def test_torch_peer_starts(self):
+        """torch_peer.py (run only where PyTorch has a GPU) loads its names; without PyTorch it says so."""
+        started = run(sys.executable, HERE.parent / "torch_peer.py", "--help")
+        self.assertNotIn("Traceback", started.stderr)
+        self.assertTrue(started.returncode == 0 or "PyTorch is not installed" in started.stderr, started.stderr)
+
     def test_shell_syntax(self):
         check = run("bash", "-n", TABLES)
         self.assertEqual(check.returncode, 0, check.stderr)
