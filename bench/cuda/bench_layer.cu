@@ -45,7 +45,7 @@ using fp8_bench::warm_up;
 // their inverse scales and amaxes.
 struct linear_buffers {
   std::size_t tokens, in, out;
-  device_memory x, w, dy, y, dx, dw;          // bf16 (dw in fp32 for the FP8 wgrad as well)
+  device_memory x, w, dy, y, dx, dw;          // bf16 (dw: both wgrads write bf16, in the first half)
   device_memory x8, x8t, w8, w8t, dy8, dy8t;  // fp8 codes
   device_memory scalars;                      // scale_inv and amax of x, w, dy
   linear_buffers(std::size_t t, std::size_t i, std::size_t o)

@@ -126,9 +126,13 @@ def main():
         return loss
 
     runner = model if a.no_compile else torch.compile(model)
+    begin = time.perf_counter()
     for _ in range(a.warmup):
         step(runner)
     torch.cuda.synchronize()
+    # The first step compiles (forward and backward graphs): said apart, so a slow compile shows.
+    print(f"torch_peer: {a.warmup} warm-up steps in {time.perf_counter() - begin:.1f} s"
+          f"{'' if a.no_compile else ' (torch.compile included)'}", flush=True)
     start = time.perf_counter()
     for _ in range(a.steps):
         loss = step(runner)
