@@ -380,9 +380,7 @@ int main(int argc, char** argv) {
                       s.label.c_str(), (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms,
                       tflops, error, correct ? "" : "  WRONG RESULT (above the bound)");
           std::fflush(stdout);
-        } catch (const std::exception& e) {
-          failed(s, v.name, e);
-        }
+        } catch (const std::exception& e) { failed(s, v.name, e); }
       }
     }
     if (only) return failures > 0 ? 1 : 0;
@@ -469,7 +467,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (failures > 0) {
-    std::fprintf(stderr, "bench_gemm: %d products failed (errors above, or results outside their error bound)\n",
+    std::fprintf(stderr,
+                 "bench_gemm: %d products failed (errors above, or results outside their error bound)\n",
                  failures);
     return 1;
   }

@@ -42,7 +42,7 @@ constexpr std::size_t rotation_sets(std::size_t fp8_bytes_per_set, std::size_t l
 // normal data: about 1.25 / sqrt(K) of S, still twice the largest bound at K = 16384 (see
 // zero_output_error), so every bound here still catches it.
 constexpr double gemm_error_bound(bool fp8, bool fast_accumulation) noexcept {
-  if (!fp8) return 1.0 / 65536.0;                       // 2^-16
+  if (!fp8) return 1.0 / 65536.0;                         // 2^-16
   return fast_accumulation ? 1.0 / 256.0 : 1.0 / 8192.0;  // 2^-8, 2^-13
 }
 
