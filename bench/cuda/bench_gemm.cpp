@@ -376,6 +376,7 @@ int main(int argc, char** argv) {
           if (!correct) ++failures;
           csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name << ','
               << ms << ',' << tflops << ',' << error << '\n';
+          csv.flush();  // a run cut short by its time limit keeps the rows so far
           std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(),
                       s.label.c_str(), (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms,
                       tflops, error, correct ? "" : "  WRONG RESULT (above the bound)");

@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
           << l.name << ",fp8 gemms," << ms_gemms << '\n'
           << l.name << ",fp8 casts," << ms_casts << '\n'
           << l.name << ",fp8 total," << ms_fp8 << '\n';
+      csv.flush();  // a run cut short by its time limit keeps the rows so far
       std::printf("%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx\n", l.name,
                   ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8);
       std::fflush(stdout);

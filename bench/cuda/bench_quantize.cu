@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
       const double copy_gbps = double(2 * half) / (copy_ms * 1e-3) / 1e9;
       csv << m.kernel << ',' << m.elements << ',' << m.bytes << ',' << ms << ',' << gbps << ',' << copy_gbps
           << ',' << gbps / copy_gbps << '\n';
+      csv.flush();  // a run cut short by its time limit keeps the rows so far
       std::printf("%-34s %12zu %9.4f %9.1f %9.1f %7.2f\n", m.kernel.c_str(), m.bytes, ms, gbps, copy_gbps,
                   gbps / copy_gbps);
       std::fflush(stdout);

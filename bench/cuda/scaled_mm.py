@@ -103,7 +103,11 @@ def main() -> int:
     if not quick:
         shapes = [("square", "4096", 4096, 4096, 4096)] + shapes + [("square", "16384", 16384, 16384, 16384)]
 
-    rows = []
+    # Rows are written as each shape ends, so a run cut short by its time limit keeps what it measured.
+    table = (folder / "torch_gemm.csv").open("w", newline="")
+    writer = csv.writer(table)
+    writer.writerow(["kind", "label", "m", "n", "k", "variant", "ms", "tflops"])
+    table.flush()
     first = True
     failures = 0
     for kind, label, m, n, k in shapes:
@@ -139,15 +143,13 @@ def main() -> int:
         for name, samples in list(torch_ms.items()) + [("interleaved " + v, s) for v, s in our_ms.items()]:
             ms = statistics.median(samples)
             tflops = flop / (ms * 1e-3) / 1e12
-            rows.append([kind, label, m, n, k, name, f"{ms:.6f}", f"{tflops:.3f}"])
+            writer.writerow([kind, label, m, n, k, name, f"{ms:.6f}", f"{tflops:.3f}"])
             print(f"{kind:8s} {label:16s} {m:6d} {n:6d} {k:6d} {name:34s} {ms:9.4f} ms {tflops:9.1f} TFLOP/s", flush=True)
+        table.flush()
         del xs16, ws16, xs8, ws8
         torch.cuda.empty_cache()
 
-    with (folder / "torch_gemm.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["kind", "label", "m", "n", "k", "variant", "ms", "tflops"])
-        writer.writerows(rows)
+    table.close()
     if failures:
         print(f"scaled_mm.py: {failures} bench_gemm --only runs reported failures (see above)", file=sys.stderr)
         return 1
