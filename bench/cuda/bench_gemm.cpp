@@ -93,10 +93,15 @@ void fill_from(void* device, std::size_t bytes, const void* pool, std::size_t po
   }
 }
 
-void fill_ones(float* device, std::size_t count) {
-  const std::vector<float> ones(count, 1.0f);
-  FP8_CUDA_CHECK(cudaMemcpy(device, ones.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+void fill_value(float* device, std::size_t count, float value) {
+  const std::vector<float> values(count, value);
+  FP8_CUDA_CHECK(cudaMemcpy(device, values.data(), count * sizeof(float), cudaMemcpyHostToDevice));
 }
+
+// The inverse scales of the FP8 products: 2 for every scale of X, 1 for W, so the FP8 outputs are
+// 2·X·Wᵀ and a product that drops X's scales (or reads them as 1) fails the sampled check. A power of
+// two: the scaling adds no rounding.
+constexpr float x_scale_inv = 2.0f, w_scale_inv = 1.0f;
 
 class event_timer {
  public:
@@ -196,8 +201,8 @@ std::vector<shape> layer_shapes() {
 }
 
 // The inputs of one shape: `sets` copies of X and W in FP8 and in BF16 (rotated between calls so
-// that at least twice the L2 size is touched before a copy is reused, see rotation_sets), unit
-// scales, one output.
+// that at least twice the L2 size is touched before a copy is reused, see rotation_sets), their
+// inverse scales (x_scale_inv, w_scale_inv), one output.
 struct shape_buffers {
   std::vector<std::unique_ptr<device_memory>> x8, w8, x16, w16;
   std::unique_ptr<device_memory> x_scales, w_scales, y;
@@ -224,21 +229,22 @@ shape_buffers make_buffers(const shape& s, const value_pool& xs, const value_poo
       std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.n, s.k) + s.n + 4);
   b.x_scales = std::make_unique<device_memory>(x_scales * sizeof(float));
   b.w_scales = std::make_unique<device_memory>(w_scales * sizeof(float));
-  fill_ones(static_cast<float*>(b.x_scales->data()), x_scales);
-  fill_ones(static_cast<float*>(b.w_scales->data()), w_scales);
+  fill_value(static_cast<float*>(b.x_scales->data()), x_scales, x_scale_inv);
+  fill_value(static_cast<float*>(b.w_scales->data()), w_scales, w_scale_inv);
   b.y = std::make_unique<device_memory>(std::size_t(s.m) * std::size_t(s.n) * 2);
   return b;
 }
 
-// The largest error over 256 sampled outputs (bf16 Y), ref in float64: |got - ref| less one bf16
-// rounding of ref (2^-8 |ref|), divided by S = sum_t |x_t w_t|. A zero or wrongly scaled output gives
-// about |ref| / S, which for random normal data is about 1 / sqrt(K) (0.008 at K = 16384), above
-// every bound of fp8_bench::gemm_error_bound.
+// The largest error over 256 sampled outputs (bf16 Y), ref in float64 (times the scales of FP8
+// products): |got - ref| less one bf16 rounding of ref (2^-8 |ref|), divided by S = sum_t |x_t w_t|
+// (times the same scales). A zero or wrongly scaled output gives about |ref| / S, which for random
+// normal data is about 1 / sqrt(K) (0.008 at K = 16384), above every bound of gemm_error_bound.
 double sampled_error(const shape& s, const variant& v, const shape_buffers& b, const value_pool& xs,
                      const value_pool& ws) {
   const bool fp8 = lt::is_fp8(v.input);
   const std::vector<double>& xv = fp8 ? xs.e4m3_values : xs.bf16_values;
   const std::vector<double>& wv = fp8 ? ws.e4m3_values : ws.bf16_values;
+  const double scale = fp8 ? double(x_scale_inv) * double(w_scale_inv) : 1.0;  // BF16 has no scales
   std::mt19937 generator(std::uint32_t(s.m * 31 + s.n * 7 + s.k));
   double worst = 0.0;
   for (int sample = 0; sample < 256; ++sample) {
@@ -250,6 +256,8 @@ double sampled_error(const shape& s, const variant& v, const shape_buffers& b, c
       sum += product;
       bound += std::fabs(product);
     }
+    sum *= scale;
+    bound *= scale;
     std::uint16_t bits = 0;
     FP8_CUDA_CHECK(cudaMemcpy(&bits, static_cast<const char*>(b.y->data()) + 2 * (i * std::size_t(s.n) + j),
                               2, cudaMemcpyDeviceToHost));

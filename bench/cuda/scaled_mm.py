@@ -6,7 +6,8 @@ bench_gemm --only (a fresh process, the same GPU) so that clock and thermal drif
     python3 bench/cuda/scaled_mm.py <output-folder> --bench-gemm <path> [--quick] [--rounds N]
 
 Shapes: 8192^3, the DeepSeek-V3 shape 4096 x 7168 x 16384 and, without --quick, 4096^3 and 16384^3.
-Inputs are random normal (torch.randn) cast to E4M3 with unit scales, as bench_gemm's; several
+Inputs are random normal (torch.randn) cast to E4M3 with unit scales, as bench_gemm's (whose products
+then take an inverse scale of 2 for X, to check that scales are applied: the same work); several
 copies are rotated so that more than twice the L2 size is touched between reuses; about a second of
 warm-up precedes the first shape; each figure is the median over rounds of per-round medians.
 
