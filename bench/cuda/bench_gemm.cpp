@@ -27,12 +27,15 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fp8/cublaslt.hpp>
 #include <fp8/fp8.hpp>
+
+#include "bench_rules.hpp"
 
 namespace lt = fp8::cublaslt;
 
@@ -90,10 +93,15 @@ void fill_from(void* device, std::size_t bytes, const void* pool, std::size_t po
   }
 }
 
-void fill_ones(float* device, std::size_t count) {
-  const std::vector<float> ones(count, 1.0f);
-  FP8_CUDA_CHECK(cudaMemcpy(device, ones.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+void fill_value(float* device, std::size_t count, float value) {
+  const std::vector<float> values(count, value);
+  FP8_CUDA_CHECK(cudaMemcpy(device, values.data(), count * sizeof(float), cudaMemcpyHostToDevice));
 }
+
+// The inverse scales of the FP8 products: 2 for every scale of X, 1 for W, so the FP8 outputs are
+// 2·X·Wᵀ and a product that drops X's scales (or reads them as 1) fails the sampled check. A power of
+// two: the scaling adds no rounding.
+constexpr float x_scale_inv = 2.0f, w_scale_inv = 1.0f;
 
 class event_timer {
  public:
@@ -193,7 +201,8 @@ std::vector<shape> layer_shapes() {
 }
 
 // The inputs of one shape: `sets` copies of X and W in FP8 and in BF16 (rotated between calls so
-// that more than twice the L2 size is touched before a copy is reused), unit scales, one output.
+// that at least twice the L2 size is touched before a copy is reused, see rotation_sets), their
+// inverse scales (x_scale_inv, w_scale_inv), one output.
 struct shape_buffers {
   std::vector<std::unique_ptr<device_memory>> x8, w8, x16, w16;
   std::unique_ptr<device_memory> x_scales, w_scales, y;
@@ -203,8 +212,7 @@ struct shape_buffers {
 shape_buffers make_buffers(const shape& s, const value_pool& xs, const value_pool& ws, std::size_t l2_bytes) {
   shape_buffers b;
   const std::size_t mk = std::size_t(s.m) * std::size_t(s.k), nk = std::size_t(s.n) * std::size_t(s.k);
-  const std::size_t per_set = 2 * (mk + nk);  // the bf16 copies, the larger ones
-  b.sets = std::min<std::size_t>(32, std::max<std::size_t>(1, (2 * l2_bytes + per_set - 1) / per_set));
+  b.sets = fp8_bench::rotation_sets(mk + nk, l2_bytes);  // counted in FP8 bytes, the smaller copies
   for (std::size_t i = 0; i < b.sets; ++i) {
     b.x8.push_back(std::make_unique<device_memory>(mk));
     b.w8.push_back(std::make_unique<device_memory>(nk));
@@ -221,20 +229,22 @@ shape_buffers make_buffers(const shape& s, const value_pool& xs, const value_poo
       std::size_t(lt::scale_tensor_elements(lt::scale_mode::block_1x128, s.n, s.k) + s.n + 4);
   b.x_scales = std::make_unique<device_memory>(x_scales * sizeof(float));
   b.w_scales = std::make_unique<device_memory>(w_scales * sizeof(float));
-  fill_ones(static_cast<float*>(b.x_scales->data()), x_scales);
-  fill_ones(static_cast<float*>(b.w_scales->data()), w_scales);
+  fill_value(static_cast<float*>(b.x_scales->data()), x_scales, x_scale_inv);
+  fill_value(static_cast<float*>(b.w_scales->data()), w_scales, w_scale_inv);
   b.y = std::make_unique<device_memory>(std::size_t(s.m) * std::size_t(s.n) * 2);
   return b;
 }
 
-// The largest error over 256 sampled outputs (bf16 Y), ref in float64: |got - ref| less one bf16
-// rounding of ref (2^-8 |ref|), divided by S = sum_t |x_t w_t|. A zero or wrongly scaled output gives
-// about |ref| / S, which for random normal data is 1 / sqrt(K) or more (0.008 at K = 16384).
+// The largest error over 256 sampled outputs (bf16 Y), ref in float64 (times the scales of FP8
+// products): |got - ref| less one bf16 rounding of ref (2^-8 |ref|), divided by S = sum_t |x_t w_t|
+// (times the same scales). A zero or wrongly scaled output gives about |ref| / S, which for random
+// normal data is about 1 / sqrt(K) (0.008 at K = 16384), above every bound of gemm_error_bound.
 double sampled_error(const shape& s, const variant& v, const shape_buffers& b, const value_pool& xs,
                      const value_pool& ws) {
   const bool fp8 = lt::is_fp8(v.input);
   const std::vector<double>& xv = fp8 ? xs.e4m3_values : xs.bf16_values;
   const std::vector<double>& wv = fp8 ? ws.e4m3_values : ws.bf16_values;
+  const double scale = fp8 ? double(x_scale_inv) * double(w_scale_inv) : 1.0;  // BF16 has no scales
   std::mt19937 generator(std::uint32_t(s.m * 31 + s.n * 7 + s.k));
   double worst = 0.0;
   for (int sample = 0; sample < 256; ++sample) {
@@ -246,6 +256,8 @@ double sampled_error(const shape& s, const variant& v, const shape_buffers& b, c
       sum += product;
       bound += std::fabs(product);
     }
+    sum *= scale;
+    bound *= scale;
     std::uint16_t bits = 0;
     FP8_CUDA_CHECK(cudaMemcpy(&bits, static_cast<const char*>(b.y->data()) + 2 * (i * std::size_t(s.n) + j),
                               2, cudaMemcpyDeviceToHost));
@@ -254,14 +266,6 @@ double sampled_error(const shape& s, const variant& v, const shape_buffers& b, c
     worst = std::max(worst, excess / std::max(bound, 1e-30));
   }
   return worst;
-}
-
-// What sampled_error may reach, relative to S: the accumulation's error. FP8 tensor cores keep about
-// 14 bits in the accumulator between promotions; over the partial sums of random data (which grow
-// like sqrt(K), not like S) that stays far below 2^-10 S with fast accumulation and 2^-13 S with
-// split accumulation (promotion to FP32 every 128); BF16 accumulates in FP32 (2^-16 S).
-double error_bound(bool fast_fp8, bool fp8) {
-  return fp8 ? (fast_fp8 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -13)) : std::ldexp(1.0, -16);
 }
 
 }  // namespace
@@ -320,50 +324,72 @@ int main(int argc, char** argv) {
     std::printf("%-8s %-16s %6s %6s %6s %-18s %9s %9s %9s\n", "kind", "label", "m", "n", "k", "variant", "ms",
                 "TFLOP/s", "error");
     bool warmed = false;
+    // A product that fails (cuBLASLt refuses it or finds no kernel, or its buffers do not fit) is
+    // reported and counted, and the run goes on with the next one, so that one refusal does not
+    // cost the figures of every later shape; an error that leaves the CUDA context unusable (a
+    // kernel's illegal address: every later call would fail) ends the run.
+    const auto failed = [&](const shape& s, const std::string& what, const std::exception& e) {
+      ++failures;
+      std::printf("%-8s %-16s %6lld %6lld %6lld %-18s FAILED: %s\n", s.kind.c_str(), s.label.c_str(),
+                  (long long)s.m, (long long)s.n, (long long)s.k, what.c_str(), e.what());
+      std::fflush(stdout);
+      (void)cudaGetLastError();  // a failed allocation's error is not sticky: clear it
+      FP8_CUDA_CHECK(cudaDeviceSynchronize());
+    };
     for (const shape& s : shapes) {
-      const shape_buffers b = make_buffers(s, xs, ws, std::size_t(l2));
+      std::optional<shape_buffers> buffers;
+      try {
+        buffers.emplace(make_buffers(s, xs, ws, std::size_t(l2)));
+      } catch (const std::exception& e) {
+        failed(s, "(its inputs)", e);
+        continue;
+      }
+      const shape_buffers& b = *buffers;
       const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
       const int iterations = std::max(2, int(2e12 / std::max(flop, 1.0)));  // about 3-5 ms of work per sample
       for (const variant& v : variants_for(s.kind)) {
-        const bool fp8 = lt::is_fp8(v.input);
-        lt::linear_problem p{};
-        p.m = s.m;
-        p.n = s.n;
-        p.k = s.k;
-        p.y = {b.y->data(), lt::data_type::bf16};
-        p.options.purpose = s.purpose;
-        p.options.fast_accum = fp8 ? v.fast : lt::fast_accumulation::by_purpose;
-        const auto set_inputs = [&](std::size_t set) {
-          p.x = {fp8 ? b.x8[set]->data() : b.x16[set]->data(), v.input, 0, v.x_mode,
-                 fp8 ? static_cast<const float*>(b.x_scales->data()) : nullptr};
-          p.w = {fp8 ? b.w8[set]->data() : b.w16[set]->data(), v.input, 0, v.w_mode,
-                 fp8 ? static_cast<const float*>(b.w_scales->data()) : nullptr};
-        };
-        set_inputs(0);
-        if (const auto why = lt::find_rejection(lt::to_gemm(p), handle.device())) {
-          std::printf("%-8s %-16s %6lld %6lld %6lld %-18s skipped: %s\n", s.kind.c_str(), s.label.c_str(),
-                      (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), why->cause.c_str());
-          continue;
-        }
-        std::size_t call_index = 0;
-        const auto call = [&] {
-          set_inputs(call_index++ % b.sets);
-          handle.linear(p);
-        };
-        timer.warm_up(call, warmed ? 0.05 : (quick ? 0.5 : 1.0));
-        warmed = true;
-        const double ms = timer.median_ms(call, iterations, quick ? 5 : 9);
-        const double tflops = flop / (ms * 1e-3) / 1e12;
-        const double error = sampled_error(s, v, b, xs, ws);
-        const bool fast = fp8 && lt::uses_fast_accumulation(lt::to_gemm(p));
-        const bool correct = error <= error_bound(fast, fp8);
-        if (!correct) ++failures;
-        csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name << ','
-            << ms << ',' << tflops << ',' << error << '\n';
-        std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(),
-                    s.label.c_str(), (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms,
-                    tflops, error, correct ? "" : "  WRONG RESULT (above the bound)");
-        std::fflush(stdout);
+        try {
+          const bool fp8 = lt::is_fp8(v.input);
+          lt::linear_problem p{};
+          p.m = s.m;
+          p.n = s.n;
+          p.k = s.k;
+          p.y = {b.y->data(), lt::data_type::bf16};
+          p.options.purpose = s.purpose;
+          p.options.fast_accum = fp8 ? v.fast : lt::fast_accumulation::by_purpose;
+          const auto set_inputs = [&](std::size_t set) {
+            p.x = {fp8 ? b.x8[set]->data() : b.x16[set]->data(), v.input, 0, v.x_mode,
+                   fp8 ? static_cast<const float*>(b.x_scales->data()) : nullptr};
+            p.w = {fp8 ? b.w8[set]->data() : b.w16[set]->data(), v.input, 0, v.w_mode,
+                   fp8 ? static_cast<const float*>(b.w_scales->data()) : nullptr};
+          };
+          set_inputs(0);
+          if (const auto why = lt::find_rejection(lt::to_gemm(p), handle.device())) {
+            std::printf("%-8s %-16s %6lld %6lld %6lld %-18s skipped: %s\n", s.kind.c_str(), s.label.c_str(),
+                        (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), why->cause.c_str());
+            continue;
+          }
+          std::size_t call_index = 0;
+          const auto call = [&] {
+            set_inputs(call_index++ % b.sets);
+            handle.linear(p);
+          };
+          timer.warm_up(call, warmed ? 0.05 : (quick ? 0.5 : 1.0));
+          warmed = true;
+          const double ms = timer.median_ms(call, iterations, quick ? 5 : 9);
+          const double tflops = flop / (ms * 1e-3) / 1e12;
+          const double error = sampled_error(s, v, b, xs, ws);
+          const bool fast = fp8 && lt::uses_fast_accumulation(lt::to_gemm(p));
+          const bool correct = error <= fp8_bench::gemm_error_bound(fp8, fast);
+          if (!correct) ++failures;
+          csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name << ','
+              << ms << ',' << tflops << ',' << error << '\n';
+          csv.flush();  // a run cut short by its time limit keeps the rows so far
+          std::printf("%-8s %-16s %6lld %6lld %6lld %-18s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(),
+                      s.label.c_str(), (long long)s.m, (long long)s.n, (long long)s.k, v.name.c_str(), ms,
+                      tflops, error, correct ? "" : "  WRONG RESULT (above the bound)");
+          std::fflush(stdout);
+        } catch (const std::exception& e) { failed(s, v.name, e); }
       }
     }
     if (only) return failures > 0 ? 1 : 0;
@@ -450,7 +476,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (failures > 0) {
-    std::fprintf(stderr, "bench_gemm: %d products gave results outside their error bound\n", failures);
+    std::fprintf(stderr,
+                 "bench_gemm: %d products failed (errors above, or results outside their error bound)\n",
+                 failures);
     return 1;
   }
   return 0;

@@ -45,7 +45,7 @@ using fp8_bench::warm_up;
 // their inverse scales and amaxes.
 struct linear_buffers {
   std::size_t tokens, in, out;
-  device_memory x, w, dy, y, dx, dw;          // bf16 (dw in fp32 for the FP8 wgrad as well)
+  device_memory x, w, dy, y, dx, dw;          // bf16 (dw: both wgrads write bf16, in the first half)
   device_memory x8, x8t, w8, w8t, dy8, dy8t;  // fp8 codes
   device_memory scalars;                      // scale_inv and amax of x, w, dy
   linear_buffers(std::size_t t, std::size_t i, std::size_t o)
@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
           << l.name << ",fp8 gemms," << ms_gemms << '\n'
           << l.name << ",fp8 casts," << ms_casts << '\n'
           << l.name << ",fp8 total," << ms_fp8 << '\n';
+      csv.flush();  // a run cut short by its time limit keeps the rows so far
       std::printf("%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx\n", l.name,
                   ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8);
       std::fflush(stdout);

@@ -2,9 +2,9 @@
 // measured in the same run: GB/s = (bytes read once + bytes written) / time, and the ratio to copy.
 // Inputs are random normal values (a constant input would make every block's amax and scale alike
 // and the conversion's data-dependent paths uniform); about a second of warm-up comes first; times
-// are CUDA-event medians; the matrix (64 Mi elements) is far larger than L2.
+// are CUDA-event medians; the matrix (64 Mi elements, with --quick too) is far larger than L2.
 //
-//   bench_quantize <output-folder> [--quick]
+//   bench_quantize <output-folder> [--quick]     (--quick: fewer repetitions, a shorter warm-up)
 //
 // quantize.csv: kernel,elements,bytes,ms,gbps,copy_gbps,ratio
 #include <cuda_runtime.h>
@@ -21,6 +21,7 @@
 
 #include <fp8/cuda.cuh>
 
+#include "bench_rules.hpp"
 #include "bench_support.cuh"
 
 namespace {
@@ -58,8 +59,9 @@ int main(int argc, char** argv) {
     FP8_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
 
-    const std::size_t rows = quick ? 4096 : 8192,
-                      cols = quick ? 4096 : 8192;  // 64 Mi elements: past any cache
+    // 64 Mi elements in both modes: the smallest traffic measured (BF16 in, E4M3 out) must not fit
+    // the L2 (see quantize_matrix_side); the larger matrix costs --quick well under a second.
+    const std::size_t rows = fp8_bench::quantize_matrix_side, cols = fp8_bench::quantize_matrix_side;
     const std::size_t n = rows * cols;
     device_memory in(n * sizeof(float)), out(n), out_t(n), scalars(64 * sizeof(float));
     device_memory scale_inv(fp8::scale_count(fp8::granularity::tile_1x128, rows, cols) * sizeof(float));
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
       const double copy_gbps = double(2 * half) / (copy_ms * 1e-3) / 1e9;
       csv << m.kernel << ',' << m.elements << ',' << m.bytes << ',' << ms << ',' << gbps << ',' << copy_gbps
           << ',' << gbps / copy_gbps << '\n';
+      csv.flush();  // a run cut short by its time limit keeps the rows so far
       std::printf("%-34s %12zu %9.4f %9.1f %9.1f %7.2f\n", m.kernel.c_str(), m.bytes, ms, gbps, copy_gbps,
                   gbps / copy_gbps);
       std::fflush(stdout);

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/device_memory.hpp"
@@ -261,8 +262,12 @@ int main(int argc, char** argv) {
       profile << "\n";
     }
     if (!o.out.empty()) {
-      std::ofstream(o.out + "/speed.csv") << speed.str();
-      std::ofstream(o.out + "/profile.csv") << profile.str();
+      for (const auto& [name, text] :
+           {std::pair{"/speed.csv", speed.str()}, std::pair{"/profile.csv", profile.str()}}) {
+        std::ofstream file(o.out + name);
+        file << text;
+        if (!file.flush()) throw std::runtime_error("cannot write " + o.out + name + " (does --out exist?)");
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_trainer: error: %s\n", e.what());

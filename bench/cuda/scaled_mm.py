@@ -6,7 +6,8 @@ bench_gemm --only (a fresh process, the same GPU) so that clock and thermal drif
     python3 bench/cuda/scaled_mm.py <output-folder> --bench-gemm <path> [--quick] [--rounds N]
 
 Shapes: 8192^3, the DeepSeek-V3 shape 4096 x 7168 x 16384 and, without --quick, 4096^3 and 16384^3.
-Inputs are random normal (torch.randn) cast to E4M3 with unit scales, as bench_gemm's; several
+Inputs are random normal (torch.randn) cast to E4M3 with unit scales, as bench_gemm's (whose products
+then take an inverse scale of 2 for X, to check that scales are applied: the same work); several
 copies are rotated so that more than twice the L2 size is touched between reuses; about a second of
 warm-up precedes the first shape; each figure is the median over rounds of per-round medians.
 
@@ -50,15 +51,34 @@ def warm_up(torch, calls, seconds):
         torch.cuda.synchronize()
 
 
+def rotation_sets(fp8_bytes_per_set, l2_bytes):
+    """Copies of a product's inputs to rotate: bench_gemm's rule (bench/cuda/bench_rules.hpp,
+    rotation_sets), so that both sides of the comparison meet the L2 alike: between two uses of a
+    copy the others span twice the L2 in FP8 bytes; one copy when it alone does; at most 64."""
+    if fp8_bytes_per_set == 0 or fp8_bytes_per_set >= 2 * l2_bytes:
+        return 1
+    return min(64, -(-2 * l2_bytes // fp8_bytes_per_set) + 1)
+
+
 def ours(bench_gemm, m, n, k):
-    """fp8::cublaslt's figures for one shape: {variant: ms} from bench_gemm --only."""
+    """fp8::cublaslt's figures for one shape: ({variant: ms}, whether every product passed) from
+    bench_gemm --only. A product that failed there (an error, or a result outside its bound) is
+    missing from its CSV or flagged in its output; the others still count. Raises when bench_gemm
+    wrote no figures at all."""
     with tempfile.TemporaryDirectory() as folder:
         result = subprocess.run([bench_gemm, folder, "--quick", "--only", f"{m},{n},{k}"], capture_output=True,
                                 text=True, check=False)
+        table = Path(folder) / rf.GEMM_ONLY
+        figures = {}
+        if table.exists():
+            with table.open() as f:
+                figures = {row["variant"]: float(row["ms"]) for row in csv.DictReader(f)}
         if result.returncode != 0:
-            raise RuntimeError(f"bench_gemm --only {m},{n},{k} failed:\n{result.stdout}\n{result.stderr}")
-        with (Path(folder) / rf.GEMM_ONLY).open() as f:
-            return {row["variant"]: float(row["ms"]) for row in csv.DictReader(f)}
+            print(f"scaled_mm.py: bench_gemm --only {m},{n},{k} exited with {result.returncode}:\n"
+                  f"{result.stdout}\n{result.stderr}", file=sys.stderr, flush=True)
+            if not figures:
+                raise RuntimeError(f"bench_gemm --only {m},{n},{k} failed and wrote no figures")
+        return figures, result.returncode == 0
 
 
 def main() -> int:
@@ -87,11 +107,16 @@ def main() -> int:
     if not quick:
         shapes = [(rf.SQUARE, "4096", 4096, 4096, 4096)] + shapes + [(rf.SQUARE, "16384", 16384, 16384, 16384)]
 
-    rows = []
+    # Rows are written as each shape ends, so a run cut short by its time limit keeps what it measured.
+    table = (folder / rf.TORCH_GEMM).open("w", newline="")
+    writer = csv.writer(table)
+    writer.writerow(rf.TORCH_GEMM_COLUMNS)
+    table.flush()
     first = True
+    failures = 0
     for kind, label, m, n, k in shapes:
         flop = 2.0 * m * n * k
-        copies = max(1, min(16, -(-2 * l2_bytes // (2 * (m * k + n * k)))))
+        copies = rotation_sets(m * k + n * k, l2_bytes)
         xs16 = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
         ws16 = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
         xs8 = [x.to(torch.float8_e4m3fn) for x in xs16]
@@ -115,20 +140,23 @@ def main() -> int:
                 warm_up(torch, calls, 1.0 if first else 0.05)
                 first = False
                 torch_ms[name].append(time_ms(torch, calls, iterations, 5))
-            for name, ms in ours(bench_gemm, m, n, k).items():
+            figures, passed = ours(bench_gemm, m, n, k)
+            failures += 0 if passed else 1
+            for name, ms in figures.items():
                 our_ms.setdefault(name, []).append(ms)
         for name, samples in list(torch_ms.items()) + [(rf.interleaved(v), s) for v, s in our_ms.items()]:
             ms = statistics.median(samples)
             tflops = flop / (ms * 1e-3) / 1e12
-            rows.append([kind, label, m, n, k, name, f"{ms:.6f}", f"{tflops:.3f}"])
+            writer.writerow([kind, label, m, n, k, name, f"{ms:.6f}", f"{tflops:.3f}"])
             print(f"{kind:8s} {label:16s} {m:6d} {n:6d} {k:6d} {name:34s} {ms:9.4f} ms {tflops:9.1f} TFLOP/s", flush=True)
+        table.flush()
         del xs16, ws16, xs8, ws8
         torch.cuda.empty_cache()
 
-    with (folder / rf.TORCH_GEMM).open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(rf.TORCH_GEMM_COLUMNS)
-        writer.writerows(rows)
+    table.close()
+    if failures:
+        print(f"scaled_mm.py: {failures} bench_gemm --only runs reported failures (see above)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -127,10 +127,28 @@ def main():
         optimizer.step()
         return loss
 
-    runner = model if a.no_compile else torch.compile(model)
-    for _ in range(a.warmup):
-        step(runner)
-    torch.cuda.synchronize()
+    compiled = not a.no_compile
+    compile_failed = False
+    runner = torch.compile(model) if compiled else model
+
+    def warm_up():
+        begin = time.perf_counter()
+        for _ in range(a.warmup):
+            step(runner)
+        torch.cuda.synchronize()
+        # The first step compiles (forward and backward graphs): said apart, so a slow compile shows.
+        print(f"torch_peer: {a.warmup} warm-up steps in {time.perf_counter() - begin:.1f} s"
+              f"{' (torch.compile included)' if compiled else ''}", flush=True)
+
+    try:
+        warm_up()
+    except Exception as error:  # a failed compile (Inductor, Triton) must not cost the peer's figure
+        if not compiled:
+            raise
+        print(f"torch_peer: torch.compile failed ({type(error).__name__}: {error}); timing eager mode "
+              "instead (and exiting 1)", file=sys.stderr, flush=True)
+        compiled, compile_failed, runner = False, True, model
+        warm_up()
     start = time.perf_counter()
     for _ in range(a.steps):
         loss = step(runner)
@@ -139,7 +157,7 @@ def main():
     tokens_per_s = a.batch * a.context / seconds
     tflops = flops_per_token(a) * tokens_per_s / 1e12
     params = sum(p.numel() for p in model.parameters())
-    mode = "eager" if a.no_compile else "torch.compile"
+    mode = "torch.compile" if compiled else "eager"
     print(f"torch_peer: {torch.cuda.get_device_name()}, torch {torch.__version__}, {mode}, BF16 autocast; "
           f"{params} parameters, batch {a.batch} x context {a.context}")
     print(f"| PyTorch BF16 ({mode}) | {tokens_per_s:.0f} tokens/s | {tflops:.1f} model TFLOP/s | "
@@ -149,8 +167,10 @@ def main():
         # The columns of bench_trainer's speed.csv, so that trainer_results.py puts both in one table.
         (a.out / rf.TORCH_PEER).write_text(
             ",".join(rf.SPEED_COLUMNS) + "\n"
-            f"{rf.TORCH_PEER_PREFIX}{'eager' if a.no_compile else 'compile'},{tokens_per_s},{tflops},{seconds * 1e3},"
+            f"{rf.TORCH_PEER_PREFIX}{'compile' if compiled else 'eager'},{tokens_per_s},{tflops},{seconds * 1e3},"
             f"{loss.item()}\n")
+    if compile_failed:
+        sys.exit("torch_peer.py: the figures above are eager mode: torch.compile failed (see above)")
 
 
 if __name__ == "__main__":
