@@ -189,10 +189,6 @@ gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $
 # trainer_test_gpu_data_parallel (mpirun over every GPU; fp8_trainer, which is not built here) needs 2
 # or more GPUs and skips on one: run it by hand on such a machine (docs/distributed_training.md).
 step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E "'test_device_convert|trainer_test_cuda_training|trainer_test_gpu_data_parallel'")"
-# The trainer's GPU loop against its CPU loop (trains on both devices: mostly CPU time).
-if [[ " ${gpu_targets[*]} " == *" trainer_test_cuda_training "* ]]; then
-  step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 360 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
-fi
 step "ctest (CPU checks of the wrapper)" "$logs/ctest_cpu_checks.log" 60 \
   bash -c "cd '$build' && ctest -R 'test_cublaslt_checks|test_cublaslt_wrapper|test_kernel_arguments|test_linear_plan|trainer_test_attention_choice|trainer_test_attention_support' --output-on-failure"
 if [[ $all_tests -eq 1 ]]; then
@@ -210,6 +206,13 @@ else
   echo "torch._scaled_mm,NOT RUN (no PyTorch with CUDA here),0" >>"$steps"
 fi
 
+step "speedup plot (fp8_gemm_speedup.*)" "$logs/plot.log" 60 python3 "$root/bench/cuda/plot_speedup.py" "$logs" "$docs"
+
+# The trainer's GPU loop against its CPU loop (trains on both devices: mostly CPU time, so after the
+# benchmarks: a slow host must not crowd the figures out of the budget).
+if [[ " ${gpu_targets[*]} " == *" trainer_test_cuda_training "* ]]; then
+  step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 360 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
+fi
 step "ctest -L gpu (conversions, every float)" "$logs/ctest_gpu_convert.log" 200 bash -c "$(gpu_tests -R test_device_convert)"
 
 # --- compute-sanitizer (the 2^32 sweeps and the large cases are left out: too slow under it) -------
@@ -255,8 +258,6 @@ else
   echo "compute-sanitizer,NOT RUN (not on PATH),0" >>"$steps"
   failures=$((failures + 1))
 fi
-
-step "speedup plot (fp8_gemm_speedup.*)" "$logs/plot.log" 60 python3 "$root/bench/cuda/plot_speedup.py" "$logs" "$docs"
 
 # --- Summary --------------------------------------------------------------------------------------
 echo
