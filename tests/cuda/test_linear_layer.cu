@@ -296,8 +296,14 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   const fp8::delayed_scaling_state after_eval = scaling.state().download();
   for (std::size_t t = 0; t < after_eval.size(); ++t) CHECK(after_eval[t].history.at(0) == 0.0f);
 
-  // The first layer of a model: no dX, only wgrad (and its copy of dY).
+  // The first layer of a model: no dX, only wgrad (and its copy of dY). dgrad does not run, so its
+  // dY records no amax in any precision (nor does a fused cast of dY record one); wgrad's dY does.
   step_and_check(layer, config, changed, dw, dbias, {}, {}, false, /*with_dx=*/false);
+  const fp8::delayed_scaling_state first_layer = scaling.state().download();
+  CHECK(first_layer[scaling.slot(0, gemm_operand::dgrad_grad_output)].history.at(0) == 0.0f);
+  const bool wgrad_bf16 = precision.wgrad == fp8::cuda::gemm_precision::bf16;
+  CHECK(first_layer[scaling.slot(0, gemm_operand::wgrad_grad_output)].history.at(0) ==
+        (wgrad_bf16 && !record_bf16_amax ? 0.0f : max_abs(changed.dy, changed.dy)));
 }
 
 fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {

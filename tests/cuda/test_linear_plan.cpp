@@ -787,3 +787,56 @@ TEST_CASE("the plans of a grid of configurations are pinned") {
   // The grid is mostly plans: only recipes cuBLASLt cannot run with some class are refused.
   CHECK(refused < grid.size() / 4);
 }
+
+TEST_CASE("a backward without dX leaves dgrad's operand out in every precision, wgrad's as planned") {
+  fp8::gemm_recipe split_dy{fp8::delayed_scaling{}};
+  split_dy.use(gemm_operand::dgrad_grad_output, fp8::current_scaling{});
+  const gemm_precision precisions[] = {gemm_precision::fp8, gemm_precision::bf16, gemm_precision::fake_fp8};
+  for (const auto& recipe :
+       {fp8::gemm_recipe{}, split_dy, fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    for (gemm_precision dgrad : precisions) {
+      for (gemm_precision wgrad : precisions) {
+        linear_precision p{};
+        p.dgrad = dgrad;
+        p.wgrad = wgrad;
+        CAPTURE(fp8::cuda::precision_name(dgrad));
+        CAPTURE(fp8::cuda::precision_name(wgrad));
+        const linear_plan plan = fp8::cuda::make_linear_plan(config_of(256, 128, 256, recipe, p), 128);
+        const fp8::cuda::cast_plan& planned = plan.cast(linear_tensor::dy);
+        const fp8::cuda::cast_plan& planned_bf16 = plan.bf16_cast(linear_tensor::dy);
+        // With dX: the plan's casts as they are.
+        const fp8::cuda::dy_casts with = fp8::cuda::backward_dy_casts(plan, true);
+        CHECK(text_of(with.cast) == text_of(planned));
+        CHECK(text_of(with.bf16) == text_of(planned_bf16));
+        // Without: nothing of dgrad_grad_output (no copy, so no amax or statistics of it either, nor
+        // a decode), in whichever precision dgrad would run; wgrad's dYᵀ by a cast of its own.
+        const fp8::cuda::dy_casts without = fp8::cuda::backward_dy_casts(plan, false);
+        for (const fp8::cuda::cast_plan* c : {&without.cast, &without.bf16}) {
+          CHECK_FALSE(c->row_major);
+          CHECK_FALSE(c->fused);
+          CHECK_FALSE(c->dequantize_row);
+        }
+        CHECK(without.cast.transposed == fp8::cuda::casts_to_fp8(wgrad));
+        CHECK(without.bf16.transposed == !fp8::cuda::casts_to_fp8(wgrad));
+        CHECK(without.cast.dequantize_transposed == (wgrad == gemm_precision::fake_fp8));
+        // The rest (shape, operands, buffers) is the plan's: only which halves are made changes.
+        fp8::cuda::cast_plan expected = planned;
+        expected.row_major = expected.fused = expected.dequantize_row = false;
+        CHECK(text_of(without.cast) == text_of(expected));
+        expected = planned_bf16;
+        expected.row_major = expected.fused = false;
+        CHECK(text_of(without.bf16) == text_of(expected));
+      }
+    }
+  }
+  // The case that matters most: both dY operands in FP8 with one recipe, cast fused with dX; without
+  // it the cast is wgrad's alone, so neither dgrad_grad_output's slot nor its scale is touched.
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64), 32);
+  CHECK(plan.cast(linear_tensor::dy).fused);
+  const fp8::cuda::cast_plan first_layer = fp8::cuda::backward_dy_casts(plan, false).cast;
+  CHECK(first_layer.transposed);
+  CHECK(first_layer.transposed_operand == gemm_operand::wgrad_grad_output);
+  CHECK(first_layer.transposed_buffer == linear_buffer::dy_t_fp8);
+  CHECK_FALSE(first_layer.row_major);
+  CHECK_FALSE(first_layer.fused);
+}

@@ -471,6 +471,28 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   return plan;
 }
 
+// dY's casts in one backward: `cast` makes the copies that products read, `bf16` is the cast of the
+// operands of BF16 classes (their amaxes and statistics), as in linear_plan. With dX, the plan's own.
+// Without dX (the first layer of a model) dgrad does not run, and its operand dgrad_grad_output is
+// left out in every precision, as on the CPU, where an operand's amax is recorded by the GEMM that
+// reads it: no copy of dY as stored, no amax recorded for it, no statistics. Only wgrad's transposed
+// copy is made, by a cast of its own (never fused: with wgrad_grad_output's recipe and scale).
+struct dy_casts {
+  cast_plan cast;
+  cast_plan bf16;
+};
+
+inline dy_casts backward_dy_casts(const linear_plan& plan, bool dgrad) noexcept {
+  dy_casts out{plan.cast(linear_tensor::dy), plan.bf16_cast(linear_tensor::dy)};
+  if (dgrad) return out;
+  for (cast_plan* c : {&out.cast, &out.bf16}) {
+    c->row_major = false;
+    c->fused = false;
+    c->dequantize_row = false;
+  }
+  return out;
+}
+
 // A pointer of the caller's that a product reads or writes directly: FP8 products need every matrix
 // 16-byte aligned, and an epilogue's bias (or bias gradient) vector is 16-byte aligned in any
 // precision. Throws fp8::invalid_argument naming the buffer and the product; null is not checked here.
