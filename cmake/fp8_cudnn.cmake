@@ -5,6 +5,17 @@
 # nvidia-cudnn-frontend) or FP8_CUDNN_FRONTEND_INCLUDE_DIR. Not defined where any part is missing:
 # the trainer then builds with its materialised attention only. The fp8 library never needs cuDNN.
 if(NOT TARGET fp8_cudnn_frontend AND TARGET CUDA::cudart)
+  # find_path and find_library keep what they found in the cache and do not look again. Those results
+  # belong to the FP8_CUDNN_ROOT they were found under: when a later configure names another root (or
+  # none), they are dropped and found again. (A path given with -D beside a new root is dropped too:
+  # give it in a configure of its own.)
+  if(DEFINED _FP8_CUDNN_ROOT_SEARCHED AND NOT "${FP8_CUDNN_ROOT}" STREQUAL "${_FP8_CUDNN_ROOT_SEARCHED}")
+    message(STATUS "FP8_CUDNN_ROOT changed (\"${_FP8_CUDNN_ROOT_SEARCHED}\" -> \"${FP8_CUDNN_ROOT}\"): "
+                   "looking for cuDNN again")
+    unset(FP8_CUDNN_INCLUDE_DIR CACHE)
+    unset(FP8_CUDNN_LIBRARY CACHE)
+  endif()
+  set(_FP8_CUDNN_ROOT_SEARCHED "${FP8_CUDNN_ROOT}" CACHE INTERNAL "the root of the cached cuDNN paths")
   set(_fp8_cudnn_hints ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR})
   if(FP8_CUDNN_ROOT)
     list(PREPEND _fp8_cudnn_hints ${FP8_CUDNN_ROOT}/include ${FP8_CUDNN_ROOT}/lib ${FP8_CUDNN_ROOT}/lib64)
@@ -25,6 +36,14 @@ if(NOT TARGET fp8_cudnn_frontend AND TARGET CUDA::cudart)
   find_library(FP8_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR HINTS ${_fp8_cudnn_hints})
   find_path(FP8_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
             HINTS ${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend/include NO_DEFAULT_PATH)
+  # The build check below is cached too, for the paths it ran with: other paths (a new root, or one
+  # set by hand) run it again.
+  set(_fp8_cudnn_checked "${FP8_CUDNN_FRONTEND_INCLUDE_DIR};${FP8_CUDNN_INCLUDE_DIR};${FP8_CUDNN_LIBRARY}")
+  if(NOT "${_fp8_cudnn_checked}" STREQUAL "${_FP8_CUDNN_FRONTEND_CHECKED}")
+    unset(FP8_CUDNN_FRONTEND_BUILDS CACHE)
+    set(_FP8_CUDNN_FRONTEND_CHECKED "${_fp8_cudnn_checked}"
+        CACHE INTERNAL "the paths FP8_CUDNN_FRONTEND_BUILDS was checked with")
+  endif()
   if(FP8_CUDNN_INCLUDE_DIR AND FP8_CUDNN_LIBRARY AND FP8_CUDNN_FRONTEND_INCLUDE_DIR)
     # The frontend's headers must build and link against the cuDNN found (an older cuDNN beside the
     # toolkit can lack what the pinned frontend uses): a failure here leaves the trainer its

@@ -22,6 +22,7 @@
 #include <fp8/cuda/error.hpp>
 #include <fp8/fp8.hpp>
 
+#include "device_buffer.hpp"
 #include "gpu_skip.hpp"
 
 namespace {
@@ -108,15 +109,7 @@ __global__ void packed_x4_path(std::uint64_t first, std::uint64_t count, std::ui
   }
 }
 
-// A device buffer that frees itself.
-template <class T>
-struct device_buffer {
-  T* data = nullptr;
-  explicit device_buffer(std::size_t count) { FP8_CUDA_CHECK(cudaMalloc(&data, count * sizeof(T))); }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  ~device_buffer() { cudaFree(data); }
-};
+using fp8_test::device_buffer;
 
 struct variant {
   std::string name;
@@ -187,13 +180,13 @@ void sweep_all_floats(const char* policy) {
 
   std::vector<std::uint64_t> mismatches(variants.size(), 0);
   for (std::uint64_t first = 0; first < all_floats; first += chunk) {
-    for (std::size_t v = 0; v < variants.size(); ++v) variants[v].launch(first, chunk, outputs[v]->data);
+    for (std::size_t v = 0; v < variants.size(); ++v) variants[v].launch(first, chunk, outputs[v]->data());
     FP8_CUDA_CHECK(cudaGetLastError());
     host_reference<Format, R, O>(first, chunk, expected.data());  // overlaps the kernels
     FP8_CUDA_CHECK(cudaDeviceSynchronize());
     for (std::size_t v = 0; v < variants.size(); ++v) {
       FP8_CUDA_CHECK(
-          cudaMemcpy(got.data(), outputs[v]->data, chunk * sizeof(storage), cudaMemcpyDeviceToHost));
+          cudaMemcpy(got.data(), outputs[v]->data(), chunk * sizeof(storage), cudaMemcpyDeviceToHost));
       if (std::memcmp(got.data(), expected.data(), chunk * sizeof(storage)) == 0) continue;
       for (std::uint64_t i = 0; i < chunk; ++i) {
         if (got[i] == expected[i]) continue;
@@ -248,11 +241,12 @@ void sweep_16bit_sources(const char* source) {
   constexpr std::size_t codes = 1u << 16;
   device_buffer<storage> hardware(codes);
   device_buffer<storage> software(codes);
-  convert_16bit_sources<Format, Half><<<int(codes / block_size), block_size>>>(hardware.data, software.data);
+  convert_16bit_sources<Format, Half>
+      <<<int(codes / block_size), block_size>>>(hardware.data(), software.data());
   FP8_CUDA_CHECK(cudaGetLastError());
   std::vector<storage> got_hardware(codes), got_software(codes);
-  FP8_CUDA_CHECK(cudaMemcpy(got_hardware.data(), hardware.data, codes, cudaMemcpyDeviceToHost));
-  FP8_CUDA_CHECK(cudaMemcpy(got_software.data(), software.data, codes, cudaMemcpyDeviceToHost));
+  FP8_CUDA_CHECK(cudaMemcpy(got_hardware.data(), hardware.data(), codes, cudaMemcpyDeviceToHost));
+  FP8_CUDA_CHECK(cudaMemcpy(got_software.data(), software.data(), codes, cudaMemcpyDeviceToHost));
   int wrong = 0;
   for (std::uint32_t bits = 0; bits < codes; ++bits) {
     const storage expected = fp8::convert_bits<Format>(HostHalf::from_bits(std::uint16_t(bits)));
@@ -282,14 +276,12 @@ __global__ void convert_doubles(const double* in, std::size_t count, typename Fo
 template <class Format, rounding R, overflow O>
 void sample_doubles(const std::vector<double>& inputs) {
   using storage = typename Format::storage;
-  device_buffer<double> in(inputs.size());
+  const device_buffer<double> in(inputs);
   device_buffer<storage> out(inputs.size());
-  FP8_CUDA_CHECK(cudaMemcpy(in.data, inputs.data(), inputs.size() * sizeof(double), cudaMemcpyHostToDevice));
-  convert_doubles<Format, R, O>
-      <<<int((inputs.size() + block_size - 1) / block_size), block_size>>>(in.data, inputs.size(), out.data);
+  convert_doubles<Format, R, O><<<int((inputs.size() + block_size - 1) / block_size), block_size>>>(
+      in.data(), inputs.size(), out.data());
   FP8_CUDA_CHECK(cudaGetLastError());
-  std::vector<storage> got(inputs.size());
-  FP8_CUDA_CHECK(cudaMemcpy(got.data(), out.data, inputs.size() * sizeof(storage), cudaMemcpyDeviceToHost));
+  const std::vector<storage> got = out.download();
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const storage expected = fp8::convert_bits<Format, R, O>(inputs[i], random_bits_for(std::uint32_t(i)));
@@ -324,10 +316,10 @@ __global__ void pack_powers_of_two(std::uint32_t* out) {
 
 TEST_CASE("packing order: x2 and x4 put the first value in the low byte") {
   device_buffer<std::uint32_t> out(3);
-  pack_powers_of_two<<<1, 1>>>(out.data);
+  pack_powers_of_two<<<1, 1>>>(out.data());
   FP8_CUDA_CHECK(cudaGetLastError());
   std::uint32_t got[3] = {};
-  FP8_CUDA_CHECK(cudaMemcpy(got, out.data, sizeof got, cudaMemcpyDeviceToHost));
+  FP8_CUDA_CHECK(cudaMemcpy(got, out.data(), sizeof got, cudaMemcpyDeviceToHost));
   CHECK(got[0] == 0x50484038u);  // E4M3: 8 = 0x50, 4 = 0x48, 2 = 0x40, 1 = 0x38
   CHECK(got[1] == 0xC03Cu);      // E5M2: -2 = 0xC0, 1 = 0x3C
   CHECK(got[2] == 0x7Eu);        // 500 saturates to 448

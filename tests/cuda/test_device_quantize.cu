@@ -21,6 +21,7 @@
 #include <fp8/quantize.hpp>
 #include <fp8/scaling.hpp>
 
+#include "device_buffer.hpp"
 #include "gpu_skip.hpp"
 
 // A named namespace: nvcc's generated kernel stubs cannot refer to types of an anonymous one.
@@ -30,36 +31,15 @@ using fp8::fp8_format;
 using fp8::granularity;
 using fp8::detail::bit_cast;
 
-// A device copy of a host vector, and back.
+// A device buffer (from a host vector, or of `count` elements) whose bytes hold garbage (0xCD), not
+// zeros, before a kernel writes them, starting `offset` elements into its allocation: an unaligned
+// pointer for offsets that are not multiples of 4.
 template <class T>
-class device_vector {
- public:
-  explicit device_vector(std::size_t count, std::size_t offset = 0) : count_(count), offset_(offset) {
-    FP8_CUDA_CHECK(cudaMalloc(&base_, (count + offset) * sizeof(T) + 16));
-    FP8_CUDA_CHECK(cudaMemset(base_, 0xCD, (count + offset) * sizeof(T) + 16));  // garbage, not zeros
-  }
-  explicit device_vector(const std::vector<T>& host, std::size_t offset = 0)
-      : device_vector(host.size(), offset) {
-    if (!host.empty())
-      FP8_CUDA_CHECK(cudaMemcpy(data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  device_vector(const device_vector&) = delete;
-  device_vector& operator=(const device_vector&) = delete;
-  ~device_vector() { cudaFree(base_); }
-  // `offset` elements past the allocation: an unaligned pointer for offsets that are not multiples of 4.
-  T* data() const { return base_ + offset_; }
-  std::vector<T> download() const {
-    FP8_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> host(count_);
-    if (count_ > 0)
-      FP8_CUDA_CHECK(cudaMemcpy(host.data(), data(), count_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* base_ = nullptr;
-  std::size_t count_;
-  std::size_t offset_;
+struct dirty_buffer : fp8_test::device_buffer<T> {
+  explicit dirty_buffer(std::size_t count, std::size_t offset = 0)
+      : fp8_test::device_buffer<T>(count, {offset, 0xCD}) {}
+  explicit dirty_buffer(const std::vector<T>& host, std::size_t offset = 0)
+      : fp8_test::device_buffer<T>(host, {offset, 0xCD}) {}
 };
 
 float device_float(const float* p) {
@@ -169,9 +149,9 @@ void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, 
   std::vector<std::uint8_t> expected(count);
   const float expected_amax = fp8::quantize(host_in.data(), count, format, scale, expected.data());
 
-  const device_vector<Device> in(as_device_elements(host_in), offset);
-  const device_vector<std::uint8_t> out(count, offset);
-  const device_vector<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});  // scale, scale_inv, amax
+  const dirty_buffer<Device> in(as_device_elements(host_in), offset);
+  const dirty_buffer<std::uint8_t> out(count, offset);
+  const dirty_buffer<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});  // scale, scale_inv, amax
   fp8::cuda::quantize(in.data(), count, format, {scalars.data(), scalars.data() + 1, scalars.data() + 2},
                       out.data());
   const std::string what = std::string("per-tensor quantize ") + format_label(format) +
@@ -184,10 +164,10 @@ void check_per_tensor(std::size_t count, std::size_t offset, fp8_format format, 
   CHECK(bits(results[2]) == bits(expected_amax));
 
   // The cast alone, and the amax alone.
-  const device_vector<std::uint8_t> cast_only(count, offset);
+  const dirty_buffer<std::uint8_t> cast_only(count, offset);
   fp8::cuda::quantize(in.data(), count, format, {scalars.data(), nullptr, nullptr}, cast_only.data());
   check_same_bytes(cast_only.download(), expected, what + " (cast only)");
-  const device_vector<float> amax(std::vector<float>{0.0f});
+  const dirty_buffer<float> amax(std::vector<float>{0.0f});
   fp8::cuda::compute_amax(in.data(), count, amax.data());
   CHECK(bits(device_float(amax.data())) == bits(fp8::compute_amax(host_in.data(), count)));
 }
@@ -209,12 +189,12 @@ TEST_CASE_TEMPLATE("per-tensor quantize with a given scale = fp8::quantize", Hos
 
 TEST_CASE("the amax accumulates into the existing value, NaN on top") {
   const std::vector<float> host_in = {1.0f, -2.0f, 3.0f};
-  const device_vector<float> in(host_in);
-  const device_vector<std::uint8_t> out(3);
-  const device_vector<float> amax(std::vector<float>{5.0f});
+  const dirty_buffer<float> in(host_in);
+  const dirty_buffer<std::uint8_t> out(3);
+  const dirty_buffer<float> amax(std::vector<float>{5.0f});
   fp8::cuda::quantize(in.data(), 3, fp8_format::e4m3, {nullptr, nullptr, amax.data()}, out.data());
   CHECK(device_float(amax.data()) == 5.0f);  // max(5, 3)
-  const device_vector<float> nan_in(std::vector<float>{-std::numeric_limits<float>::quiet_NaN()});
+  const dirty_buffer<float> nan_in(std::vector<float>{-std::numeric_limits<float>::quiet_NaN()});
   fp8::cuda::compute_amax(nan_in.data(), 1, amax.data());
   CHECK(bits(device_float(amax.data())) == 0x7FC00000u);  // the canonical NaN, as the CPU reports it
 }
@@ -234,9 +214,9 @@ TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, 
       for (const std::size_t offset : {std::size_t(0), std::size_t(3)}) {
         std::vector<Host> expected(codes.size());
         fp8::dequantize(codes.data(), codes.size(), format, scale_inv, expected.data());
-        const device_vector<std::uint8_t> in(codes, offset);
-        const device_vector<Device> out(codes.size(), offset);
-        const device_vector<float> s(std::vector<float>{scale_inv});
+        const dirty_buffer<std::uint8_t> in(codes, offset);
+        const dirty_buffer<Device> out(codes.size(), offset);
+        const dirty_buffer<float> s(std::vector<float>{scale_inv});
         fp8::cuda::dequantize(in.data(), codes.size(), format, s.data(), out.data());
         check_same_bytes(
             out.download(), expected,
@@ -258,9 +238,9 @@ TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_tran
       const float scale = 0.75f;
       const float expected_amax = fp8::quantize_transpose(host_in.data(), s.rows, s.cols, format, scale,
                                                           expected.data(), expected_t.data());
-      const device_vector<Device> in(as_device_elements(host_in));
-      const device_vector<std::uint8_t> out(n), out_t(n);
-      const device_vector<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});
+      const dirty_buffer<Device> in(as_device_elements(host_in));
+      const dirty_buffer<std::uint8_t> out(n), out_t(n);
+      const dirty_buffer<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});
       fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, format,
                                     {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data(),
                                     out_t.data());
@@ -320,11 +300,11 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   const std::string what = std::string(fp8::granularity_name(q.granularity)) + " " + format_label(q.format) +
                            " margin " + std::to_string(q.margin) + (q.power_of_two_scales ? " pow2 " : " ") +
                            std::to_string(s.rows) + "x" + std::to_string(s.cols);
-  const device_vector<Device> in(as_device_elements(host_in));
+  const dirty_buffer<Device> in(as_device_elements(host_in));
   {
-    const device_vector<std::uint8_t> out(n);
-    const device_vector<float> scale_inv(scales);
-    const device_vector<float> amax(1);
+    const dirty_buffer<std::uint8_t> out(n);
+    const dirty_buffer<float> scale_inv(scales);
+    const dirty_buffer<float> amax(1);
     fp8::cuda::quantize(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), amax.data());
     check_same_bytes(out.download(), expected, what + ": codes");
     check_same_bytes(scale_inv.download(), expected_scale_inv, what + ": scale_inv");
@@ -332,9 +312,9 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     CHECK(bits(device_float(amax.data())) == bits(expected_amax));
   }
   {
-    const device_vector<std::uint8_t> out(n), out_t(n);
-    const device_vector<float> scale_inv(scales), scale_inv_t(scales_t);
-    const device_vector<float> amax(1);
+    const dirty_buffer<std::uint8_t> out(n), out_t(n);
+    const dirty_buffer<float> scale_inv(scales), scale_inv_t(scales_t);
+    const dirty_buffer<float> amax(1);
     fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), out_t.data(),
                                   scale_inv_t.data(), amax.data());
     check_same_bytes(out.download(), expected, what + ": codes (with transpose)");
@@ -349,9 +329,9 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     std::vector<Host> expected_values(n);
     if (n > 0)
       fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
-    const device_vector<std::uint8_t> codes(expected);
-    const device_vector<float> scale_inv(expected_scale_inv);
-    const device_vector<Device> values(n);
+    const dirty_buffer<std::uint8_t> codes(expected);
+    const dirty_buffer<float> scale_inv(expected_scale_inv);
+    const dirty_buffer<Device> values(n);
     fp8::cuda::dequantize(codes.data(), s.rows, s.cols, q, scale_inv.data(), values.data());
     check_same_bytes(values.download(), expected_values, what + ": dequantize");
   }
@@ -397,8 +377,8 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
     for (int step = 0; step < 3; ++step) {
       for (std::size_t t = 0; t < formats.size(); ++t) {
         const float amax = std::ldexp(1.0f, int(t) - step);
-        const device_vector<float> x(std::vector<float>{amax, -amax / 2});
-        const device_vector<std::uint8_t> codes(2);
+        const dirty_buffer<float> x(std::vector<float>{amax, -amax / 2});
+        const dirty_buffer<std::uint8_t> codes(2);
         fp8::cuda::quantize(x.data(), 2, device.format(t), {device.scale(t), nullptr, device.amax(t)},
                             codes.data());
         host.record(t, amax);
@@ -476,8 +456,8 @@ TEST_CASE("the device scale formula = fp8::scale_from_amax") {
                                1e-30f};
   std::mt19937 generator(7);
   while (amaxes.size() < 100000) amaxes.push_back(bit_cast<float>(std::uint32_t(generator() & 0x7FFFFFFFu)));
-  const device_vector<float> in(amaxes);
-  const device_vector<float> out(amaxes.size());
+  const dirty_buffer<float> in(amaxes);
+  const dirty_buffer<float> out(amaxes.size());
   for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
     for (const int margin : {0, 1, 3, 126, 130}) {
       for (const bool power_of_two : {false, true}) {
@@ -525,8 +505,8 @@ TEST_CASE("the device delayed-scaling state = fp8::delayed_scaling_state, step b
             if (step % 13 == 5 && t == 1) x.assign(n, 0.0f);
             if (step % 11 == 3 && t == 2) x[7] = std::numeric_limits<float>::infinity();
             if (step == 17 && t == 0) x[9] = std::numeric_limits<float>::quiet_NaN();
-            const device_vector<float> dx(x);
-            const device_vector<std::uint8_t> codes(n);
+            const dirty_buffer<float> dx(x);
+            const dirty_buffer<std::uint8_t> codes(n);
             fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)},
                                 codes.data());
             std::vector<std::uint8_t> expected(n);
@@ -572,8 +552,8 @@ TEST_CASE("the device state's download and upload are ordered on the caller's no
   const std::size_t n = std::size_t(1) << 22;  // long enough that an unordered copy would overtake it
   std::vector<float> x(n, 0.5f);
   x[n - 1] = 3.0f;
-  const device_vector<float> dx(x);
-  const device_vector<std::uint8_t> codes(n);
+  const dirty_buffer<float> dx(x);
+  const dirty_buffer<std::uint8_t> codes(n);
   for (std::size_t t = 0; t < formats.size(); ++t) {
     fp8::cuda::quantize(dx.data(), n, device.format(t), {device.scale(t), nullptr, device.amax(t)},
                         codes.data(), stream);

@@ -24,6 +24,7 @@
 #include <fp8/cuda/linear.cuh>
 #include <fp8/quantize.hpp>
 
+#include "device_buffer.hpp"
 #include "gpu_skip.hpp"
 
 // Defined in linear_second_unit.cu, the second unit that includes the layer's header.
@@ -38,25 +39,9 @@ using fp8::cuda::linear_config;
 using fp8::cuda::linear_layer;
 using fp8::cuda::linear_precision;
 using fp8::cuda::linear_scaling;
+using fp8_test::device_buffer;
 
 constexpr std::int64_t M = 256, K = 256, N = 128;
-
-template <class T>
-struct device_vector {
-  fp8::cuda::detail::device_array<T> memory;
-  explicit device_vector(const std::vector<T>& host) : memory(host.size()) { upload(host); }
-  explicit device_vector(std::size_t count) : memory(count) {}
-  void upload(const std::vector<T>& host) {
-    FP8_CUDA_CHECK(cudaMemcpy(memory.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(memory.size());
-    FP8_CUDA_CHECK(cudaDeviceSynchronize());
-    FP8_CUDA_CHECK(cudaMemcpy(host.data(), memory.data(), host.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-  T* get() const { return memory.data(); }
-};
 
 std::vector<__nv_bfloat16> random_bf16(std::size_t count, unsigned seed, float range) {
   std::mt19937 rng(seed);
@@ -148,17 +133,17 @@ struct tensors {
 
 // One forward and backward over m tokens; checks Y, dX, dW (+ base), dbias (+ base) against the reference.
 void step_and_check(linear_layer& layer, const linear_config& config, const tensors& host,
-                    device_vector<float>& dw, device_vector<float>& dbias, const std::vector<double>& dw_base,
+                    device_buffer<float>& dw, device_buffer<float>& dbias, const std::vector<double>& dw_base,
                     const std::vector<double>& dbias_base, bool accumulate, bool with_dx = true) {
   const linear_precision& p = config.precision;
   const bool fprop8 = p.fprop == fp8::cuda::gemm_precision::fp8;
   const bool dgrad8 = p.dgrad == fp8::cuda::gemm_precision::fp8;
   const bool wgrad8 = p.wgrad == fp8::cuda::gemm_precision::fp8;
-  device_vector<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(M * N)),
+  device_buffer<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(M * N)),
       dx(std::size_t(M * K));
-  layer.forward({x.get(), w.get(), bias.get(), y.get(), M, true});
-  layer.backward(
-      {dy.get(), x.get(), w.get(), with_dx ? dx.get() : nullptr, dw.get(), dbias.get(), M, accumulate, true});
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, true});
+  layer.backward({dy.data(), x.data(), w.data(), with_dx ? dx.data() : nullptr, dw.data(), dbias.data(), M,
+                  accumulate, true});
 
   const auto xs = fprop8 ? dequantized(layer, linear_buffer::x_fp8, M) : widen(host.x);
   const auto ws = fprop8 ? dequantized(layer, linear_buffer::w_fp8, M) : widen(host.w);
@@ -235,7 +220,7 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   tensors second = first;
   second.x = random_bf16(M * K, 5, 3.0f);
   second.dy = random_bf16(M * N, 6, 0.02f);
-  device_vector<float> dw(static_cast<std::size_t>(N * K)), dbias(static_cast<std::size_t>(N));
+  device_buffer<float> dw(static_cast<std::size_t>(N * K)), dbias(static_cast<std::size_t>(N));
 
   // Micro-batch 1 overwrites dW (accumulate = false), micro-batch 2 adds to it (beta = 1, FP32).
   step_and_check(layer, config, first, dw, dbias, {}, {}, false);
@@ -272,8 +257,8 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   // Weight cache: new weights are not seen until weights_changed(), then they are, cast once more.
   tensors changed = first;
   changed.w = random_bf16(N * K, 7, 0.5f);
-  device_vector<__nv_bfloat16> x(first.x), w(changed.w), bias(first.bias), y(std::size_t(M * N));
-  layer.forward({x.get(), w.get(), bias.get(), y.get(), M, false});
+  device_buffer<__nv_bfloat16> x(first.x), w(changed.w), bias(first.bias), y(std::size_t(M * N));
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, false});
   if (w_copies && precision.fprop == fp8::cuda::gemm_precision::fp8) {
     const auto stale = dequantized(layer, linear_buffer::w_fp8, M);
     const auto original = widen(first.w);
@@ -283,7 +268,7 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   }
   CHECK(layer.weight_casts() == (w_copies ? 1u : 0u));
   layer.weights_changed();
-  layer.forward({x.get(), w.get(), bias.get(), y.get(), M, false});
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, false});
   CHECK(layer.weight_casts() == (w_copies ? 2u : 0u));
   if (precision.fprop == fp8::cuda::gemm_precision::fp8) {
     const auto fresh = dequantized(layer, linear_buffer::w_fp8, M);
@@ -296,8 +281,14 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   const fp8::delayed_scaling_state after_eval = scaling.state().download();
   for (std::size_t t = 0; t < after_eval.size(); ++t) CHECK(after_eval[t].history.at(0) == 0.0f);
 
-  // The first layer of a model: no dX, only wgrad (and its copy of dY).
+  // The first layer of a model: no dX, only wgrad (and its copy of dY). dgrad does not run, so its
+  // dY records no amax in any precision (nor does a fused cast of dY record one); wgrad's dY does.
   step_and_check(layer, config, changed, dw, dbias, {}, {}, false, /*with_dx=*/false);
+  const fp8::delayed_scaling_state first_layer = scaling.state().download();
+  CHECK(first_layer[scaling.slot(0, gemm_operand::dgrad_grad_output)].history.at(0) == 0.0f);
+  const bool wgrad_bf16 = precision.wgrad == fp8::cuda::gemm_precision::bf16;
+  CHECK(first_layer[scaling.slot(0, gemm_operand::wgrad_grad_output)].history.at(0) ==
+        (wgrad_bf16 && !record_bf16_amax ? 0.0f : max_abs(changed.dy, changed.dy)));
 }
 
 fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {
@@ -374,26 +365,26 @@ TEST_CASE("record_bf16_amax switched back on: W's BF16 operand records at the ne
   precision.dgrad = fp8::cuda::gemm_precision::bf16;
   linear_layer layer({K, N, M, false, recipe, precision, true}, scaling, 0, lt);
   const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 41, 0.5f);
-  device_vector<__nv_bfloat16> x(random_bf16(M * K, 42, 2.0f)), w(w_host), y(std::size_t(M * N));
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 42, 2.0f)), w(w_host), y(std::size_t(M * N));
   const auto current = [&](gemm_operand op) {
     return scaling.state().download()[scaling.slot(0, op)].history.at(0);
   };
 
   layer.set_record_bf16_amax(false);
-  layer.forward({x.get(), w.get(), nullptr, y.get(), M, true});
+  layer.forward({x.data(), w.data(), nullptr, y.data(), M, true});
   CHECK(layer.weight_casts() == 1u);
   CHECK(current(gemm_operand::fprop_weight) == max_abs(w_host, w_host));
   CHECK(current(gemm_operand::dgrad_weight) == 0.0f);
 
   scaling.end_step();  // between steps, as the switch asks
   layer.set_record_bf16_amax(true);
-  layer.forward({x.get(), w.get(), nullptr, y.get(), M, true});
+  layer.forward({x.data(), w.data(), nullptr, y.data(), M, true});
   CHECK(layer.weight_casts() == 2u);
   CHECK(current(gemm_operand::fprop_weight) == max_abs(w_host, w_host));
   CHECK(current(gemm_operand::dgrad_weight) == max_abs(w_host, w_host));
 
   // Switching on while already on drops nothing.
   layer.set_record_bf16_amax(true);
-  layer.forward({x.get(), w.get(), nullptr, y.get(), M, true});
+  layer.forward({x.data(), w.data(), nullptr, y.data(), M, true});
   CHECK(layer.weight_casts() == 2u);
 }

@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -592,4 +595,248 @@ TEST_CASE("BF16 classes: their operands are planned as the casts an FP8 class wo
   CHECK(odd.bf16_cast(linear_tensor::dy).rows == 21);
   CHECK(odd.bf16_cast(linear_tensor::dy).cols == 24);
   check_partition(odd, linear_precision::bf16());
+}
+
+// The plans of a grid of configurations, pinned: every field of every cast and product (and the
+// refusal, where a configuration is refused) written out by `text_of`, and its FNV-1a digest compared
+// with the one in linear_plan_digests.inc, which was taken from the plans as they were when the
+// grid was written. A refactoring of make_linear_plan must keep every digest; a change of the plans
+// that is meant must say so by regenerating the table: run the test with FP8_PRINT_LINEAR_PLAN_DIGESTS=1
+// in the environment, which prints it.
+namespace {
+
+template <class E>
+int as_int(E e) {
+  return int(e);
+}
+
+std::string text_of(const lt::input_matrix& m) {
+  return "{type " + std::to_string(as_int(m.type)) + " ld " + std::to_string(m.ld) + " scaling " +
+         std::to_string(as_int(m.scaling)) + (m.data || m.scale_inv ? " pointers" : "") + "}";
+}
+
+template <class T>
+std::string optional_text(const std::optional<T>& value) {
+  return value ? std::to_string(as_int(*value)) : std::string("-");
+}
+
+std::string hex_float(float value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%a", double(value));
+  return text;
+}
+
+std::string text_of(const lt::gemm_problem& p) {
+  const lt::gemm_options& o = p.options;
+  std::string out = "m " + std::to_string(p.m) + " n " + std::to_string(p.n) + " k " + std::to_string(p.k) +
+                    " op_a " + std::to_string(as_int(p.op_a)) + " op_b " + std::to_string(as_int(p.op_b)) +
+                    " a " + text_of(p.a) + " b " + text_of(p.b);
+  out += " d {type " + std::to_string(as_int(p.d.type)) + " ld " + std::to_string(p.d.ld) +
+         (p.d.data || p.d.scale || p.d.amax ? " pointers" : "") + "}";
+  out += " options {epilogue " + std::to_string(as_int(o.epilogue_kind)) + " bias_type " +
+         optional_text(o.bias_type) + " aux_ld " + std::to_string(o.aux_ld) + " aux_type " +
+         optional_text(o.aux_type) + " alpha " + hex_float(o.alpha) + " beta " + hex_float(o.beta) +
+         " purpose " + std::to_string(as_int(o.purpose)) + " fast_accum " +
+         std::to_string(as_int(o.fast_accum)) + (o.bias || o.aux ? " pointers" : "") + "}";
+  out += " c {type " + optional_text(p.c.type) + " ld " + std::to_string(p.c.ld) +
+         (p.c.data ? " pointer" : "") + "}";
+  out += " batch {" + std::to_string(p.batch.count) + " " + std::to_string(p.batch.stride_a) + " " +
+         std::to_string(p.batch.stride_b) + " " + std::to_string(p.batch.stride_c) + " " +
+         std::to_string(p.batch.stride_d) + "}";
+  return out;
+}
+
+std::string text_of(const fp8::cuda::cast_plan& c) {
+  return "tensor " + std::to_string(as_int(c.tensor)) + " " + std::to_string(c.rows) + "x" +
+         std::to_string(c.cols) + " row_major " + std::to_string(c.row_major) + " transposed " +
+         std::to_string(c.transposed) + " fused " + std::to_string(c.fused) + " operands " +
+         fp8::operand_name(c.row_operand) + "/" + fp8::operand_name(c.transposed_operand) + " buffers " +
+         fp8::cuda::buffer_name(c.row_buffer) + "/" + fp8::cuda::buffer_name(c.transposed_buffer) +
+         " dequantize " + std::to_string(c.dequantize_row) + "/" + std::to_string(c.dequantize_transposed) +
+         " fake buffers " + fp8::cuda::buffer_name(c.row_fake_buffer) + "/" +
+         fp8::cuda::buffer_name(c.transposed_fake_buffer);
+}
+
+std::string text_of(const fp8::cuda::gemm_plan& g) {
+  return "kind " + std::to_string(as_int(g.kind)) + " precision " + fp8::cuda::precision_name(g.precision) +
+         " a " + fp8::cuda::buffer_name(g.a) + " b " + fp8::cuda::buffer_name(g.b) + " d " +
+         fp8::cuda::buffer_name(g.d) + " c " + fp8::cuda::buffer_name(g.c) + " bias " +
+         fp8::cuda::buffer_name(g.bias) + " problem " + text_of(g.problem);
+}
+
+std::string text_of(const linear_config& config, std::int64_t tokens) {
+  linear_plan plan;
+  try {
+    plan = fp8::cuda::make_linear_plan(config, tokens);
+  } catch (const fp8::invalid_argument& e) { return std::string("refused: ") + e.what() + "\n"; }
+  std::string out = "m " + std::to_string(plan.m) + " n " + std::to_string(plan.n) + " k " +
+                    std::to_string(plan.k) + " bias_gradient " + std::to_string(as_int(plan.bias_gradient)) +
+                    " type " + std::to_string(as_int(plan.bias_gradient_type)) + "\n";
+  for (const auto& c : plan.casts) out += "cast " + text_of(c) + "\n";
+  for (const auto& c : plan.bf16_casts) out += "bf16 " + text_of(c) + "\n";
+  for (const auto& g : plan.gemms) out += "gemm " + text_of(g) + "\n";
+  return out;
+}
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+struct pinned_plan {
+  const char* name;
+  std::uint64_t digest;
+};
+
+const pinned_plan pinned_plans[] = {
+#include "linear_plan_digests.inc"
+};
+
+struct grid_config {
+  std::string name;
+  linear_config config;
+  std::int64_t tokens;
+};
+
+// Every precision of each class (fp8, bf16, fake_fp8) under recipes that give tensorwise, row-wise
+// and block scale modes and an unfused cast, without and with a bias (its gradient by the epilogue or
+// by a column sum), the fast accumulation flags flipped, and shapes that only BF16 products take.
+std::vector<grid_config> plan_grid() {
+  struct named_recipe {
+    const char* name;
+    fp8::gemm_recipe recipe;
+  };
+  fp8::gemm_recipe split_x{fp8::delayed_scaling{}};
+  split_x.use(gemm_operand::wgrad_input, fp8::current_scaling{});
+  const named_recipe recipes[] = {
+      {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}},
+      {"current_tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor)},
+      {"current_row", current(fp8::granularity::per_row, fp8::granularity::per_row)},
+      {"blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}},
+      {"delayed_split_x", split_x},
+  };
+  const gemm_precision precisions[] = {gemm_precision::fp8, gemm_precision::bf16, gemm_precision::fake_fp8};
+  std::vector<grid_config> grid;
+  for (gemm_precision fprop : precisions) {
+    for (gemm_precision dgrad : precisions) {
+      for (gemm_precision wgrad : precisions) {
+        linear_precision p{};
+        p.fprop = fprop;
+        p.dgrad = dgrad;
+        p.wgrad = wgrad;
+        const std::string classes = std::string(fp8::cuda::precision_name(fprop)) + "/" +
+                                    fp8::cuda::precision_name(dgrad) + "/" + fp8::cuda::precision_name(wgrad);
+        const bool any_fp8 =
+            fprop == gemm_precision::fp8 || dgrad == gemm_precision::fp8 || wgrad == gemm_precision::fp8;
+        for (const named_recipe& r : recipes) {
+          for (int bias = 0; bias < 3; ++bias) {
+            linear_config c = config_of(256, 128, 256, r.recipe, p);
+            c.bias = bias != 0;
+            c.fuse_bias_gradient = bias != 2;
+            const std::string suffix = bias == 0 ? "" : bias == 1 ? " bias" : " bias unfused";
+            grid.push_back({std::string(r.name) + " " + classes + suffix, c, 128});
+            if (!any_fp8) {  // K 40, N 24, M 21: FP8 products refuse each
+              c.in_features = 40;
+              c.out_features = 24;
+              grid.push_back({std::string(r.name) + " " + classes + suffix + " odd", c, 21});
+            }
+          }
+        }
+        linear_precision flipped = p;
+        flipped.fast_accumulation_fprop = false;
+        flipped.fast_accumulation_dgrad = true;
+        flipped.fast_accumulation_wgrad = true;
+        grid.push_back({"delayed " + classes + " fast flipped",
+                        config_of(256, 128, 256, fp8::gemm_recipe{fp8::delayed_scaling{}}, flipped), 128});
+      }
+    }
+  }
+  return grid;
+}
+
+}  // namespace
+
+TEST_CASE("the plans of a grid of configurations are pinned") {
+  const std::vector<grid_config> grid = plan_grid();
+  if (std::getenv("FP8_PRINT_LINEAR_PLAN_DIGESTS") != nullptr) {
+    for (const grid_config& g : grid) {
+      std::printf("{\"%s\", 0x%016llxull},\n", g.name.c_str(),
+                  static_cast<unsigned long long>(fnv1a(text_of(g.config, g.tokens))));
+    }
+  }
+  std::map<std::string, std::uint64_t> pinned;
+  for (const pinned_plan& p : pinned_plans) pinned[p.name] = p.digest;
+  CHECK(pinned.size() == grid.size());
+  std::size_t refused = 0;
+  for (const grid_config& g : grid) {
+    CAPTURE(g.name);
+    const std::string text = text_of(g.config, g.tokens);
+    refused += text.rfind("refused", 0) == 0 ? 1 : 0;
+    const auto found = pinned.find(g.name);
+    REQUIRE(found != pinned.end());
+    CHECK_MESSAGE(fnv1a(text) == found->second, text);
+    // The flag only says whether the layer records the BF16 operands' amaxes: the plan is the same.
+    linear_config quiet = g.config;
+    quiet.record_bf16_amax = !g.config.record_bf16_amax;
+    CHECK(text_of(quiet, g.tokens) == text);
+  }
+  // The grid is mostly plans: only recipes cuBLASLt cannot run with some class are refused.
+  CHECK(refused < grid.size() / 4);
+}
+
+TEST_CASE("a backward without dX leaves dgrad's operand out in every precision, wgrad's as planned") {
+  fp8::gemm_recipe split_dy{fp8::delayed_scaling{}};
+  split_dy.use(gemm_operand::dgrad_grad_output, fp8::current_scaling{});
+  const gemm_precision precisions[] = {gemm_precision::fp8, gemm_precision::bf16, gemm_precision::fake_fp8};
+  for (const auto& recipe :
+       {fp8::gemm_recipe{}, split_dy, fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    for (gemm_precision dgrad : precisions) {
+      for (gemm_precision wgrad : precisions) {
+        linear_precision p{};
+        p.dgrad = dgrad;
+        p.wgrad = wgrad;
+        CAPTURE(fp8::cuda::precision_name(dgrad));
+        CAPTURE(fp8::cuda::precision_name(wgrad));
+        const linear_plan plan = fp8::cuda::make_linear_plan(config_of(256, 128, 256, recipe, p), 128);
+        const fp8::cuda::cast_plan& planned = plan.cast(linear_tensor::dy);
+        const fp8::cuda::cast_plan& planned_bf16 = plan.bf16_cast(linear_tensor::dy);
+        // With dX: the plan's casts as they are.
+        const fp8::cuda::dy_casts with = fp8::cuda::backward_dy_casts(plan, true);
+        CHECK(text_of(with.cast) == text_of(planned));
+        CHECK(text_of(with.bf16) == text_of(planned_bf16));
+        // Without: nothing of dgrad_grad_output (no copy, so no amax or statistics of it either, nor
+        // a decode), in whichever precision dgrad would run; wgrad's dYᵀ by a cast of its own.
+        const fp8::cuda::dy_casts without = fp8::cuda::backward_dy_casts(plan, false);
+        for (const fp8::cuda::cast_plan* c : {&without.cast, &without.bf16}) {
+          CHECK_FALSE(c->row_major);
+          CHECK_FALSE(c->fused);
+          CHECK_FALSE(c->dequantize_row);
+        }
+        CHECK(without.cast.transposed == fp8::cuda::casts_to_fp8(wgrad));
+        CHECK(without.bf16.transposed == !fp8::cuda::casts_to_fp8(wgrad));
+        CHECK(without.cast.dequantize_transposed == (wgrad == gemm_precision::fake_fp8));
+        // The rest (shape, operands, buffers) is the plan's: only which halves are made changes.
+        fp8::cuda::cast_plan expected = planned;
+        expected.row_major = expected.fused = expected.dequantize_row = false;
+        CHECK(text_of(without.cast) == text_of(expected));
+        expected = planned_bf16;
+        expected.row_major = expected.fused = false;
+        CHECK(text_of(without.bf16) == text_of(expected));
+      }
+    }
+  }
+  // The case that matters most: both dY operands in FP8 with one recipe, cast fused with dX; without
+  // it the cast is wgrad's alone, so neither dgrad_grad_output's slot nor its scale is touched.
+  const linear_plan plan = fp8::cuda::make_linear_plan(config_of(64, 32, 64), 32);
+  CHECK(plan.cast(linear_tensor::dy).fused);
+  const fp8::cuda::cast_plan first_layer = fp8::cuda::backward_dy_casts(plan, false).cast;
+  CHECK(first_layer.transposed);
+  CHECK(first_layer.transposed_operand == gemm_operand::wgrad_grad_output);
+  CHECK(first_layer.transposed_buffer == linear_buffer::dy_t_fp8);
+  CHECK_FALSE(first_layer.row_major);
+  CHECK_FALSE(first_layer.fused);
 }

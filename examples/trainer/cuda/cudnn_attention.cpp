@@ -3,6 +3,7 @@
 #include "cudnn_attention.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <exception>
 #include <string>
@@ -74,6 +75,38 @@ fe::graph::Tensor_attributes stats_tensor(const attention_shape& s) {
       .set_data_type(fe::DataType_t::FLOAT);
 }
 
+// o: the forward's output and the backward's input, [B, H, T, D] in [B, T, C] rows.
+fe::graph::Tensor_attributes o_tensor(const attention_shape& s) {
+  return heads_tensor("o", o_uid, s, token_rows::heads);
+}
+
+// q, k, v and their gradients dq, dk, dv: [B, H, T, D] in the three thirds of the QKV projection's
+// [B, T, 3C] rows (which third is the address the variant pack gives; the layout is the same).
+struct named_uid {
+  const char* name;
+  uid id;
+};
+constexpr named_uid qkv_names[3] = {{"q", q_uid}, {"k", k_uid}, {"v", v_uid}};
+constexpr named_uid qkv_gradient_names[3] = {{"dq", dq_uid}, {"dk", dk_uid}, {"dv", dv_uid}};
+
+using tensor_ptr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// q, k and v as inputs of `graph`.
+std::array<tensor_ptr, 3> qkv_inputs(fe::graph::Graph& graph, const attention_shape& s) {
+  std::array<tensor_ptr, 3> out;
+  for (std::size_t i = 0; i < 3; ++i) {
+    out[i] = graph.tensor(heads_tensor(qkv_names[i].name, qkv_names[i].id, s, token_rows::qkv));
+  }
+  return out;
+}
+
+// Makes a node's result an output of the graph with `layout`'s uid, dims and strides (and its data
+// type, where the layout sets one).
+void make_output(fe::graph::Tensor_attributes& result, const fe::graph::Tensor_attributes& layout) {
+  result.set_output(true).set_uid(layout.get_uid()).set_dim(layout.get_dim()).set_stride(layout.get_stride());
+  if (layout.get_data_type() != fe::DataType_t::NOT_SET) result.set_data_type(layout.get_data_type());
+}
+
 // A device description, for lowering graphs without a device (null: the current device's).
 using device_description = std::shared_ptr<const fe::DeviceProperties>;
 
@@ -94,23 +127,15 @@ float attention_scale(const attention_shape& s) { return 1.0f / std::sqrt(float(
 std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
                                                 const device_description& device = nullptr) {
   auto graph = new_graph(device);
-  auto q = graph->tensor(heads_tensor("q", q_uid, shape, token_rows::qkv));
-  auto k = graph->tensor(heads_tensor("k", k_uid, shape, token_rows::qkv));
-  auto v = graph->tensor(heads_tensor("v", v_uid, shape, token_rows::qkv));
+  const auto [q, k, v] = qkv_inputs(*graph, shape);
   auto options = fe::graph::SDPA_attributes()
                      .set_name("causal_attention")
                      .set_generate_stats(true)
                      .set_causal_mask(true)
                      .set_attn_scale(attention_scale(shape));
   auto [o, stats] = graph->sdpa(q, k, v, options);
-  const fe::graph::Tensor_attributes o_layout = heads_tensor("o", o_uid, shape, token_rows::heads);
-  o->set_output(true).set_uid(o_uid).set_dim(o_layout.get_dim()).set_stride(o_layout.get_stride());
-  const fe::graph::Tensor_attributes stats_layout = stats_tensor(shape);
-  stats->set_output(true)
-      .set_uid(stats_uid)
-      .set_data_type(fe::DataType_t::FLOAT)
-      .set_dim(stats_layout.get_dim())
-      .set_stride(stats_layout.get_stride());
+  make_output(*o, o_tensor(shape));
+  make_output(*stats, stats_tensor(shape));
   return graph;
 }
 
@@ -118,10 +143,8 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
 std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
                                                  const device_description& device = nullptr) {
   auto graph = new_graph(device);
-  auto q = graph->tensor(heads_tensor("q", q_uid, shape, token_rows::qkv));
-  auto k = graph->tensor(heads_tensor("k", k_uid, shape, token_rows::qkv));
-  auto v = graph->tensor(heads_tensor("v", v_uid, shape, token_rows::qkv));
-  auto o = graph->tensor(heads_tensor("o", o_uid, shape, token_rows::heads));
+  const auto [q, k, v] = qkv_inputs(*graph, shape);
+  auto o = graph->tensor(o_tensor(shape));
   auto d_o = graph->tensor(heads_tensor("d_o", d_o_uid, shape, token_rows::heads));
   auto stats = graph->tensor(stats_tensor(shape));
   // Deterministic: resumed and data-parallel runs must repeat their gradients bit for bit.
@@ -130,14 +153,11 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
                      .set_causal_mask(true)
                      .set_attn_scale(attention_scale(shape))
                      .set_deterministic_algorithm(true);
-  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
-  const uid ids[3] = {dq_uid, dk_uid, dv_uid};
-  const char* names[3] = {"dq", "dk", "dv"};
-  int i = 0;
-  for (const auto& gradient : {dq, dk, dv}) {
-    const fe::graph::Tensor_attributes layout = heads_tensor(names[i], ids[i], shape, token_rows::qkv);
-    gradient->set_output(true).set_uid(ids[i]).set_dim(layout.get_dim()).set_stride(layout.get_stride());
-    ++i;
+  const auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
+  const tensor_ptr gradients[3] = {dq, dk, dv};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const named_uid& g = qkv_gradient_names[i];
+    make_output(*gradients[i], heads_tensor(g.name, g.id, shape, token_rows::qkv));
   }
   return graph;
 }

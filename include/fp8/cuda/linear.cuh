@@ -164,14 +164,10 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::dx, args.dx);
     check_caller_pointer(p, linear_buffer::dw, args.dw);
     check_caller_pointer(p, linear_buffer::dy, args.dy);
-    cast_plan dy_cast = p.cast(linear_tensor::dy);
-    cast_plan dy_bf16 = p.bf16_cast(linear_tensor::dy);
-    // No dX: only wgrad's copy of dY (a fused cast still writes both: its one pass needs no scratch),
-    // and no amax or statistics for the dY of a BF16 dgrad that does not run.
-    if (!dgrad && !dy_cast.fused) dy_cast.row_major = false;
-    if (!dgrad) dy_bf16.row_major = dy_bf16.fused = false;
-    cast_tensor(dy_cast, dy_bf16, args.dy, args.record_amax, stream);
-    if (args.statistics) count_tensor(dy_cast, dy_bf16, args.dy, stream);
+    // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
+    const dy_casts dy = backward_dy_casts(p, dgrad);
+    cast_tensor(dy.cast, dy.bf16, args.dy, args.record_amax, stream);
+    if (args.statistics) count_tensor(dy.cast, dy.bf16, args.dy, stream);
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
     pointers_[index_of(linear_buffer::w)] = args.w;
@@ -408,9 +404,14 @@ class linear_layer {
                  t.amax.data(), row_slot, also, record, stream);
       }
       if (c.transposed) {
-        cast_one(in, c.rows, c.cols, transposed, c.transposed_operand, t.scratch.data(),
-                 t.scratch_scale.data(), t.transposed.data(), t.transposed_scale.data(), t.amax.data(),
-                 transposed_slot, also, record, stream);
+        // The transposed-only cast also writes a row-major copy nobody reads: into the scratch, or,
+        // where the plan fuses the tensor's casts (no scratch; the same recipe, so the same scale
+        // layout) and this call makes no row copy (dY without dX), into the row copy's buffers.
+        const bool scratch = t.scratch.data() != nullptr;
+        cast_one(in, c.rows, c.cols, transposed, c.transposed_operand,
+                 scratch ? t.scratch.data() : t.row.data(),
+                 scratch ? t.scratch_scale.data() : t.row_scale.data(), t.transposed.data(),
+                 t.transposed_scale.data(), t.amax.data(), transposed_slot, also, record, stream);
       }
     }
     // fake_fp8: the copies decoded to BF16 by the library's dequantize (value x scale_inv of its

@@ -274,6 +274,116 @@ inline void check_with_wrapper(const gemm_plan& planned) {
   }
 }
 
+// One tensor the layer casts: its shape, its two operands (the one that reads it as stored and the
+// one that reads its transpose) and the buffers of their FP8 copies and of the copies' BF16 decodes.
+struct tensor_layout {
+  linear_tensor tensor;
+  std::int64_t rows, cols;
+  gemm_operand row_operand, transposed_operand;
+  linear_buffer row_buffer, transposed_buffer, row_fake_buffer, transposed_fake_buffer;
+};
+
+inline std::array<tensor_layout, 3> tensor_layouts(std::int64_t m, std::int64_t n, std::int64_t k) {
+  using b = linear_buffer;
+  return {{{linear_tensor::x, m, k, gemm_operand::fprop_input, gemm_operand::wgrad_input, b::x_fp8,
+            b::x_t_fp8, b::x_fake, b::x_t_fake},
+           {linear_tensor::w, n, k, gemm_operand::fprop_weight, gemm_operand::dgrad_weight, b::w_fp8,
+            b::w_t_fp8, b::w_fake, b::w_t_fake},
+           {linear_tensor::dy, m, n, gemm_operand::dgrad_grad_output, gemm_operand::wgrad_grad_output,
+            b::dy_fp8, b::dy_t_fp8, b::dy_fake, b::dy_t_fake}}};
+}
+
+// The cast of a tensor that makes its stored copy (`row`) and/or its transpose, with no buffers:
+// fused when it makes both with one recipe.
+inline cast_plan plan_cast(const tensor_layout& t, bool row, bool transposed, const gemm_recipe& recipe) {
+  cast_plan c{};
+  c.tensor = t.tensor;
+  c.rows = t.rows;
+  c.cols = t.cols;
+  c.row_major = row;
+  c.transposed = transposed;
+  c.fused = row && transposed && same_recipe(recipe[t.row_operand], recipe[t.transposed_operand]);
+  c.row_operand = t.row_operand;
+  c.transposed_operand = t.transposed_operand;
+  c.row_buffer = c.transposed_buffer = c.row_fake_buffer = c.transposed_fake_buffer = linear_buffer::none;
+  return c;
+}
+
+// One product as the wrapper's linear Y[rows, cols] = X[rows, depth]·W[cols, depth]ᵀ: its x operand
+// (cuBLAS's B) and w operand (cuBLAS's A), each as an FP8 copy, its BF16 decode and as the caller
+// stores it, which is the linear form's [rows, depth] / [cols, depth] unless `depth_major`
+// ([depth, rows] / [depth, cols]: a BF16 product reads it through op N / op T, without a copy).
+struct product_layout {
+  gemm_kind kind;
+  std::int64_t rows, cols, depth;
+  gemm_operand x, w;
+  linear_buffer x_fp8, w_fp8, x_fake, w_fake, x_stored, w_stored;
+  bool x_depth_major, w_depth_major;
+  linear_buffer out;
+  cublaslt::data_type out_type;
+  cublaslt::gemm_purpose purpose;
+};
+
+inline std::array<product_layout, 3> product_layouts(std::int64_t m, std::int64_t n, std::int64_t k) {
+  using b = linear_buffer;
+  using cublaslt::data_type;
+  using cublaslt::gemm_purpose;
+  return {
+      {// fprop: Y[M,N] = X[M,K]·W[N,K]ᵀ, both stored K-contiguous.
+       {gemm_kind::fprop, m, n, k, gemm_operand::fprop_input, gemm_operand::fprop_weight, b::x_fp8, b::w_fp8,
+        b::x_fake, b::w_fake, b::x, b::w, false, false, b::y, data_type::bf16, gemm_purpose::forward},
+       // dgrad: dX[M,K] = dY[M,N]·Wᵀ[K,N]ᵀ; W is stored [N,K].
+       {gemm_kind::dgrad, m, k, n, gemm_operand::dgrad_grad_output, gemm_operand::dgrad_weight, b::dy_fp8,
+        b::w_t_fp8, b::dy_fake, b::w_t_fake, b::dy, b::w, false, true, b::dx, data_type::bf16,
+        gemm_purpose::gradient},
+       // wgrad: dW[N,K] = dYᵀ[N,M]·Xᵀ[K,M]ᵀ; dY and X are stored [M,N] and [M,K].
+       {gemm_kind::wgrad, n, k, m, gemm_operand::wgrad_grad_output, gemm_operand::wgrad_input, b::dy_t_fp8,
+        b::x_t_fp8, b::dy_t_fake, b::x_t_fake, b::dy, b::x, true, true, b::dw, data_type::fp32,
+        gemm_purpose::gradient}}};
+}
+
+// A BF16 product on operands as stored, column-major: D (cols x rows, ld cols) = op(A)·op(B) with A
+// the w operand ([cols, depth] row-major is depth x cols: op T; [depth, cols] is cols x depth: op N)
+// and B the x operand ([rows, depth] is depth x rows: op N; [depth, rows]: op T).
+inline cublaslt::gemm_problem stored_product(const product_layout& l) {
+  cublaslt::gemm_problem g{};
+  g.m = l.cols;
+  g.n = l.rows;
+  g.k = l.depth;
+  g.op_a = l.w_depth_major ? cublaslt::operation::none : cublaslt::operation::transpose;
+  g.op_b = l.x_depth_major ? cublaslt::operation::transpose : cublaslt::operation::none;
+  g.a = bf16_input();
+  g.a.ld = l.w_depth_major ? l.cols : l.depth;
+  g.b = bf16_input();
+  g.b.ld = l.x_depth_major ? l.rows : l.depth;
+  g.d.type = l.out_type;
+  g.d.ld = l.cols;
+  g.options.purpose = l.purpose;
+  return g;
+}
+
+// A class's product: the linear form on the FP8 copies (fp8) or on their BF16 decodes (fake_fp8); in
+// BF16 on the operands as stored, which are the linear form's own when neither is depth-major.
+inline gemm_plan plan_product(const product_layout& l, gemm_precision precision, const gemm_recipe& recipe) {
+  gemm_plan g{};
+  g.kind = l.kind;
+  g.precision = precision;
+  g.d = l.out;
+  if (precision == gemm_precision::bf16 && (l.x_depth_major || l.w_depth_major)) {
+    g.problem = stored_product(l);
+    g.a = l.w_stored;
+    g.b = l.x_stored;
+    return g;
+  }
+  const bool fp8 = precision == gemm_precision::fp8;
+  const bool fake = precision == gemm_precision::fake_fp8;
+  g.problem = fp8_linear(l.rows, l.cols, l.depth, fp8 ? fp8_input(recipe[l.x], l.x) : bf16_input(),
+                         fp8 ? fp8_input(recipe[l.w], l.w) : bf16_input(), l.out_type, l.purpose);
+  g.a = fp8 ? l.w_fp8 : fake ? l.w_fake : l.w_stored;
+  g.b = fp8 ? l.x_fp8 : fake ? l.x_fake : l.x_stored;
+  return g;
+}
+
 }  // namespace detail
 
 // Throws fp8::invalid_argument naming the problem: sizes, token count, recipe, FP8 shapes.
@@ -295,173 +405,49 @@ inline void validate_linear_config(const linear_config& config, std::int64_t tok
 // The casts and products of one forward + backward pass over `tokens` rows.
 inline linear_plan make_linear_plan(const linear_config& config, std::int64_t tokens) {
   validate_linear_config(config, tokens);
-  using cublaslt::data_type;
   const gemm_recipe& r = config.recipe;
   const linear_precision& precision = config.precision;
-  // Classes that read FP8 copies (fp8 and fake_fp8), and those of them that read their BF16 decodes.
-  const bool fprop8 = casts_to_fp8(precision.fprop);
-  const bool dgrad8 = casts_to_fp8(precision.dgrad);
-  const bool wgrad8 = casts_to_fp8(precision.wgrad);
-  const bool fprop_fake = precision.fprop == gemm_precision::fake_fp8;
-  const bool dgrad_fake = precision.dgrad == gemm_precision::fake_fp8;
-  const bool wgrad_fake = precision.wgrad == gemm_precision::fake_fp8;
 
   linear_plan plan{};
   plan.m = tokens;
   plan.n = config.out_features;
   plan.k = config.in_features;
-  const std::int64_t m = plan.m, n = plan.n, k = plan.k;
 
-  const auto cast = [&r](linear_tensor tensor, std::int64_t rows, std::int64_t cols, bool row_major,
-                         bool transposed, gemm_operand row_operand, gemm_operand transposed_operand,
-                         linear_buffer row_buffer, linear_buffer transposed_buffer) {
-    cast_plan c{tensor,      rows,
-                cols,        row_major,
-                transposed,  false,
-                row_operand, transposed_operand,
-                row_buffer,  transposed_buffer};
-    c.fused = row_major && transposed && same_recipe(r[row_operand], r[transposed_operand]);
-    return c;
-  };
-  const auto fake = [](cast_plan c, bool row, bool transposed, linear_buffer row_fake,
-                       linear_buffer transposed_fake) {
-    c.dequantize_row = row;
-    c.dequantize_transposed = transposed;
-    c.row_fake_buffer = row_fake;
-    c.transposed_fake_buffer = transposed_fake;
-    return c;
-  };
-  plan.casts[std::size_t(linear_tensor::x)] =
-      fake(cast(linear_tensor::x, m, k, fprop8, wgrad8, gemm_operand::fprop_input, gemm_operand::wgrad_input,
-                linear_buffer::x_fp8, linear_buffer::x_t_fp8),
-           fprop_fake, wgrad_fake, linear_buffer::x_fake, linear_buffer::x_t_fake);
-  plan.casts[std::size_t(linear_tensor::w)] =
-      fake(cast(linear_tensor::w, n, k, fprop8, dgrad8, gemm_operand::fprop_weight,
-                gemm_operand::dgrad_weight, linear_buffer::w_fp8, linear_buffer::w_t_fp8),
-           fprop_fake, dgrad_fake, linear_buffer::w_fake, linear_buffer::w_t_fake);
-  plan.casts[std::size_t(linear_tensor::dy)] =
-      fake(cast(linear_tensor::dy, m, n, dgrad8, wgrad8, gemm_operand::dgrad_grad_output,
-                gemm_operand::wgrad_grad_output, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8),
-           dgrad_fake, wgrad_fake, linear_buffer::dy_fake, linear_buffer::dy_t_fake);
-
-  // The operands of BF16 classes: the same casts, for the operands the casts above leave out.
-  const auto scratch = [&fake](cast_plan c) {
-    return fake(c, false, false, linear_buffer::none, linear_buffer::none);
-  };
-  plan.bf16_casts[std::size_t(linear_tensor::x)] =
-      scratch(cast(linear_tensor::x, m, k, !fprop8, !wgrad8, gemm_operand::fprop_input,
-                   gemm_operand::wgrad_input, linear_buffer::none, linear_buffer::none));
-  plan.bf16_casts[std::size_t(linear_tensor::w)] =
-      scratch(cast(linear_tensor::w, n, k, !fprop8, !dgrad8, gemm_operand::fprop_weight,
-                   gemm_operand::dgrad_weight, linear_buffer::none, linear_buffer::none));
-  plan.bf16_casts[std::size_t(linear_tensor::dy)] =
-      scratch(cast(linear_tensor::dy, m, n, !dgrad8, !wgrad8, gemm_operand::dgrad_grad_output,
-                   gemm_operand::wgrad_grad_output, linear_buffer::none, linear_buffer::none));
-
-  // fprop: Y[M,N] = X·Wᵀ (+ bias in the epilogue).
-  gemm_plan& fprop = plan.gemms[std::size_t(gemm_kind::fprop)];
-  fprop.kind = gemm_kind::fprop;
-  fprop.precision = precision.fprop;
-  if (fprop_fake) {
-    fprop.problem = detail::fp8_linear(m, n, k, detail::bf16_input(), detail::bf16_input(), data_type::bf16,
-                                       cublaslt::gemm_purpose::forward);
-    fprop.a = linear_buffer::w_fake;
-    fprop.b = linear_buffer::x_fake;
-  } else if (fprop8) {
-    fprop.problem = detail::fp8_linear(
-        m, n, k, detail::fp8_input(r[gemm_operand::fprop_input], gemm_operand::fprop_input),
-        detail::fp8_input(r[gemm_operand::fprop_weight], gemm_operand::fprop_weight), data_type::bf16,
-        cublaslt::gemm_purpose::forward);
-    fprop.a = linear_buffer::w_fp8;
-    fprop.b = linear_buffer::x_fp8;
-  } else {
-    fprop.problem = detail::fp8_linear(m, n, k, detail::bf16_input(), detail::bf16_input(), data_type::bf16,
-                                       cublaslt::gemm_purpose::forward);
-    fprop.a = linear_buffer::w;
-    fprop.b = linear_buffer::x;
+  // Per tensor, the copies its FP8 and fake_fp8 classes read (decoded for the fake ones), and the
+  // same cast of the operands of its BF16 classes, which no product reads.
+  for (const detail::tensor_layout& t : detail::tensor_layouts(plan.m, plan.n, plan.k)) {
+    const gemm_precision row = precision.of(gemm_of(t.row_operand));
+    const gemm_precision transposed = precision.of(gemm_of(t.transposed_operand));
+    cast_plan c = detail::plan_cast(t, casts_to_fp8(row), casts_to_fp8(transposed), r);
+    c.row_buffer = t.row_buffer;
+    c.transposed_buffer = t.transposed_buffer;
+    c.dequantize_row = row == gemm_precision::fake_fp8;
+    c.dequantize_transposed = transposed == gemm_precision::fake_fp8;
+    c.row_fake_buffer = t.row_fake_buffer;
+    c.transposed_fake_buffer = t.transposed_fake_buffer;
+    plan.casts[std::size_t(t.tensor)] = c;
+    plan.bf16_casts[std::size_t(t.tensor)] =
+        detail::plan_cast(t, !casts_to_fp8(row), !casts_to_fp8(transposed), r);
   }
-  fprop.d = linear_buffer::y;
+
+  for (const detail::product_layout& l : detail::product_layouts(plan.m, plan.n, plan.k)) {
+    plan.gemms[std::size_t(l.kind)] = detail::plan_product(l, precision.of(l.kind), r);
+  }
+
+  // fprop: + bias in the epilogue.
+  gemm_plan& fprop = plan.gemms[std::size_t(gemm_kind::fprop)];
   if (config.bias) {
     fprop.problem.options.epilogue_kind = cublaslt::epilogue::bias;
-    fprop.problem.options.bias_type = data_type::bf16;
+    fprop.problem.options.bias_type = cublaslt::data_type::bf16;
     fprop.bias = linear_buffer::bias;
   }
 
-  // dgrad: dX[M,K] = dY[M,N]·W[N,K].
-  gemm_plan& dgrad = plan.gemms[std::size_t(gemm_kind::dgrad)];
-  dgrad.kind = gemm_kind::dgrad;
-  dgrad.precision = precision.dgrad;
-  if (dgrad_fake) {
-    dgrad.problem = detail::fp8_linear(m, k, n, detail::bf16_input(), detail::bf16_input(), data_type::bf16,
-                                       cublaslt::gemm_purpose::gradient);
-    dgrad.a = linear_buffer::w_t_fake;
-    dgrad.b = linear_buffer::dy_fake;
-  } else if (dgrad8) {
-    dgrad.problem = detail::fp8_linear(
-        m, k, n, detail::fp8_input(r[gemm_operand::dgrad_grad_output], gemm_operand::dgrad_grad_output),
-        detail::fp8_input(r[gemm_operand::dgrad_weight], gemm_operand::dgrad_weight), data_type::bf16,
-        cublaslt::gemm_purpose::gradient);
-    dgrad.a = linear_buffer::w_t_fp8;
-    dgrad.b = linear_buffer::dy_fp8;
-  } else {
-    // Column-major: dXᵀ (K x M) = W-as-stored (K x N, op N) · dY-as-stored (N x M, op N).
-    cublaslt::gemm_problem& g = dgrad.problem;
-    g.m = k;
-    g.n = m;
-    g.k = n;
-    g.op_a = cublaslt::operation::none;
-    g.op_b = cublaslt::operation::none;
-    g.a = detail::bf16_input();
-    g.a.ld = k;
-    g.b = detail::bf16_input();
-    g.b.ld = n;
-    g.d.type = data_type::bf16;
-    g.d.ld = k;
-    g.options.purpose = cublaslt::gemm_purpose::gradient;
-    dgrad.a = linear_buffer::w;
-    dgrad.b = linear_buffer::dy;
-  }
-  dgrad.d = linear_buffer::dx;
-
-  // wgrad: dW[N,K] += dYᵀ·X, FP32, beta = 1 into dW itself (accumulation across micro-batches).
+  // wgrad: dW += dYᵀ·X, FP32, beta = 1 into dW itself (accumulation across micro-batches).
   gemm_plan& wgrad = plan.gemms[std::size_t(gemm_kind::wgrad)];
-  wgrad.kind = gemm_kind::wgrad;
-  wgrad.precision = precision.wgrad;
-  if (wgrad_fake) {
-    wgrad.problem = detail::fp8_linear(n, k, m, detail::bf16_input(), detail::bf16_input(), data_type::fp32,
-                                       cublaslt::gemm_purpose::gradient);
-    wgrad.a = linear_buffer::x_t_fake;
-    wgrad.b = linear_buffer::dy_t_fake;
-  } else if (wgrad8) {
-    wgrad.problem = detail::fp8_linear(
-        n, k, m, detail::fp8_input(r[gemm_operand::wgrad_grad_output], gemm_operand::wgrad_grad_output),
-        detail::fp8_input(r[gemm_operand::wgrad_input], gemm_operand::wgrad_input), data_type::fp32,
-        cublaslt::gemm_purpose::gradient);
-    wgrad.a = linear_buffer::x_t_fp8;
-    wgrad.b = linear_buffer::dy_t_fp8;
-  } else {
-    // Column-major: dWᵀ (K x N) = X-as-stored (K x M, op N) · dY-as-stored (N x M, op T).
-    cublaslt::gemm_problem& g = wgrad.problem;
-    g.m = k;
-    g.n = n;
-    g.k = m;
-    g.op_a = cublaslt::operation::none;
-    g.op_b = cublaslt::operation::transpose;
-    g.a = detail::bf16_input();
-    g.a.ld = k;
-    g.b = detail::bf16_input();
-    g.b.ld = n;
-    g.d.type = data_type::fp32;
-    g.d.ld = k;
-    g.options.purpose = cublaslt::gemm_purpose::gradient;
-    wgrad.a = linear_buffer::x;
-    wgrad.b = linear_buffer::dy;
-  }
-  wgrad.d = linear_buffer::dw;
   wgrad.c = linear_buffer::dw;
   wgrad.problem.options.beta = 1.0f;
-  wgrad.problem.c.type = data_type::fp32;
-  wgrad.problem.c.ld = k;
+  wgrad.problem.c.type = cublaslt::data_type::fp32;
+  wgrad.problem.c.ld = plan.k;
 
   // dbias: BGRADB sums op(B) = dY (M x N as the product reads it) over the tokens, one per feature.
   // cuBLASLt has it with tensorwise scales (or none), not with row-wise or block scales.
@@ -483,6 +469,28 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
     detail::check_with_wrapper(g);
   }
   return plan;
+}
+
+// dY's casts in one backward: `cast` makes the copies that products read, `bf16` is the cast of the
+// operands of BF16 classes (their amaxes and statistics), as in linear_plan. With dX, the plan's own.
+// Without dX (the first layer of a model) dgrad does not run, and its operand dgrad_grad_output is
+// left out in every precision, as on the CPU, where an operand's amax is recorded by the GEMM that
+// reads it: no copy of dY as stored, no amax recorded for it, no statistics. Only wgrad's transposed
+// copy is made, by a cast of its own (never fused: with wgrad_grad_output's recipe and scale).
+struct dy_casts {
+  cast_plan cast;
+  cast_plan bf16;
+};
+
+inline dy_casts backward_dy_casts(const linear_plan& plan, bool dgrad) noexcept {
+  dy_casts out{plan.cast(linear_tensor::dy), plan.bf16_cast(linear_tensor::dy)};
+  if (dgrad) return out;
+  for (cast_plan* c : {&out.cast, &out.bf16}) {
+    c->row_major = false;
+    c->fused = false;
+    c->dequantize_row = false;
+  }
+  return out;
 }
 
 // A pointer of the caller's that a product reads or writes directly: FP8 products need every matrix
