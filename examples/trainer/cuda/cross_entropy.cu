@@ -83,15 +83,16 @@ __global__ void mean_kernel(double* mean, const float* losses, int n) {
   if (threadIdx.x == 0) *mean = total / double(n);
 }
 
-void check(const char* function, const void* losses, const void* square, const void* logits,
-           const void* targets, int n, int v) {
+// The shape and the pointers every entry point has: its [N, V] output and input (named as the
+// caller's arguments, so that a null pointer is reported under its own name) and the targets.
+void check(const char* function, const void* output, const char* output_name, const void* input,
+           const char* input_name, const void* targets, int n, int v) {
   detail::require(
       n > 0 && v > 0, function,
       "needs n > 0 tokens and v > 0 classes (got n " + std::to_string(n) + ", v " + std::to_string(v) + ")");
   const std::size_t count = std::size_t(n) * std::size_t(v);
-  detail::check_pointer(losses, std::size_t(n), function, "losses");
-  detail::check_pointer(square, count, function, "the [N, V] output");
-  detail::check_pointer(logits, count, function, "logits");
+  detail::check_pointer(output, count, function, output_name);
+  detail::check_pointer(input, count, function, input_name);
   detail::check_pointer(targets, std::size_t(n), function, "targets");
 }
 
@@ -111,7 +112,8 @@ unsigned row_grid(int n) { return detail::grid_for_rows(std::size_t(n), detail::
 double cross_entropy_forward(float* losses, float* probs, const float* logits, const std::int32_t* targets,
                              int n, int v, double* mean_scratch, cudaStream_t stream) {
   const char* function = "trainer::cuda::cross_entropy_forward";
-  check(function, losses, probs, logits, targets, n, v);
+  check(function, probs, "probs", logits, "logits", targets, n, v);
+  detail::check_pointer(losses, std::size_t(n), function, "losses");
   detail::check_pointer(mean_scratch, 1, function, "mean_scratch");
   cross_entropy_kernel<true, false><<<row_grid(n), detail::block_threads, 0, stream>>>(
       losses, probs, nullptr, logits, targets, n, v, 0.0f, storage::fp32);
@@ -122,7 +124,7 @@ double cross_entropy_forward(float* losses, float* probs, const float* logits, c
 void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets, int n, int v,
                             storage dlogits_storage, cudaStream_t stream) {
   const char* function = "trainer::cuda::cross_entropy_backward";
-  check(function, dlogits, dlogits, probs, targets, n, v);
+  check(function, dlogits, "dlogits", probs, "probs", targets, n, v);
   const std::size_t count = std::size_t(n) * std::size_t(v);
   cross_entropy_backward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
       dlogits, probs, targets, n, v, 1.0f / float(n), dlogits_storage);
@@ -133,7 +135,8 @@ double cross_entropy_forward_backward(float* losses, float* dlogits, const float
                                       const std::int32_t* targets, int n, int v, storage dlogits_storage,
                                       double* mean_scratch, cudaStream_t stream) {
   const char* function = "trainer::cuda::cross_entropy_forward_backward";
-  check(function, losses, dlogits, logits, targets, n, v);
+  check(function, dlogits, "dlogits", logits, "logits", targets, n, v);
+  detail::check_pointer(losses, std::size_t(n), function, "losses");
   detail::check_pointer(mean_scratch, 1, function, "mean_scratch");
   cross_entropy_kernel<false, true><<<row_grid(n), detail::block_threads, 0, stream>>>(
       losses, nullptr, dlogits, logits, targets, n, v, 1.0f / float(n), dlogits_storage);

@@ -28,6 +28,8 @@ float* const some = placeholder;
 std::uint16_t placeholder_bf16[4];
 std::uint16_t* const bf16 = placeholder_bf16;  // raw __nv_bfloat16 bits
 const std::int32_t* const tokens = placeholder_tokens;
+double placeholder_double[1];
+double* const some_double = placeholder_double;
 
 // Runs `call`, which must throw fp8::invalid_argument whose message contains `expected`.
 template <class Call>
@@ -85,6 +87,19 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "needs n > 0 tokens");
   expect_refusal([] { cuda::cross_entropy_forward(some, some, some, tokens, 2, 2, nullptr, nullptr); },
                  "mean_scratch");
+  // A null buffer is named as the caller's argument (the backward pass has probs, not logits).
+  expect_refusal([] { cuda::cross_entropy_backward(some, nullptr, tokens, 2, 2, storage::fp32, nullptr); },
+                 "trainer::cuda::cross_entropy_backward: probs is null");
+  expect_refusal([] { cuda::cross_entropy_backward(nullptr, some, tokens, 2, 2, storage::fp32, nullptr); },
+                 "dlogits is null");
+  expect_refusal(
+      [] {
+        cuda::cross_entropy_forward_backward(some, nullptr, some, tokens, 2, 2, storage::fp32, some_double,
+                                             nullptr);
+      },
+      "trainer::cuda::cross_entropy_forward_backward: dlogits is null");
+  expect_refusal([] { cuda::cross_entropy_forward(nullptr, some, some, tokens, 2, 2, some_double, nullptr); },
+                 "losses is null");
   expect_refusal([] { cuda::store(storage::bf16, nullptr, 5, nullptr); }, "out is null");
   expect_refusal([] { cuda::gelu_backward(some, some, nullptr, 3, storage::bf16, nullptr); },
                  "trainer::cuda::gelu_backward: inp is null");
