@@ -36,6 +36,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include <fp8/cuda/error.hpp>
@@ -213,43 +214,49 @@ TEST_CASE("the residual add equals the CPU's bit for bit") {
 TEST_CASE("rmsnorm forward and backward match the CPU layer") {
   set_thread_count(1);
   // 3000 rows: more than the grid's cap of blocks on any current GPU, so blocks loop over rows, and
-  // 47 partial weight-gradient rows, the last one partial; 200 channels: not a multiple of the block.
-  const int n = 3000, c = 200;
-  for (storage stored : {storage::fp32, storage::bf16}) {
-    CAPTURE(name_of(stored));
-    const std::vector<float> inp = random_values(std::size_t(n) * c, 10, 2.0f, stored);
-    const std::vector<float> weight = random_values(std::size_t(c), 11, 1.0f, stored);
-    const std::vector<float> dout = random_values(std::size_t(n) * c, 12, 1.0f, stored);
-    const std::vector<float> dinp_start = random_values(std::size_t(n) * c, 13, 1.0f, stored);
-    const std::vector<float> dweight_start = random_values(std::size_t(c), 14);
+  // 47 partial weight-gradient rows, the last one partial; 200 channels: not a multiple of the block,
+  // and 600: each thread strides over three channels of a row (the last round partial), and the
+  // weight gradient spans three blocks of columns.
+  const int n = 3000;
+  for (const int c : {200, 600}) {
+    CAPTURE(c);
+    for (storage stored : {storage::fp32, storage::bf16}) {
+      CAPTURE(name_of(stored));
+      const std::vector<float> inp = random_values(std::size_t(n) * c, 10, 2.0f, stored);
+      const std::vector<float> weight = random_values(std::size_t(c), 11, 1.0f, stored);
+      const std::vector<float> dout = random_values(std::size_t(n) * c, 12, 1.0f, stored);
+      const std::vector<float> dinp_start = random_values(std::size_t(n) * c, 13, 1.0f, stored);
+      const std::vector<float> dweight_start = random_values(std::size_t(c), 14);
 
-    std::vector<float> out(inp.size()), rstd(static_cast<std::size_t>(n)), dinp = dinp_start,
-                                                                           dweight = dweight_start;
-    rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), n, c, stored);
-    rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), n, c,
-                     stored);
+      std::vector<float> out(inp.size()), rstd(static_cast<std::size_t>(n)), dinp = dinp_start,
+                                                                             dweight = dweight_start;
+      rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), n, c, stored);
+      rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), n, c,
+                       stored);
 
-    device_buffer<float> inp_d(inp), weight_d(weight), dout_d(dout), dinp_d(dinp_start),
-        dweight_d(dweight_start);
-    device_buffer<float> out_d(out.size()), rstd_d(rstd.size());
-    device_buffer<float> workspace(cuda::rmsnorm_backward_workspace_size(n, c));
-    cuda::rmsnorm_forward(out_d.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, stored, nullptr);
-    // The backward pass reads the CPU's rstd, so that it is checked on its own.
-    device_buffer<float> cpu_rstd(rstd);
-    cuda::rmsnorm_backward(dinp_d.data(), dweight_d.data(), dout_d.data(), inp_d.data(), weight_d.data(),
-                           cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
-    synchronize();
-    expect_close("rmsnorm rstd", rstd_d.to_host(), rstd, reduction_fp32);
-    expect_close("rmsnorm out", out_d.to_host(), out, for_storage(stored, reduction_fp32));
-    expect_close("rmsnorm dinp", dinp_d.to_host(), dinp, for_storage(stored, reduction_fp32));
-    expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, long_sum_fp32);
-    // Reproducible: the same inputs give the same bits (fixed reduction orders, no atomics).
-    device_buffer<float> dinp_again(dinp_start), dweight_again(dweight_start);
-    cuda::rmsnorm_backward(dinp_again.data(), dweight_again.data(), dout_d.data(), inp_d.data(),
-                           weight_d.data(), cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
-    synchronize();
-    expect_same_bits("rmsnorm dinp, second run", dinp_again.to_host(), dinp_d.to_host());
-    expect_same_bits("rmsnorm dweight, second run", dweight_again.to_host(), dweight_d.to_host());
+      device_buffer<float> inp_d(inp), weight_d(weight), dout_d(dout), dinp_d(dinp_start),
+          dweight_d(dweight_start);
+      device_buffer<float> out_d(out.size()), rstd_d(rstd.size());
+      device_buffer<float> workspace(cuda::rmsnorm_backward_workspace_size(n, c));
+      cuda::rmsnorm_forward(out_d.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, stored,
+                            nullptr);
+      // The backward pass reads the CPU's rstd, so that it is checked on its own.
+      device_buffer<float> cpu_rstd(rstd);
+      cuda::rmsnorm_backward(dinp_d.data(), dweight_d.data(), dout_d.data(), inp_d.data(), weight_d.data(),
+                             cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
+      synchronize();
+      expect_close("rmsnorm rstd", rstd_d.to_host(), rstd, reduction_fp32);
+      expect_close("rmsnorm out", out_d.to_host(), out, for_storage(stored, reduction_fp32));
+      expect_close("rmsnorm dinp", dinp_d.to_host(), dinp, for_storage(stored, reduction_fp32));
+      expect_close("rmsnorm dweight", dweight_d.to_host(), dweight, long_sum_fp32);
+      // Reproducible: the same inputs give the same bits (fixed reduction orders, no atomics).
+      device_buffer<float> dinp_again(dinp_start), dweight_again(dweight_start);
+      cuda::rmsnorm_backward(dinp_again.data(), dweight_again.data(), dout_d.data(), inp_d.data(),
+                             weight_d.data(), cpu_rstd.data(), n, c, stored, workspace.data(), nullptr);
+      synchronize();
+      expect_same_bits("rmsnorm dinp, second run", dinp_again.to_host(), dinp_d.to_host());
+      expect_same_bits("rmsnorm dweight, second run", dweight_again.to_host(), dweight_d.to_host());
+    }
   }
 }
 
@@ -279,10 +286,13 @@ TEST_CASE("rope forward and backward match the CPU rotation of every vector") {
   }
 }
 
-TEST_CASE("attention forward and backward match the CPU layer") {
-  set_thread_count(1);
-  // T = 37: more than a warp's 32 lanes per score row, with a partial last round; D = 16.
-  const attention_shape shape{2, 37, 48, 3};
+namespace {
+
+// The materialised attention at `shape` against the CPU layer, in fp32 and in bf16, forward and
+// backward, plus reproducibility and causality.
+void check_attention_against_cpu(const attention_shape& shape) {
+  CAPTURE(shape.context);
+  CAPTURE(shape.heads);
   const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads;
   const rope_table table = make_rope_table(T, shape.head_dim());
   const cuda::device_rope_table device_table(table);
@@ -332,6 +342,25 @@ TEST_CASE("attention forward and backward match the CPU layer") {
     }
     CHECK(above == 0);
   }
+}
+
+}  // namespace
+
+TEST_CASE("attention forward and backward match the CPU layer") {
+  set_thread_count(1);
+  // T = 37: more than a warp's 32 lanes per score row, with a partial last round; D = 16.
+  const attention_shape shape{2, 37, 48, 3};
+  check_attention_against_cpu(shape);
+  // B * H * T = 10656 score rows: more warps than the softmax kernels' grid holds on any current GPU
+  // (8 warps per block, 8 blocks per SM: 8448 on an H100), so warps loop over rows; T = 333 ends each
+  // row with a partial round of lanes.
+  check_attention_against_cpu(attention_shape{1, 333, 128, 32});
+  const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads;
+  const rope_table table = make_rope_table(T, shape.head_dim());
+  const cuda::device_rope_table device_table(table);
+  cuda::attention_workspace workspace(shape);
+  cuda::cublas_handle handle;
+  const std::size_t tokens = std::size_t(B) * T;
   SUBCASE("FP8 products are refused before anything runs") {
     device_buffer<float> buffer(tokens * 3 * C), qkvr_d(tokens * 3 * C), att_d(std::size_t(B) * H * T * T);
     CHECK_THROWS_AS(
@@ -624,9 +653,12 @@ TEST_CASE("gelu forward and backward match the CPU layer") {
 }
 
 TEST_CASE("cross-entropy forward, backward and the fused pass match the CPU layer") {
-  for (int v : {256, 77}) {  // the byte vocabulary, and a row length that is not a multiple of 32
+  // The byte vocabulary, and a row length that is not a multiple of 32; 20011 rows: more warps than
+  // the grid holds on any current GPU (8448 on an H100), so warps loop over rows.
+  for (const std::pair<int, int>& shape : {std::pair{256, 333}, std::pair{77, 333}, std::pair{77, 20011}}) {
+    const int v = shape.first, n = shape.second;
     CAPTURE(v);
-    const int n = 333;
+    CAPTURE(n);
     const std::vector<float> logits = random_values(std::size_t(n) * v, 50, 3.0f, storage::bf16);
     const std::vector<std::int32_t> targets = random_tokens(std::size_t(n), v, 51);
     std::vector<float> losses(static_cast<std::size_t>(n)), probs(logits.size());
