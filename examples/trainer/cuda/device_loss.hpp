@@ -29,8 +29,9 @@ class device_loss {
   const float* dlogits() const { return dlogits_.data(); }  // [N, V], after forward_backward
 
   // The mean cross-entropy of the n predictions in logits() against targets ([N], device), and its
-  // gradient into dlogits() stored in `stored`, in one pass (bit-identical to the CPU's forward,
-  // then backward). Waits for `stream` to read the mean back.
+  // gradient into dlogits() stored in `stored`, in one pass (bit-identical to the device's own
+  // forward, then backward; within rounding of the CPU's, whose exp and summation order differ).
+  // Waits for `stream` to read the mean back.
   double forward_backward(const std::int32_t* targets, int n, storage stored, cudaStream_t stream) {
     return cross_entropy_forward_backward(losses_.data(), dlogits_.data(), logits_.data(), targets, n, vocab_,
                                           stored, mean_scratch_.data(), stream);
