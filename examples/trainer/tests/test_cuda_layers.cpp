@@ -701,8 +701,16 @@ TEST_CASE("cross-entropy forward, backward and the fused pass match the CPU laye
 }
 
 TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU optimizer") {
-  parameter_set host(
-      {{"w1", {40, 33}, true}, {"gain", {33}, false}, {"bias_like", {7}, false}, {"w2", {9, 33}, true}});
+  // w3: 300000 elements, more than the element-wise grids hold on any current GPU (270336 threads on
+  // an H100) and than the norm's 1024 blocks of 256 threads, so the update, the clipping, the compute
+  // copy and the squares loop over elements, in the last launch of the update (a range that starts
+  // well inside the buffer).
+  parameter_set host({{"w1", {40, 33}, true},
+                      {"gain", {33}, false},
+                      {"bias_like", {7}, false},
+                      {"w2", {9, 33}, true},
+                      {"norm", {33}, false},
+                      {"w3", {600, 500}, true}});
   host.master = random_values(host.size(), 60, 0.02f);
   adamw_options options;
   cuda::device_parameters device(host);
