@@ -89,6 +89,22 @@ TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
                  "overflows size_t"));
 }
 
+// The matrix dequantize reads codes (`in`) and writes values (`out`): a null pointer is reported
+// under the caller's name for it, not the other one.
+TEST_CASE("the matrix dequantize names the null pointer the caller passed") {
+  const fp8::quantization rows{fp8_format::e4m3, fp8::granularity::per_row, 0, false};
+  const std::string null_codes = rejection([&] {
+    fp8::cuda::dequantize(static_cast<const std::uint8_t*>(nullptr), 4, 64, rows, fake_floats(),
+                          fake_floats());
+  });
+  CHECK(contains(null_codes, "fp8::cuda::dequantize (blocks): in is null but 256 elements were requested"));
+  const std::string null_values = rejection(
+      [&] { fp8::cuda::dequantize(fake_codes(), 4, 64, rows, fake_floats(), static_cast<float*>(nullptr)); });
+  CHECK(contains(null_values, "fp8::cuda::dequantize (blocks): out is null but 256 elements were requested"));
+  CHECK(contains(rejection([&] { fp8::cuda::dequantize(fake_codes(), 4, 64, rows, nullptr, fake_floats()); }),
+                 "scale_inv is null"));
+}
+
 TEST_CASE("the device delayed-scaling state checks its configuration and formats first") {
   fp8::delayed_scaling config{};
   config.history_length = 0;

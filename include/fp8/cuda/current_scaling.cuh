@@ -144,7 +144,8 @@ void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, cons
                 const float* scale_inv, T* out, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::dequantize (blocks)";
-  detail::check_current_scaling(out, in, in, scale_inv, scale_inv, rows, cols, q, function);
+  // Argument names as the caller sees them: the codes are `in`, the values written are `out`.
+  detail::check_current_scaling(in, out, out, scale_inv, scale_inv, rows, cols, q, function);
   if (rows * cols == 0) return;
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   const bool vector = cols % 4 == 0 && detail::is_aligned(in, 4) && detail::is_aligned(out, 4 * sizeof(T));
