@@ -154,3 +154,21 @@ TEST_CASE("128x128 transposed copy: 4x4 byte transpose, micro-tile coverage, no 
   }
   for (int count : covered) CHECK(count == 1);
 }
+
+// A launch that fails reports the kernel, what it was given and the grid; a fault of device code,
+// which the next CUDA call reports whichever it is, says so and how to find the kernel.
+TEST_CASE("launch failures name the kernel, the shape and the grid") {
+  using namespace fp8::cuda::detail;
+  CHECK(launch_description("fp8::cuda::detail::quantize_kernel", elements_text(1000003), 489, 256) ==
+        "launching fp8::cuda::detail::quantize_kernel on 1000003 elements (grid 489 x 256 threads)");
+  CHECK(
+      launch_description("fp8::cuda::detail::tile_quantize_kernel", matrix_text(4096, 8192), 1056, 256) ==
+      "launching fp8::cuda::detail::tile_quantize_kernel on a 4096 x 8192 matrix (grid 1056 x 256 threads)");
+  const std::string fault =
+      fp8::cuda_error::format(cudaErrorIllegalAddress, launch_description("k", matrix_text(3, 300), 1, 256),
+                              {}, fp8::detail::cuda_hint(cudaErrorIllegalAddress));
+  CHECK(contains(fault,
+                 "launching k on a 3 x 300 matrix (grid 1 x 256 threads) failed: cudaErrorIllegalAddress"));
+  CHECK(contains(fault, "compute-sanitizer"));
+  CHECK(fp8::detail::cuda_hint(cudaErrorInvalidConfiguration).empty());
+}

@@ -131,7 +131,7 @@ void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_
           <<<grid, transpose_threads, 0, stream>>>(in, rows, cols, vector, source, nullptr, out, out_t);
     }
   });
-  check_launch("fp8::cuda::detail::cast_transpose_kernel");
+  check_launch("fp8::cuda::detail::cast_transpose_kernel", rows, cols, grid, transpose_threads);
 }
 
 inline void check_matrix(const void* in, const void* out, const void* out_t, std::size_t rows,
