@@ -134,8 +134,11 @@ struct shape {
   std::size_t rows;
   std::size_t cols;
 };
-const shape shapes[] = {{1, 1},   {3, 300},   {129, 257}, {256, 1024}, {1000, 130},
-                        {64, 64}, {130, 128}, {7, 0},     {0, 5}};
+// {3, 2051}: rows longer than one block step of the row kernel (4 x 256 elements), ragged 1x128
+// tiles, 128x128 blocks and 32-column groups of the transposed copy; {132, 36}: rows a multiple of 4
+// with a partial tile, block and chunk below the full ones.
+const shape shapes[] = {{1, 1},     {3, 300}, {129, 257}, {256, 1024}, {1000, 130}, {64, 64},
+                        {130, 128}, {7, 0},   {0, 5},     {3, 2051},   {132, 36}};
 
 const char* format_label(fp8_format format) { return fp8::format_name(format); }
 
@@ -199,9 +202,9 @@ TEST_CASE("the amax accumulates into the existing value, NaN on top") {
   CHECK(bits(device_float(amax.data())) == 0x7FC00000u);  // the canonical NaN, as the CPU reports it
 }
 
-TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, float, fp8::bfloat16,
-                   fp8::float16) {
-  using Device = typename device_type_of<Host>::type;
+// Every code, 40 times over in different orders, then a few more so that the count is not a
+// multiple of 4 (the vector path's tail).
+std::vector<std::uint8_t> every_code() {
   std::vector<std::uint8_t> codes;
   for (int repeat = 0; repeat < 40; ++repeat) {
     for (int code = 0; code < 256; ++code) codes.push_back(std::uint8_t(code * 7 + repeat));
@@ -209,49 +212,68 @@ TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, 
   codes.push_back(0x7F);
   codes.push_back(0xFF);
   codes.push_back(0x01);
+  return codes;
+}
+
+template <class Host>
+void check_dequantize(const std::vector<std::uint8_t>& codes, fp8_format format, float scale_inv,
+                      std::size_t offset) {
+  using Device = typename device_type_of<Host>::type;
+  std::vector<Host> expected(codes.size());
+  fp8::dequantize(codes.data(), codes.size(), format, scale_inv, expected.data());
+  const dirty_buffer<std::uint8_t> in(codes, offset);
+  const dirty_buffer<Device> out(codes.size(), offset);
+  const dirty_buffer<float> s(std::vector<float>{scale_inv});
+  fp8::cuda::dequantize(in.data(), codes.size(), format, s.data(), out.data());
+  check_same_bytes(out.download(), expected,
+                   std::string("dequantize ") + format_label(format) +
+                       " scale_inv=" + std::to_string(scale_inv) + " offset=" + std::to_string(offset));
+}
+
+TEST_CASE_TEMPLATE("per-tensor dequantize = fp8::dequantize, every code", Host, float, fp8::bfloat16,
+                   fp8::float16) {
+  const std::vector<std::uint8_t> codes = every_code();
   for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
     for (const float scale_inv : {1.0f, 0.25f, 3.3e-5f, 1e30f}) {
       for (const std::size_t offset : {std::size_t(0), std::size_t(3)}) {
-        std::vector<Host> expected(codes.size());
-        fp8::dequantize(codes.data(), codes.size(), format, scale_inv, expected.data());
-        const dirty_buffer<std::uint8_t> in(codes, offset);
-        const dirty_buffer<Device> out(codes.size(), offset);
-        const dirty_buffer<float> s(std::vector<float>{scale_inv});
-        fp8::cuda::dequantize(in.data(), codes.size(), format, s.data(), out.data());
-        check_same_bytes(
-            out.download(), expected,
-            std::string("dequantize ") + format_label(format) + " scale_inv=" + std::to_string(scale_inv));
+        check_dequantize<Host>(codes, format, scale_inv, offset);
       }
     }
   }
 }
 
+// The fused cast + transpose with a scale in device memory, recording the amax.
+template <class Host>
+void check_quantize_transpose(const shape s, std::uint32_t seed) {
+  using Device = typename device_type_of<Host>::type;
+  for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    const std::size_t n = s.rows * s.cols;
+    const std::vector<Host> host_in = as_host<Host>(make_input(n, seed, true));
+    std::vector<std::uint8_t> expected(n), expected_t(n);
+    const float scale = 0.75f;
+    const float expected_amax = fp8::quantize_transpose(host_in.data(), s.rows, s.cols, format, scale,
+                                                        expected.data(), expected_t.data());
+    const dirty_buffer<Device> in(as_device_elements(host_in));
+    const dirty_buffer<std::uint8_t> out(n), out_t(n);
+    const dirty_buffer<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});
+    fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, format,
+                                  {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data(),
+                                  out_t.data());
+    const std::string what = "quantize_transpose " + std::string(format_label(format)) + " " +
+                             std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    check_same_bytes(out.download(), expected, what);
+    check_same_bytes(out_t.download(), expected_t, what + " (transposed)");
+    const auto results = scalars.download();
+    CAPTURE(what);
+    CHECK(bits(results[1]) == bits(1.0f / scale));
+    CHECK(bits(results[2]) == bits(expected_amax));
+  }
+}
+
 TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_transpose", Host, float,
                    fp8::bfloat16) {
-  using Device = typename device_type_of<Host>::type;
   std::uint32_t seed = 100;
-  for (const shape s : shapes) {
-    for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
-      const std::size_t n = s.rows * s.cols;
-      const std::vector<Host> host_in = as_host<Host>(make_input(n, seed++, true));
-      std::vector<std::uint8_t> expected(n), expected_t(n);
-      const float scale = 0.75f;
-      const float expected_amax = fp8::quantize_transpose(host_in.data(), s.rows, s.cols, format, scale,
-                                                          expected.data(), expected_t.data());
-      const dirty_buffer<Device> in(as_device_elements(host_in));
-      const dirty_buffer<std::uint8_t> out(n), out_t(n);
-      const dirty_buffer<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});
-      fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, format,
-                                    {scalars.data(), scalars.data() + 1, scalars.data() + 2}, out.data(),
-                                    out_t.data());
-      const std::string what = "quantize_transpose " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
-      check_same_bytes(out.download(), expected, what);
-      check_same_bytes(out_t.download(), expected_t, what + " (transposed)");
-      const auto results = scalars.download();
-      CHECK(bits(results[1]) == bits(1.0f / scale));
-      CHECK(bits(results[2]) == bits(expected_amax));
-    }
-  }
+  for (const shape s : shapes) check_quantize_transpose<Host>(s, seed++);
 }
 
 // --- Current scaling at every granularity -------------------------------------------------------
@@ -279,8 +301,10 @@ std::vector<float> current_input(std::size_t rows, std::size_t cols, std::uint32
   return values;
 }
 
+// `offset` elements into every allocation of the input and the codes: 0 keeps them aligned (the vector
+// paths); others misalign some of them, which must send the kernels down their scalar paths.
 template <class Host>
-void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed) {
+void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed, std::size_t offset = 0) {
   using Device = typename device_type_of<Host>::type;
   const std::size_t n = s.rows * s.cols;
   const std::vector<Host> host_in = as_host<Host>(current_input(s.rows, s.cols, seed));
@@ -299,10 +323,11 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
 
   const std::string what = std::string(fp8::granularity_name(q.granularity)) + " " + format_label(q.format) +
                            " margin " + std::to_string(q.margin) + (q.power_of_two_scales ? " pow2 " : " ") +
-                           std::to_string(s.rows) + "x" + std::to_string(s.cols);
-  const dirty_buffer<Device> in(as_device_elements(host_in));
+                           std::to_string(s.rows) + "x" + std::to_string(s.cols) + " offset " +
+                           std::to_string(offset);
+  const dirty_buffer<Device> in(as_device_elements(host_in), offset);
   {
-    const dirty_buffer<std::uint8_t> out(n);
+    const dirty_buffer<std::uint8_t> out(n, offset);
     const dirty_buffer<float> scale_inv(scales);
     const dirty_buffer<float> amax(1);
     fp8::cuda::quantize(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), amax.data());
@@ -312,7 +337,7 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     CHECK(bits(device_float(amax.data())) == bits(expected_amax));
   }
   {
-    const dirty_buffer<std::uint8_t> out(n), out_t(n);
+    const dirty_buffer<std::uint8_t> out(n, offset), out_t(n, offset);
     const dirty_buffer<float> scale_inv(scales), scale_inv_t(scales_t);
     const dirty_buffer<float> amax(1);
     fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), out_t.data(),
@@ -329,9 +354,9 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     std::vector<Host> expected_values(n);
     if (n > 0)
       fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
-    const dirty_buffer<std::uint8_t> codes(expected);
+    const dirty_buffer<std::uint8_t> codes(expected, offset);
     const dirty_buffer<float> scale_inv(expected_scale_inv);
-    const dirty_buffer<Device> values(n);
+    const dirty_buffer<Device> values(n, offset);
     fp8::cuda::dequantize(codes.data(), s.rows, s.cols, q, scale_inv.data(), values.data());
     check_same_bytes(values.download(), expected_values, what + ": dequantize");
   }
@@ -342,6 +367,19 @@ TEST_CASE_TEMPLATE("current scaling per tensor, row, 1x128 tile and 128x128 bloc
   std::uint32_t seed = 1000;
   for (const fp8::quantization& q : current_recipes()) {
     for (const shape s : shapes) check_current<Host>(s, q, seed++);
+  }
+}
+
+// Shapes whose rows are multiples of 4 with pointers that are not: offset 1 misaligns everything;
+// offset 4 aligns float inputs to 16 bytes and the codes to 4 bytes but not to 8 (the per-tensor
+// cast's vector store), so each kernel's choice between vector and scalar access is tested per pointer.
+TEST_CASE_TEMPLATE("current scaling with misaligned pointers = fp8::quantize", Host, float, fp8::bfloat16) {
+  std::uint32_t seed = 3000;
+  for (const fp8::quantization& q : current_recipes()) {
+    for (const shape s : {shape{256, 384}, shape{132, 36}}) {
+      for (const std::size_t offset : {std::size_t(1), std::size_t(4)})
+        check_current<Host>(s, q, seed++, offset);
+    }
   }
 }
 
@@ -366,6 +404,13 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
     }
     check_per_tensor<fp8::bfloat16>(1000003, 0, fp8_format::e4m3, 0.37f, seed++);
     check_per_tensor<float>(100003, 1, fp8_format::e5m2, 3.0f, seed++);
+    // The fused cast + transpose recording the amax over several tiles per block, and dequantize.
+    check_quantize_transpose<float>({257, 385}, seed++);
+    check_quantize_transpose<fp8::bfloat16>({512, 512}, seed++);
+    for (const std::size_t offset : {std::size_t(0), std::size_t(3)}) {
+      check_dequantize<fp8::bfloat16>(every_code(), fp8_format::e4m3, 0.25f, offset);
+      check_dequantize<float>(every_code(), fp8_format::e5m2, 3.3e-5f, offset);
+    }
 
     // The history update: one block walks over every tensor (a grid-stride loop over tensors).
     fp8::delayed_scaling config{};

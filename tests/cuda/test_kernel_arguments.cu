@@ -89,6 +89,22 @@ TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
                  "overflows size_t"));
 }
 
+// The matrix dequantize reads codes (`in`) and writes values (`out`): a null pointer is reported
+// under the caller's name for it, not the other one.
+TEST_CASE("the matrix dequantize names the null pointer the caller passed") {
+  const fp8::quantization rows{fp8_format::e4m3, fp8::granularity::per_row, 0, false};
+  const std::string null_codes = rejection([&] {
+    fp8::cuda::dequantize(static_cast<const std::uint8_t*>(nullptr), 4, 64, rows, fake_floats(),
+                          fake_floats());
+  });
+  CHECK(contains(null_codes, "fp8::cuda::dequantize (blocks): in is null but 256 elements were requested"));
+  const std::string null_values = rejection(
+      [&] { fp8::cuda::dequantize(fake_codes(), 4, 64, rows, fake_floats(), static_cast<float*>(nullptr)); });
+  CHECK(contains(null_values, "fp8::cuda::dequantize (blocks): out is null but 256 elements were requested"));
+  CHECK(contains(rejection([&] { fp8::cuda::dequantize(fake_codes(), 4, 64, rows, nullptr, fake_floats()); }),
+                 "scale_inv is null"));
+}
+
 TEST_CASE("the device delayed-scaling state checks its configuration and formats first") {
   fp8::delayed_scaling config{};
   config.history_length = 0;
@@ -137,4 +153,22 @@ TEST_CASE("128x128 transposed copy: 4x4 byte transpose, micro-tile coverage, no 
     }
   }
   for (int count : covered) CHECK(count == 1);
+}
+
+// A launch that fails reports the kernel, what it was given and the grid; a fault of device code,
+// which the next CUDA call reports whichever it is, says so and how to find the kernel.
+TEST_CASE("launch failures name the kernel, the shape and the grid") {
+  using namespace fp8::cuda::detail;
+  CHECK(launch_description("fp8::cuda::detail::quantize_kernel", elements_text(1000003), 489, 256) ==
+        "launching fp8::cuda::detail::quantize_kernel on 1000003 elements (grid 489 x 256 threads)");
+  CHECK(
+      launch_description("fp8::cuda::detail::tile_quantize_kernel", matrix_text(4096, 8192), 1056, 256) ==
+      "launching fp8::cuda::detail::tile_quantize_kernel on a 4096 x 8192 matrix (grid 1056 x 256 threads)");
+  const std::string fault =
+      fp8::cuda_error::format(cudaErrorIllegalAddress, launch_description("k", matrix_text(3, 300), 1, 256),
+                              {}, fp8::detail::cuda_hint(cudaErrorIllegalAddress));
+  CHECK(contains(fault,
+                 "launching k on a 3 x 300 matrix (grid 1 x 256 threads) failed: cudaErrorIllegalAddress"));
+  CHECK(contains(fault, "compute-sanitizer"));
+  CHECK(fp8::detail::cuda_hint(cudaErrorInvalidConfiguration).empty());
 }

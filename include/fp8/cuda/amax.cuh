@@ -90,10 +90,10 @@ void compute_amax(const T* in, std::size_t count, float* amax, cudaStream_t stre
   detail::require(amax != nullptr, function, "amax is null");
   if (count == 0) return;
   const bool vector = detail::is_aligned(in, 4 * sizeof(T));
+  const unsigned grid = detail::grid_for(vector ? count / 4 + count % 4 : count);
   detail::amax_kernel<T, detail::block_threads>
-      <<<detail::grid_for(vector ? count / 4 + count % 4 : count), detail::block_threads, 0, stream>>>(
-          in, count, vector, amax);
-  detail::check_launch("fp8::cuda::detail::amax_kernel");
+      <<<grid, detail::block_threads, 0, stream>>>(in, count, vector, amax);
+  detail::check_launch("fp8::cuda::detail::amax_kernel", count, grid, detail::block_threads);
 }
 
 }  // namespace fp8::cuda

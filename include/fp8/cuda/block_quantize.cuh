@@ -290,22 +290,30 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
                            float* scale_inv_t = nullptr, const scale_layout* layout_t = nullptr) {
   const bool vector = cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4);
   const bool packed_t = rows % 4 == 0 && is_aligned(out_t, 4);
+  const char* kernel = "fp8::cuda::detail::block_quantize_kernel";
+  unsigned grid = 0;
+  int threads = block_threads_2d;
   visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     switch (layout.kind) {
       case granularity::per_row:
-        row_quantize_kernel<format_t, T, block_threads><<<grid_for(rows, 1), block_threads, 0, stream>>>(
-            in, rows, cols, vector, rule, out, scale_inv, amax);
+        kernel = "fp8::cuda::detail::row_quantize_kernel";
+        grid = grid_for(rows, 1);
+        threads = block_threads;
+        row_quantize_kernel<format_t, T, block_threads>
+            <<<grid, block_threads, 0, stream>>>(in, rows, cols, vector, rule, out, scale_inv, amax);
         break;
       case granularity::tile_1x128: {
         constexpr int warps = block_threads / 32;
+        kernel = "fp8::cuda::detail::tile_quantize_kernel";
+        grid = grid_for(rows * layout.grid_cols, warps);
+        threads = block_threads;
         tile_quantize_kernel<format_t, T, block_threads>
-            <<<grid_for(rows * layout.grid_cols, warps), block_threads, 0, stream>>>(
-                in, rows, cols, vector, rule, layout, out, scale_inv, amax);
+            <<<grid, block_threads, 0, stream>>>(in, rows, cols, vector, rule, layout, out, scale_inv, amax);
         break;
       }
       default: {
-        const unsigned grid = grid_for(layout.grid_rows * layout.grid_cols, 1);
+        grid = grid_for(layout.grid_rows * layout.grid_cols, 1);
         if (out_t != nullptr) {
           block_quantize_kernel<format_t, T, true>
               <<<grid, block_threads_2d, 0, stream>>>(in, rows, cols, vector, rule, layout, out, scale_inv,
@@ -318,7 +326,7 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
       }
     }
   });
-  check_launch("fp8::cuda::detail::block_quantize kernels");
+  check_launch(kernel, rows, cols, grid, threads);
 }
 
 // out = T(decode(code) * scale_inv of the element's block), four elements of a row per step.

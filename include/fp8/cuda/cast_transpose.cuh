@@ -30,12 +30,15 @@ inline constexpr int transpose_rows_per_pass = transpose_threads / transpose_lan
 inline constexpr int transpose_stride = transpose_tile + 4;                          // bytes per shared row
 
 // out[r][c] = out_t[c][r] = FP8(in[r][c] * scale); in is rows x cols, row-major.
-// `vector`: rows and cols are multiples of 4, in is aligned to 4 elements, out and out_t to 4 bytes.
+// The two sides take their 4-wide accesses independently, so that an odd dimension slows only its
+// own side: `row_vector` (cols a multiple of 4, in aligned to 4 elements, out to 4 bytes) for the
+// loads and the row-major stores, `column_vector` (rows a multiple of 4, out_t aligned to 4 bytes)
+// for the transposed stores; each applies to the tiles wholly inside the matrix.
 template <class Format, class T, bool WithAmax>
 __global__ void __launch_bounds__(transpose_threads)
-    cast_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
-                          scale_source source, float* amax, std::uint8_t* __restrict__ out,
-                          std::uint8_t* __restrict__ out_t) {
+    cast_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool row_vector,
+                          bool column_vector, scale_source source, float* amax,
+                          std::uint8_t* __restrict__ out, std::uint8_t* __restrict__ out_t) {
   __shared__ alignas(4) std::uint8_t tile[transpose_tile][transpose_stride];
   const float scale = source.resolve();
   const std::size_t tiles_across = (cols + transpose_tile - 1) / transpose_tile;
@@ -47,7 +50,9 @@ __global__ void __launch_bounds__(transpose_threads)
   for (std::size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const std::size_t r0 = (t / tiles_across) * transpose_tile;
     const std::size_t c0 = (t % tiles_across) * transpose_tile;
-    const bool full = vector && r0 + transpose_tile <= rows && c0 + transpose_tile <= cols;
+    const bool inside = r0 + transpose_tile <= rows && c0 + transpose_tile <= cols;
+    const bool full = row_vector && inside;
+    const bool full_t = column_vector && inside;  // every code of the tile is in shared memory
 
     // Rows of the tile: cast, store row-major, keep the codes in shared memory. A full tile loads
     // all its rows first (four loads in flight per thread), a partial one goes element by element.
@@ -93,7 +98,7 @@ __global__ void __launch_bounds__(transpose_threads)
       const int tr = 4 * lane;
       const std::size_t c = c0 + std::size_t(tc);
       const std::size_t r = r0 + std::size_t(tr);
-      if (full) {
+      if (full_t) {
         const std::uint32_t codes = std::uint32_t(tile[tr][tc]) | (std::uint32_t(tile[tr + 1][tc]) << 8) |
                                     (std::uint32_t(tile[tr + 2][tc]) << 16) |
                                     (std::uint32_t(tile[tr + 3][tc]) << 24);
@@ -116,22 +121,22 @@ template <class T>
 void launch_cast_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
                            const scale_source& source, float* amax, std::uint8_t* out, std::uint8_t* out_t,
                            cudaStream_t stream) {
-  const bool vector = rows % 4 == 0 && cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4) &&
-                      is_aligned(out_t, 4);
+  const bool row_vector = cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4);
+  const bool column_vector = rows % 4 == 0 && is_aligned(out_t, 4);
   const std::size_t tiles =
       ((rows + transpose_tile - 1) / transpose_tile) * ((cols + transpose_tile - 1) / transpose_tile);
   const unsigned grid = grid_for(tiles, 1);
   visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     if (amax != nullptr) {
-      cast_transpose_kernel<format_t, T, true>
-          <<<grid, transpose_threads, 0, stream>>>(in, rows, cols, vector, source, amax, out, out_t);
+      cast_transpose_kernel<format_t, T, true><<<grid, transpose_threads, 0, stream>>>(
+          in, rows, cols, row_vector, column_vector, source, amax, out, out_t);
     } else {
-      cast_transpose_kernel<format_t, T, false>
-          <<<grid, transpose_threads, 0, stream>>>(in, rows, cols, vector, source, nullptr, out, out_t);
+      cast_transpose_kernel<format_t, T, false><<<grid, transpose_threads, 0, stream>>>(
+          in, rows, cols, row_vector, column_vector, source, nullptr, out, out_t);
     }
   });
-  check_launch("fp8::cuda::detail::cast_transpose_kernel");
+  check_launch("fp8::cuda::detail::cast_transpose_kernel", rows, cols, grid, transpose_threads);
 }
 
 inline void check_matrix(const void* in, const void* out, const void* out_t, std::size_t rows,

@@ -118,7 +118,7 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
     FP8_CUDA_CHECK(cudaMemsetAsync(scale_inv_t, 0, cols * sizeof(float), stream));
     if (rows * cols > 0) {
       detail::column_amax_kernel<<<grid, detail::column_threads, 0, stream>>>(in, rows, cols, scale_inv_t);
-      detail::check_launch("fp8::cuda::detail::column_amax_kernel");
+      detail::check_launch("fp8::cuda::detail::column_amax_kernel", rows, cols, grid, detail::column_threads);
     }
     column_amax = scale_inv_t;
   }
@@ -127,11 +127,14 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
     detail::column_quantize_transpose_kernel<format_t, T><<<grid, detail::column_threads, 0, stream>>>(
         in, rows, cols, rule, column_amax, layout_t, scale_inv_t, out_t);
   });
-  detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel");
+  detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel", rows, cols, grid,
+                       detail::column_threads);
   if (q.granularity == granularity::per_row && cols > 0) {
+    const unsigned finish_grid = detail::grid_for(cols);
     detail::finish_columns_kernel<detail::block_threads>
-        <<<detail::grid_for(cols), detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
-    detail::check_launch("fp8::cuda::detail::finish_columns_kernel");
+        <<<finish_grid, detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
+    detail::check_launch("fp8::cuda::detail::finish_columns_kernel", cols, finish_grid,
+                         detail::block_threads);
   }
 }
 
@@ -144,18 +147,20 @@ void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, cons
                 const float* scale_inv, T* out, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::dequantize (blocks)";
-  detail::check_current_scaling(out, in, in, scale_inv, scale_inv, rows, cols, q, function);
+  // Argument names as the caller sees them: the codes are `in`, the values written are `out`.
+  detail::check_current_scaling(in, out, out, scale_inv, scale_inv, rows, cols, q, function);
   if (rows * cols == 0) return;
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
   const bool vector = cols % 4 == 0 && detail::is_aligned(in, 4) && detail::is_aligned(out, 4 * sizeof(T));
   const std::size_t quads = rows * ((cols + 3) / 4);
+  const unsigned grid = detail::grid_for(quads);
   visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
     detail::block_dequantize_kernel<format_t, T, detail::block_threads>
-        <<<detail::grid_for(quads), detail::block_threads, 0, stream>>>(
-            in, rows, cols, vector, layout, layout.block_rows, layout.block_cols, scale_inv, out);
+        <<<grid, detail::block_threads, 0, stream>>>(in, rows, cols, vector, layout, layout.block_rows,
+                                                     layout.block_cols, scale_inv, out);
   });
-  detail::check_launch("fp8::cuda::detail::block_dequantize_kernel");
+  detail::check_launch("fp8::cuda::detail::block_dequantize_kernel", rows, cols, grid, detail::block_threads);
 }
 
 }  // namespace fp8::cuda

@@ -159,12 +159,13 @@ class delayed_scaling_device_state {
   // Ends the step on `stream`: window amaxes, roll, new scales (see update_history_kernel).
   void update(cudaStream_t stream = nullptr) {
     if (formats_.empty()) return;
-    detail::update_history_kernel<detail::history_threads>
-        <<<detail::grid_for(formats_.size(), 1), detail::history_threads, 0, stream>>>(
-            history_.data(), formats_.size(), config_.history_length, formats_device_.data(),
-            max_finite(fp8_format::e4m3), max_finite(fp8_format::e5m2), config_.algorithm, config_.margin,
-            config_.power_of_two_scales, scale_.data(), scale_inv_.data());
-    detail::check_launch("fp8::cuda::detail::update_history_kernel");
+    const unsigned grid = detail::grid_for(formats_.size(), 1);
+    detail::update_history_kernel<detail::history_threads><<<grid, detail::history_threads, 0, stream>>>(
+        history_.data(), formats_.size(), config_.history_length, formats_device_.data(),
+        max_finite(fp8_format::e4m3), max_finite(fp8_format::e5m2), config_.algorithm, config_.margin,
+        config_.power_of_two_scales, scale_.data(), scale_inv_.data());
+    detail::check_launch("fp8::cuda::detail::update_history_kernel", config_.history_length, formats_.size(),
+                         grid, detail::history_threads);
   }
 
   // The same after reducing this step's amaxes across ranks with one reducer call on `stream`.

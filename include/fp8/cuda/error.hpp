@@ -55,6 +55,14 @@ inline std::string cuda_hint(cudaError_t status) {
       return "the binary holds no code for this GPU: rebuild with CMAKE_CUDA_ARCHITECTURES set to "
              "the device's compute capability (89 for Ada, 90a for Hopper)";
     case cudaErrorMemoryAllocation: return "the GPU is out of memory";
+    // Faults of device code are sticky and reported by whichever CUDA call comes next, so the call
+    // named above may not be the one that caused them.
+    case cudaErrorIllegalAddress:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorLaunchFailure:
+      return "a kernel faulted; this call may only be the first to report it (device errors surface at the "
+             "next CUDA call): run under compute-sanitizer, or with CUDA_LAUNCH_BLOCKING=1, to find the "
+             "kernel";
     default: return {};
   }
 }

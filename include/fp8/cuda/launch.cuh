@@ -66,6 +66,35 @@ inline void check_launch(const char* kernel) {
   }
 }
 
+// What a launch was asked to do, for the message of its failure: the kernel, the shape of the data
+// and the launch configuration, e.g. "launching fp8::cuda::detail::quantize_kernel on 1000003
+// elements (grid 489 x 256 threads)". Built only when the launch failed.
+inline std::string launch_description(const char* kernel, const std::string& data, unsigned grid,
+                                      int threads) {
+  return std::string("launching ") + kernel + " on " + data + " (grid " + std::to_string(grid) + " x " +
+         std::to_string(threads) + " threads)";
+}
+inline std::string elements_text(std::size_t count) { return std::to_string(count) + " elements"; }
+inline std::string matrix_text(std::size_t rows, std::size_t cols) {
+  return "a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix";
+}
+
+// check_launch with the shape in the message: `count` elements, or a rows x cols matrix.
+inline void check_launch(const char* kernel, std::size_t count, unsigned grid, int threads) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) {
+    throw cuda_error(status, launch_description(kernel, elements_text(count), grid, threads), {},
+                     fp8::detail::cuda_hint(status));
+  }
+}
+inline void check_launch(const char* kernel, std::size_t rows, std::size_t cols, unsigned grid, int threads) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) {
+    throw cuda_error(status, launch_description(kernel, matrix_text(rows, cols), grid, threads), {},
+                     fp8::detail::cuda_hint(status));
+  }
+}
+
 inline void require(bool condition, const char* function, const std::string& what) {
   if (!condition) throw invalid_argument(std::string(function) + ": " + what);
 }

@@ -195,7 +195,7 @@ void launch_quantize(const T* in, std::size_t count, fp8_format format, const sc
           <<<grid, threads, 0, stream>>>(in, count, vector, source, nullptr, out);
     }
   });
-  check_launch("fp8::cuda::detail::quantize_kernel");
+  check_launch("fp8::cuda::detail::quantize_kernel", count, grid, block_threads);
 }
 
 }  // namespace detail
@@ -239,7 +239,7 @@ void dequantize(const std::uint8_t* in, std::size_t count, fp8_format format, co
     detail::dequantize_kernel<format_t, T, detail::block_threads>
         <<<grid, detail::block_threads, 0, stream>>>(in, count, vector, scale_inv, out);
   });
-  detail::check_launch("fp8::cuda::detail::dequantize_kernel");
+  detail::check_launch("fp8::cuda::detail::dequantize_kernel", count, grid, detail::block_threads);
 }
 
 }  // namespace fp8::cuda
