@@ -185,34 +185,37 @@ TEST_CASE(
   }
 
   SUBCASE("bias_gradient_b") {
-    const device_buffer<std::uint16_t> bias_gradient(n);  // bf16: the FP8 products' bias type
+    // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
+    // buffer holds one guard float past the n that cuBLASLt may write.
+    const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
     p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
     p.options.bias = bias_gradient.data();
-    p.options.bias_type = lt::data_type::bf16;
+    REQUIRE(lt::bias_type_of(p) == lt::data_type::fp32);
     handle.gemm(p);
     CHECK(count_mismatches(dd.download(), product) == 0);
-    const std::vector<std::uint16_t> got = bias_gradient.download();
+    const std::vector<float> got = bias_gradient.download();
     for (std::size_t j = 0; j < n; ++j) {
       double sum = 0.0;
       for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
       CAPTURE(j);
-      CHECK(double(float(fp8::bfloat16::from_bits(got[j]))) == sum);  // small integers: exact in bf16
+      CHECK(double(got[j]) == sum);  // small integers: exact in FP32
     }
+    CHECK(got[n] == -1.0f);
   }
   SUBCASE("gelu_aux then dgelu") {
-    const device_buffer<std::uint16_t> aux(m * n);  // bf16 GELU input, ld m
+    const device_buffer<float> aux(m * n);  // the GELU input in the output's type (FP32), ld m
     p.options.epilogue_kind = lt::epilogue::gelu_aux;
     p.options.aux = aux.data();
-    p.options.aux_type = lt::data_type::bf16;
+    REQUIRE(lt::aux_type_of(p) == lt::data_type::fp32);
     handle.gemm(p);
     const std::vector<float> activated = dd.download();
-    const std::vector<std::uint16_t> saved = aux.download();
+    const std::vector<float> saved = aux.download();
     std::size_t wrong = 0;
     for (std::size_t e = 0; e < m * n; ++e) {
-      const double saved_value = double(float(fp8::bfloat16::from_bits(saved[e])));
-      // The aux holds the pre-activation in bf16 (one rounding, 2^-8 relative); D its GELU in FP32
+      const double saved_value = double(saved[e]);
+      // The aux holds the pre-activation in FP32 (small integer sums: exact); D its GELU in FP32
       // (1e-3 absolute covers the tanh approximation).
-      if (!(std::fabs(saved_value - product[e]) <= std::ldexp(1.0, -8) * std::fabs(product[e]))) ++wrong;
+      if (!(saved_value == product[e])) ++wrong;
       if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e]))))
         ++wrong;
     }
@@ -224,7 +227,7 @@ TEST_CASE(
     const std::vector<float> gradient = dd.download();
     wrong = 0;
     for (std::size_t e = 0; e < m * n; ++e) {
-      const double x = double(float(fp8::bfloat16::from_bits(saved[e])));
+      const double x = double(saved[e]);
       const double expected = product[e] * gelu_gradient(x);
       if (!(std::fabs(double(gradient[e]) - expected) <= 1e-3 * (1.0 + std::fabs(expected)))) ++wrong;
     }

@@ -175,6 +175,36 @@ TEST_CASE("backward epilogues: bias gradients and the GELU aux matrix") {
   p.options.bias = address(0x40000);
   CHECK(contains(cause_of(p), "an aux pointer was given but epilogue bias uses none"));
 
+  // The aux matrix has the output's type (cuBLASLt's default); beside an FP8 output fp16 or E4M3.
+  p = valid_fp8();
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux = mutable_address(0x60000);
+  CHECK(lt::aux_type_of(p) == lt::data_type::bf16);
+  CHECK(passes(p));
+  p.d.type = lt::data_type::fp32;
+  p.d.ld = 256;
+  CHECK(lt::aux_type_of(p) == lt::data_type::fp32);  // not the bf16 bias type of FP8 into FP32
+  CHECK(passes(p));
+  p.options.aux_type = lt::data_type::bf16;
+  CHECK(contains(cause_of(p), "a bf16 aux matrix does not go with a fp32 output"));
+  p.options.aux_type.reset();
+  p.d.type = lt::data_type::e4m3;
+  CHECK(lt::aux_type_of(p) == lt::data_type::fp16);
+  CHECK(lt::c_type_of(p) == lt::data_type::fp16);  // bias and C follow the aux beside an FP8 output
+  CHECK(passes(p));
+  p.options.epilogue_kind = lt::epilogue::gelu_aux_bias;
+  p.options.bias = address(0x40000);
+  CHECK(lt::bias_type_of(p) == lt::data_type::fp16);
+  CHECK(passes(p));
+  p.options.aux_type = lt::data_type::e4m3;
+  CHECK(passes(p));
+  p.options.aux_type = lt::data_type::bf16;
+  CHECK(contains(cause_of(p), "a bf16 aux matrix does not go with a e4m3 output"));
+  p.d.type = lt::data_type::e5m2;
+  p.a.type = lt::data_type::e5m2;
+  p.options.aux_type = lt::data_type::e4m3;
+  CHECK(contains(cause_of(p), "a e4m3 aux matrix does not go with a e5m2 output"));
+
   CHECK(lt::uses_aux(lt::epilogue::gelu_aux));
   CHECK(lt::uses_aux(lt::epilogue::dgelu));
   CHECK_FALSE(lt::uses_aux(lt::epilogue::gelu_bias));
