@@ -325,6 +325,24 @@ TEST_CASE("plan keys: C, beta, batch, aux and workspace make different plans") {
   CHECK(key == lt::detail::make_key(moved, 1 << 20));
 }
 
+TEST_CASE("a strided batch promises the heuristic no more alignment than its strides keep") {
+  // A 256-byte-aligned FP8 A whose batch stride is 16 bytes past a multiple of 256: the second
+  // matrix is only 16-byte aligned, so the plan (and the MIN_ALIGNMENT_A_BYTES preference) says 16.
+  lt::gemm_problem p = valid_fp8();
+  p.batch.count = 3;
+  p.batch.stride_a = 512 * 256 + 16;  // elements = bytes for FP8; >= one matrix (lda 512 x m 256)
+  p = lt::with_packed_leading_dimensions(p);
+  CHECK(passes(p));
+  const auto key = lt::detail::make_key(p, 1 << 20);
+  CHECK(lt::detail::pointer_alignment(p.a.data) == 256);
+  CHECK(key.align_a == 16);
+  CHECK(key.align_b == 256);  // packed B: 512 x 128 bytes per matrix
+  CHECK(key.align_d == 256);  // packed bf16 D: 256 x 128 x 2 bytes per matrix
+  CHECK(lt::detail::operand_alignment(p.a.data, 1, p.batch.stride_a, p.a.type) == 256);  // no batch
+  p.batch.stride_d = 256 * 128 + 8;  // bf16: 16 bytes past a multiple of 256
+  CHECK(lt::detail::make_key(p, 1 << 20).align_d == 16);
+}
+
 TEST_CASE("the plan cache is bounded: least recently used out") {
   struct value {
     int built = 0;

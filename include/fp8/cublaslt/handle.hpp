@@ -125,6 +125,18 @@ inline std::uint32_t pointer_alignment(const void* pointer) noexcept {
   return std::uint32_t(lowest_bit < max_alignment ? lowest_bit : max_alignment);
 }
 
+// The alignment every matrix of an operand keeps: its pointer's, and in a strided batch no more
+// than the stride's (matrix i starts i · stride elements later), so that the heuristic is never
+// promised a 256-byte alignment that the second matrix of a 16-byte-strided FP8 batch lacks.
+inline std::uint32_t operand_alignment(const void* pointer, std::int64_t batch, std::int64_t stride,
+                                       data_type type) noexcept {
+  const std::uint32_t own = pointer_alignment(pointer);
+  if (batch <= 1) return own;
+  const std::uintptr_t stride_bytes = std::uintptr_t(stride) * element_bytes(type);
+  const std::uint32_t kept = pointer_alignment(reinterpret_cast<const void*>(stride_bytes));
+  return own < kept ? own : kept;
+}
+
 // What usually explains a status from cuBLASLt itself, after the wrapper's checks passed.
 inline std::string likely_cause(cublasStatus_t status, const device_info& device) {
   switch (status) {
@@ -262,10 +274,10 @@ inline plan_key make_key(const gemm_problem& p, std::size_t workspace_bytes) noe
                   p.b.scale_inv != nullptr,
                   p.d.scale != nullptr,
                   p.d.amax != nullptr,
-                  pointer_alignment(p.a.data),
-                  pointer_alignment(p.b.data),
-                  c_read ? pointer_alignment(p.c.data) : 0u,
-                  pointer_alignment(p.d.data),
+                  operand_alignment(p.a.data, p.batch.count, p.batch.stride_a, p.a.type),
+                  operand_alignment(p.b.data, p.batch.count, p.batch.stride_b, p.b.type),
+                  c_read ? operand_alignment(p.c.data, p.batch.count, p.batch.stride_c, c_type_of(p)) : 0u,
+                  operand_alignment(p.d.data, p.batch.count, p.batch.stride_d, p.d.type),
                   pointer_alignment(p.options.bias),
                   pointer_alignment(p.options.aux),
                   workspace_bytes};
@@ -406,11 +418,15 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
                                            &workspace, sizeof(workspace)),
       p, device, "setting the workspace size");
   // The alignment of what is passed: C's own pointer when it is read; no C, no C constraint.
+  // In a strided batch, no more than the batch stride keeps (operand_alignment).
+  // The same values as the plan key's (make_key), so that a cached plan is only reused for
+  // pointers at least as aligned as those it was chosen for.
+  const plan_key key = make_key(p, workspace_bytes);
   std::vector<std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t>> alignments = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(p.a.data)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointer_alignment(p.b.data)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(p.d.data)}};
-  if (c_read) alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(p.c.data)});
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
+  if (c_read) alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c});
   for (const auto& [attribute, alignment] : alignments) {
     FP8_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(preference.get, attribute, &alignment, sizeof(alignment)), p,
@@ -531,9 +547,11 @@ class handle {
   }
 
   // Many products of different shapes on one stream, e.g. the experts of a mixture-of-experts
-  // layer (each its own token count M). Every member is checked before the first runs, so a bad
-  // member leaves nothing half done; each runs through its cached plan. (cuBLASLt 13 has no
-  // grouped FP8 kernel: this is one cublasLtMatmul per member, in order, on `stream`.)
+  // layer (each its own token count M). Every member is checked, and its plan built (descriptors
+  // and the heuristic's algorithms), before the first runs, so a member the checks or cuBLASLt's
+  // heuristic refuse leaves nothing half done; each then runs through its cached plan. (cuBLASLt
+  // 13.1's headers have no grouped matrix layout: this is one cublasLtMatmul per member, in order,
+  // on `stream`, sharing its workspace, which is safe as they run one after another.)
   void grouped_linear(const std::vector<linear_problem>& problems, cudaStream_t stream = nullptr) {
     std::vector<gemm_problem> resolved;
     resolved.reserve(problems.size());
@@ -546,6 +564,9 @@ class handle {
     resolved.reserve(problems.size());
     for (const gemm_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(p));
     validate_group(resolved, device_);
+    if (cache_enabled_) {
+      for (const gemm_problem& p : resolved) (void)cached_plan(p);  // may evict, but proves each builds
+    }
     const workspace scratch = workspaces_.for_stream(stream);
     for (const gemm_problem& p : resolved) run_validated(p, stream, scratch);
   }
@@ -589,21 +610,25 @@ class handle {
       run(fresh, problem, stream, scratch);
       return;
     }
+    run(cached_plan(problem), problem, stream, scratch);
+  }
+
+  // The cached plan of `problem` with its pointers set, built (and cached) when absent. The
+  // reference is valid until the next insertion may evict it.
+  detail::plan& cached_plan(const gemm_problem& problem) {
     const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
-    detail::plan* found = plans_.find(key);
-    if (found == nullptr) {
-      detail::plan& inserted = plans_.insert(key);
-      try {
-        detail::build_plan(inserted, handle_, workspace_bytes_, problem, device_);
-      } catch (...) {
-        plans_.erase(key);  // a failed build leaves no half-made entry behind
-        throw;
-      }
-      found = &inserted;
-    } else {
+    if (detail::plan* found = plans_.find(key)) {
       detail::set_pointers(found->desc.get, problem, device_);
+      return *found;
     }
-    run(*found, problem, stream, scratch);
+    detail::plan& inserted = plans_.insert(key);
+    try {
+      detail::build_plan(inserted, handle_, workspace_bytes_, problem, device_);
+    } catch (...) {
+      plans_.erase(key);  // a failed build leaves no half-made entry behind
+      throw;
+    }
+    return inserted;
   }
 
   // Runs the plan's chosen algorithm, falling back to the next candidates if it fails; the one
