@@ -367,6 +367,15 @@ TEST_CASE("the plan cache is bounded: least recently used out") {
   CHECK(zero.capacity() == 1);
 }
 
+TEST_CASE("a caller's workspace: as large as the plans were chosen for, 256-byte aligned") {
+  CHECK(lt::find_workspace_problem({reinterpret_cast<void*>(0x10000), 1 << 20}, 1 << 20).empty());
+  CHECK(lt::find_workspace_problem({nullptr, 0}, 0).empty());  // no workspace for plans chosen without one
+  CHECK(contains(lt::find_workspace_problem({reinterpret_cast<void*>(0x10000), 1000}, 1 << 20),
+                 "the workspace has 1000 bytes, the handle's plans are chosen for 1048576"));
+  CHECK(contains(lt::find_workspace_problem({reinterpret_cast<void*>(0x10010), 1 << 20}, 1 << 20),
+                 "16 bytes past one): cuBLASLt's workspace must be 256-byte aligned"));
+}
+
 TEST_CASE("workspaces: one per stream, reused by that stream, freed on release") {
   struct counting_allocator {
     int* allocations;

@@ -472,8 +472,9 @@ struct cuda_workspace_allocator {
 // Workspaces: each stream a product runs on gets its own buffer of workspace_bytes() (allocated
 // on first use, kept until release_workspace(stream) or the handle's end), so that products on
 // concurrent streams never share scratch memory. A caller that manages memory itself passes a
-// `workspace` to gemm(); it must not be in use by another stream while the product runs, and it
-// must be at least as large as the handle's workspace_bytes() (plans are chosen for that size).
+// `workspace` to gemm(); it must not be in use by another stream while the product runs, it
+// must be at least as large as the handle's workspace_bytes() (plans are chosen for that size),
+// and it must start 256-byte aligned (find_workspace_problem).
 // Errors throw fp8::cublas_error or fp8::cuda_error; the destructor never throws.
 //
 //   fp8::cublaslt::handle lt;                        // 32 MiB workspace per stream
@@ -532,11 +533,8 @@ class handle {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
     validate(problem, device_);
-    if (scratch.bytes < workspace_bytes_) {
-      throw invalid_argument("fp8::cublaslt::handle::gemm: the workspace has " +
-                             std::to_string(scratch.bytes) + " bytes, the handle's plans are chosen for " +
-                             std::to_string(workspace_bytes_));
-    }
+    const std::string why = find_workspace_problem(scratch, workspace_bytes_);
+    if (!why.empty()) throw invalid_argument("fp8::cublaslt::handle::gemm: " + why);
     run_validated(problem, stream, scratch);
   }
 
