@@ -1,7 +1,8 @@
 // The paths of the cuBLASLt wrapper that real training takes, on a GPU: decode steps of 1-15 tokens
-// and products of >= 256 tokens, accumulation into C (beta = 1, in place and into a separate C
-// beside an FP8 output), the backward epilogues (bias gradient, GELU with its aux matrix and its
-// gradient), strided batches, grouped products, two streams at once and the bounded plan cache.
+// (4, 8, 12 with block scales) and products of >= 256 tokens, accumulation into C (beta = 1, in place
+// and into a separate C beside an FP8 output), the backward epilogues (bias gradient, GELU with its
+// aux matrix and its gradient, an fp16 aux beside an FP8 output), strided batches, grouped products,
+// two streams at once and the bounded plan cache.
 //
 // Inputs are small integers (exact in E4M3 and BF16) with unit scales, so that with split
 // accumulation into FP32 the products are exact: outputs are compared exactly, except where GELU
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fp8/cublaslt.hpp>
@@ -113,6 +115,40 @@ TEST_CASE("decode steps of 1 to 15 tokens and products of 256 and 300 tokens thr
     const device_buffer<float> dy(tokens * n);
     handle.linear(fp8_linear(dx, dw, dy, tokens, n, k));
     CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+  }
+}
+
+TEST_CASE("block-scaled decode steps: 4, 8 and 12 tokens run exactly; 3 tokens are refused up front") {
+  // Unit inverse scales in the sizes cuBLASLt reads (scale_tensor_elements), integer inputs: exact.
+  lt::handle handle;
+  const std::size_t n = 256, k = 512;
+  const int_matrix w = make_int_matrix(n, k, 50);
+  const device_buffer<std::uint8_t> dw(w.codes);
+  for (const auto& [x_mode, w_mode] : {std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
+                                       std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128}}) {
+    const device_buffer<float> w_scale(std::vector<float>(
+        std::size_t(lt::scale_tensor_elements(w_mode, std::int64_t(n), std::int64_t(k))), 1.0f));
+    for (const std::size_t tokens : {4, 8, 12, 3}) {
+      CAPTURE(tokens);
+      CAPTURE(lt::name(w_mode));
+      const int_matrix x = make_int_matrix(tokens, k, 60 + tokens);
+      const device_buffer<std::uint8_t> dx(x.codes);
+      const device_buffer<float> x_scale(std::vector<float>(
+          std::size_t(lt::scale_tensor_elements(x_mode, std::int64_t(tokens), std::int64_t(k))), 1.0f));
+      const device_buffer<float> dy(tokens * n);
+      lt::linear_problem p = fp8_linear(dx, dw, dy, tokens, n, k);
+      p.x.scaling = x_mode;
+      p.x.scale_inv = x_scale.data();
+      p.w.scaling = w_mode;
+      p.w.scale_inv = w_scale.data();
+      if (tokens % 4 != 0) {
+        CHECK_THROWS_WITH_AS(handle.linear(p), doctest::Contains("need m and n multiples of 4"),
+                             fp8::cublas_error);
+        continue;
+      }
+      handle.linear(p);
+      CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+    }
   }
 }
 
@@ -233,6 +269,47 @@ TEST_CASE(
     }
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("gelu_aux beside an FP8 output: the GELU input saved in fp16 (C and bias types follow)") {
+  lt::handle handle;
+  const std::size_t m = 64, n = 96, k = 128;
+  const int_matrix a = make_int_matrix(m, k, 70), b = make_int_matrix(n, k, 71);
+  const device_buffer<std::uint8_t> da(a.codes), db(b.codes), dd(m * n);
+  const device_buffer<std::uint16_t> aux(m * n);  // fp16, the default beside an FP8 output
+  const device_buffer<float> d_scale(std::vector<float>{1.0f / 64.0f});
+  lt::gemm_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.a = {da.data(), lt::data_type::e4m3};
+  p.b = {db.data(), lt::data_type::e4m3};
+  p.d = {dd.data(), lt::data_type::e4m3, 0, d_scale.data(), nullptr};
+  p.options.purpose = lt::gemm_purpose::gradient;
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux = aux.data();
+  REQUIRE(lt::aux_type_of(p) == lt::data_type::fp16);
+  handle.gemm(p);
+  const std::vector<std::uint8_t> got = dd.download();
+  const std::vector<std::uint16_t> saved = aux.download();
+  std::size_t wrong = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; i < m; ++i) {
+      double x = 0.0;
+      for (std::size_t t = 0; t < k; ++t) x += double(a.values[i * k + t]) * b.values[j * k + t];
+      const std::size_t e = j * m + i;
+      // |x| <= 9 k = 1152: an integer exact in fp16.
+      if (double(float(fp8::float16::from_bits(saved[e]))) != x) ++wrong;
+      // D = E4M3(GELU(x) / 64): one E4M3 rounding (2^-3 relative), the tanh approximation, the
+      // smallest subnormal.
+      const double expected = gelu(x) / 64.0;
+      const double value = fp8::decode<double, fp8::e4m3_format>(got[e]);
+      if (!(std::fabs(value - expected) <=
+            0.125 * std::fabs(expected) + 1e-3 * (1.0 + std::fabs(x)) / 64.0 + std::ldexp(1.0, -9)))
+        ++wrong;
+    }
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("strided batches and grouped products") {
