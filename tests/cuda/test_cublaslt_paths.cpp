@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -338,6 +339,31 @@ TEST_CASE("strided batches and grouped products") {
     expected.insert(expected.end(), yb.begin(), yb.end());
   }
   CHECK(count_mismatches(dy.download(), expected) == 0);
+
+  // The same batch with X and Y strided 16 bytes past a multiple of 256: every matrix after the first
+  // is only 16-byte aligned, which the heuristic must be told (the plan's alignment follows the stride).
+  const std::size_t x_stride = tokens * k + 16, y_stride = tokens * n + 4;  // FP8 bytes; fp32: 16 bytes
+  std::vector<std::uint8_t> x_strided(batch * x_stride, 0);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::copy(x.codes.begin() + std::ptrdiff_t(b * tokens * k),
+              x.codes.begin() + std::ptrdiff_t((b + 1) * tokens * k),
+              x_strided.begin() + std::ptrdiff_t(b * x_stride));
+  }
+  const device_buffer<std::uint8_t> dx_strided(x_strided);
+  const device_buffer<float> dy_strided(batch * y_stride);
+  lt::linear_problem strided = fp8_linear(dx_strided, dw, dy_strided, tokens, n, k);
+  strided.batch = {std::int64_t(batch), std::int64_t(x_stride), 0, 0, std::int64_t(y_stride)};
+  REQUIRE(
+      lt::detail::make_key(lt::with_packed_leading_dimensions(lt::to_gemm(strided)), handle.workspace_bytes())
+          .align_b == 16);
+  handle.linear(strided);
+  const std::vector<float> got_strided = dy_strided.download();
+  std::vector<float> unstrided;
+  for (std::size_t b = 0; b < batch; ++b) {
+    unstrided.insert(unstrided.end(), got_strided.begin() + std::ptrdiff_t(b * y_stride),
+                     got_strided.begin() + std::ptrdiff_t(b * y_stride + tokens * n));
+  }
+  CHECK(count_mismatches(unstrided, expected) == 0);
 
   // Grouped: three experts with 16, 5 and 300 tokens, each its own weights.
   const std::size_t counts[] = {16, 5, 300};
