@@ -358,10 +358,10 @@ inline void create_layout(matrix_layout& layout, data_type type, std::int64_t ro
     const std::int32_t count = std::int32_t(batch);
     FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                                       sizeof(count)),
-                     p, device, "setting the batch count of a matrix layout");
+                     p, device, "setting CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT of a matrix layout");
     FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                       &stride, sizeof(stride)),
-                     p, device, "setting the batch stride of a matrix layout");
+                     p, device, "setting CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET of a matrix layout");
   }
 }
 
@@ -416,21 +416,31 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
   FP8_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference.get, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace, sizeof(workspace)),
-      p, device, "setting the workspace size");
+      p, device, "setting CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
   // The alignment of what is passed: C's own pointer when it is read; no C, no C constraint.
   // In a strided batch, no more than the batch stride keeps (operand_alignment).
   // The same values as the plan key's (make_key), so that a cached plan is only reused for
   // pointers at least as aligned as those it was chosen for.
   const plan_key key = make_key(p, workspace_bytes);
-  std::vector<std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t>> alignments = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
-  if (c_read) alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c});
-  for (const auto& [attribute, alignment] : alignments) {
+  struct alignment_preference {
+    cublasLtMatmulPreferenceAttributes_t attribute;
+    const char* name;  // for the message if cuBLASLt refuses it
+    std::uint32_t bytes;
+  };
+  std::vector<alignment_preference> alignments = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES", key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES",
+       key.align_d}};
+  if (c_read) {
+    alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                          "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES", key.align_c});
+  }
+  for (const alignment_preference& a : alignments) {
+    const std::string context = std::string("setting ") + a.name + " = " + std::to_string(a.bytes);
     FP8_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(preference.get, attribute, &alignment, sizeof(alignment)), p,
-        device, "setting the pointer alignments");
+        cublasLtMatmulPreferenceSetAttribute(preference.get, a.attribute, &a.bytes, sizeof(a.bytes)), p,
+        device, context.c_str());
   }
 
   cublasLtMatmulHeuristicResult_t results[heuristic_candidates] = {};
