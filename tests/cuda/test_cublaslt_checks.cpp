@@ -150,11 +150,14 @@ TEST_CASE("shape rules are cuBLASLt's: K a multiple of 16, 16-byte leading dimen
   CHECK_FALSE(lt::find_rejection(odd_ldd, hopper()).has_value());
 }
 
-TEST_CASE("a decode step of 1 to 15 tokens through linear() passes the checks") {
+TEST_CASE(
+    "a decode step of 1 to 15 tokens through linear(): any count with tensorwise and row-wise "
+    "scales, multiples of 4 with block scales") {
   for (std::int64_t tokens = 1; tokens <= 15; ++tokens) {
     for (const auto& modes : {std::pair{lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
                               std::pair{lt::scale_mode::row_wise, lt::scale_mode::row_wise},
-                              std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128}}) {
+                              std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
+                              std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128}}) {
       lt::linear_problem p{};
       p.m = tokens;
       p.n = 4096;
@@ -165,9 +168,29 @@ TEST_CASE("a decode step of 1 to 15 tokens through linear() passes the checks") 
       CAPTURE(tokens);
       CAPTURE(lt::name(modes.first));
       const auto why = lt::find_rejection(lt::to_gemm(p), hopper());
-      CHECK_MESSAGE(!why.has_value(), (why ? why->cause : std::string()));
+      // cuBLASLt's 128-element and 128x128 block scale layouts need M and N (here the tokens) to be
+      // multiples of 4; the other modes take any count.
+      if (modes.first == lt::scale_mode::block_1x128 && tokens % 4 != 0) {
+        REQUIRE(why.has_value());
+        CHECK(why->kind == lt::rejection_kind::not_supported);
+        CHECK(contains(why->cause, "need m and n multiples of 4"));
+        CHECK(contains(why->cause, "n = " + std::to_string(tokens)));
+      } else {
+        CHECK_MESSAGE(!why.has_value(), (why ? why->cause : std::string()));
+      }
     }
   }
+  // M (the output features in linear()) is held to the same rule.
+  lt::gemm_problem p = with_scales(lt::scale_mode::block_128x128, lt::scale_mode::block_1x128);
+  p.m = 250;
+  p.d.type = lt::data_type::fp32;
+  p.d.ld = 252;
+  CHECK(contains(rejected(p, hopper()).cause, "m = 250, n = 128"));
+  p.m = 252;
+  CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
+  p.a.scaling = p.b.scaling = lt::scale_mode::row_wise;  // OUTER_VEC_32F has no such rule
+  p.m = 250;
+  CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
 }
 
 TEST_CASE("leading dimensions smaller than the matrix, null pointers, empty shapes") {
@@ -323,6 +346,47 @@ TEST_CASE("D scale and amax need an FP8 output; epilogues need a matching bias")
   CHECK(lt::default_bias_type(p) == lt::data_type::bf16);
   p.d.type = lt::data_type::fp16;
   CHECK(lt::default_bias_type(p) == lt::data_type::fp16);
+}
+
+TEST_CASE("a bias gradient has C's type: FP32 beside FP8 inputs and an FP32 output, not bf16") {
+  // cublasLt.h: "Bias gradient vector elements are the same type as the output elements (Ctype)";
+  // the bf16 exception of FP8 products into FP32 is for a bias that is read.
+  lt::gemm_problem p = valid_fp8();
+  p.d.type = lt::data_type::fp32;
+  p.options.purpose = lt::gemm_purpose::gradient;
+  p.options.bias = address(0x40000);
+  for (const lt::epilogue kind : {lt::epilogue::bias_gradient_b, lt::epilogue::dgelu_bias_gradient}) {
+    CAPTURE(lt::name(kind));
+    p.options.epilogue_kind = kind;
+    p.options.aux = kind == lt::epilogue::dgelu_bias_gradient ? mutable_address(0x60000) : nullptr;
+    p.options.bias_type.reset();
+    CHECK(lt::bias_type_of(p) == lt::data_type::fp32);
+    CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
+    p.options.bias_type = lt::data_type::bf16;  // would be written as FP32 or refused by cuBLASLt
+    const auto why = rejected(p, hopper());
+    CHECK(why.kind == lt::rejection_kind::not_supported);
+    CHECK(contains(why.cause, "a bf16 bias gradient does not go with a fp32 output (use fp32"));
+  }
+  p.options.epilogue_kind = lt::epilogue::bias;  // a bias that is read stays bf16 beside an FP32 output
+  p.options.aux = nullptr;
+  p.options.bias_type.reset();
+  CHECK(lt::bias_type_of(p) == lt::data_type::bf16);
+}
+
+TEST_CASE("beside an FP8 output, C and the bias share one type") {
+  lt::gemm_problem p = valid_fp8();
+  p.d.type = lt::data_type::e4m3;
+  p.options.epilogue_kind = lt::epilogue::bias;
+  p.options.bias = address(0x40000);
+  CHECK(lt::c_type_of(p) == lt::data_type::bf16);
+  CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
+  p.options.bias_type = lt::data_type::fp16;  // C follows the bias when unnamed
+  CHECK(lt::c_type_of(p) == lt::data_type::fp16);
+  CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
+  p.c.type = lt::data_type::bf16;  // named apart from the bias: no kernel for it
+  const auto why = rejected(p, hopper());
+  CHECK(why.kind == lt::rejection_kind::not_supported);
+  CHECK(contains(why.cause, "a fp16 bias beside a bf16 C"));
 }
 
 TEST_CASE("fast accumulation: on for forward, off for gradients and block scaling") {

@@ -1,7 +1,8 @@
 // The paths of the cuBLASLt wrapper that real training takes, on a GPU: decode steps of 1-15 tokens
-// and products of >= 256 tokens, accumulation into C (beta = 1, in place and into a separate C
-// beside an FP8 output), the backward epilogues (bias gradient, GELU with its aux matrix and its
-// gradient), strided batches, grouped products, two streams at once and the bounded plan cache.
+// (4, 8, 12 with block scales) and products of >= 256 tokens, accumulation into C (beta = 1, in place
+// and into a separate C beside an FP8 output), the backward epilogues (bias gradient, GELU with its
+// aux matrix and its gradient, an fp16 aux beside an FP8 output), strided batches, grouped products,
+// two streams at once and the bounded plan cache.
 //
 // Inputs are small integers (exact in E4M3 and BF16) with unit scales, so that with split
 // accumulation into FP32 the products are exact: outputs are compared exactly, except where GELU
@@ -10,11 +11,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fp8/cublaslt.hpp>
@@ -116,6 +119,40 @@ TEST_CASE("decode steps of 1 to 15 tokens and products of 256 and 300 tokens thr
   }
 }
 
+TEST_CASE("block-scaled decode steps: 4, 8 and 12 tokens run exactly; 3 tokens are refused up front") {
+  // Unit inverse scales in the sizes cuBLASLt reads (scale_tensor_elements), integer inputs: exact.
+  lt::handle handle;
+  const std::size_t n = 256, k = 512;
+  const int_matrix w = make_int_matrix(n, k, 50);
+  const device_buffer<std::uint8_t> dw(w.codes);
+  for (const auto& [x_mode, w_mode] : {std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
+                                       std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128}}) {
+    const device_buffer<float> w_scale(std::vector<float>(
+        std::size_t(lt::scale_tensor_elements(w_mode, std::int64_t(n), std::int64_t(k))), 1.0f));
+    for (const std::size_t tokens : {4, 8, 12, 3}) {
+      CAPTURE(tokens);
+      CAPTURE(lt::name(w_mode));
+      const int_matrix x = make_int_matrix(tokens, k, 60 + tokens);
+      const device_buffer<std::uint8_t> dx(x.codes);
+      const device_buffer<float> x_scale(std::vector<float>(
+          std::size_t(lt::scale_tensor_elements(x_mode, std::int64_t(tokens), std::int64_t(k))), 1.0f));
+      const device_buffer<float> dy(tokens * n);
+      lt::linear_problem p = fp8_linear(dx, dw, dy, tokens, n, k);
+      p.x.scaling = x_mode;
+      p.x.scale_inv = x_scale.data();
+      p.w.scaling = w_mode;
+      p.w.scale_inv = w_scale.data();
+      if (tokens % 4 != 0) {
+        CHECK_THROWS_WITH_AS(handle.linear(p), doctest::Contains("need m and n multiples of 4"),
+                             fp8::cublas_error);
+        continue;
+      }
+      handle.linear(p);
+      CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+    }
+  }
+}
+
 TEST_CASE("beta = 1: FP32 accumulation in place, and a separate bf16 C beside an FP8 output") {
   lt::handle handle;
   const std::size_t m = 64, n = 128, k = 256;
@@ -185,34 +222,37 @@ TEST_CASE(
   }
 
   SUBCASE("bias_gradient_b") {
-    const device_buffer<std::uint16_t> bias_gradient(n);  // bf16: the FP8 products' bias type
+    // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
+    // buffer holds one guard float past the n that cuBLASLt may write.
+    const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
     p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
     p.options.bias = bias_gradient.data();
-    p.options.bias_type = lt::data_type::bf16;
+    REQUIRE(lt::bias_type_of(p) == lt::data_type::fp32);
     handle.gemm(p);
     CHECK(count_mismatches(dd.download(), product) == 0);
-    const std::vector<std::uint16_t> got = bias_gradient.download();
+    const std::vector<float> got = bias_gradient.download();
     for (std::size_t j = 0; j < n; ++j) {
       double sum = 0.0;
       for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
       CAPTURE(j);
-      CHECK(double(float(fp8::bfloat16::from_bits(got[j]))) == sum);  // small integers: exact in bf16
+      CHECK(double(got[j]) == sum);  // small integers: exact in FP32
     }
+    CHECK(got[n] == -1.0f);
   }
   SUBCASE("gelu_aux then dgelu") {
-    const device_buffer<std::uint16_t> aux(m * n);  // bf16 GELU input, ld m
+    const device_buffer<float> aux(m * n);  // the GELU input in the output's type (FP32), ld m
     p.options.epilogue_kind = lt::epilogue::gelu_aux;
     p.options.aux = aux.data();
-    p.options.aux_type = lt::data_type::bf16;
+    REQUIRE(lt::aux_type_of(p) == lt::data_type::fp32);
     handle.gemm(p);
     const std::vector<float> activated = dd.download();
-    const std::vector<std::uint16_t> saved = aux.download();
+    const std::vector<float> saved = aux.download();
     std::size_t wrong = 0;
     for (std::size_t e = 0; e < m * n; ++e) {
-      const double saved_value = double(float(fp8::bfloat16::from_bits(saved[e])));
-      // The aux holds the pre-activation in bf16 (one rounding, 2^-8 relative); D its GELU in FP32
+      const double saved_value = double(saved[e]);
+      // The aux holds the pre-activation in FP32 (small integer sums: exact); D its GELU in FP32
       // (1e-3 absolute covers the tanh approximation).
-      if (!(std::fabs(saved_value - product[e]) <= std::ldexp(1.0, -8) * std::fabs(product[e]))) ++wrong;
+      if (!(saved_value == product[e])) ++wrong;
       if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e]))))
         ++wrong;
     }
@@ -224,12 +264,53 @@ TEST_CASE(
     const std::vector<float> gradient = dd.download();
     wrong = 0;
     for (std::size_t e = 0; e < m * n; ++e) {
-      const double x = double(float(fp8::bfloat16::from_bits(saved[e])));
+      const double x = double(saved[e]);
       const double expected = product[e] * gelu_gradient(x);
       if (!(std::fabs(double(gradient[e]) - expected) <= 1e-3 * (1.0 + std::fabs(expected)))) ++wrong;
     }
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("gelu_aux beside an FP8 output: the GELU input saved in fp16 (C and bias types follow)") {
+  lt::handle handle;
+  const std::size_t m = 64, n = 96, k = 128;
+  const int_matrix a = make_int_matrix(m, k, 70), b = make_int_matrix(n, k, 71);
+  const device_buffer<std::uint8_t> da(a.codes), db(b.codes), dd(m * n);
+  const device_buffer<std::uint16_t> aux(m * n);  // fp16, the default beside an FP8 output
+  const device_buffer<float> d_scale(std::vector<float>{1.0f / 64.0f});
+  lt::gemm_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.a = {da.data(), lt::data_type::e4m3};
+  p.b = {db.data(), lt::data_type::e4m3};
+  p.d = {dd.data(), lt::data_type::e4m3, 0, d_scale.data(), nullptr};
+  p.options.purpose = lt::gemm_purpose::gradient;
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux = aux.data();
+  REQUIRE(lt::aux_type_of(p) == lt::data_type::fp16);
+  handle.gemm(p);
+  const std::vector<std::uint8_t> got = dd.download();
+  const std::vector<std::uint16_t> saved = aux.download();
+  std::size_t wrong = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; i < m; ++i) {
+      double x = 0.0;
+      for (std::size_t t = 0; t < k; ++t) x += double(a.values[i * k + t]) * b.values[j * k + t];
+      const std::size_t e = j * m + i;
+      // |x| <= 9 k = 1152: an integer exact in fp16.
+      if (double(float(fp8::float16::from_bits(saved[e]))) != x) ++wrong;
+      // D = E4M3(GELU(x) / 64): one E4M3 rounding (2^-3 relative), the tanh approximation, the
+      // smallest subnormal.
+      const double expected = gelu(x) / 64.0;
+      const double value = fp8::decode<double, fp8::e4m3_format>(got[e]);
+      if (!(std::fabs(value - expected) <=
+            0.125 * std::fabs(expected) + 1e-3 * (1.0 + std::fabs(x)) / 64.0 + std::ldexp(1.0, -9)))
+        ++wrong;
+    }
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("strided batches and grouped products") {
@@ -258,6 +339,31 @@ TEST_CASE("strided batches and grouped products") {
     expected.insert(expected.end(), yb.begin(), yb.end());
   }
   CHECK(count_mismatches(dy.download(), expected) == 0);
+
+  // The same batch with X and Y strided 16 bytes past a multiple of 256: every matrix after the first
+  // is only 16-byte aligned, which the heuristic must be told (the plan's alignment follows the stride).
+  const std::size_t x_stride = tokens * k + 16, y_stride = tokens * n + 4;  // FP8 bytes; fp32: 16 bytes
+  std::vector<std::uint8_t> x_strided(batch * x_stride, 0);
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::copy(x.codes.begin() + std::ptrdiff_t(b * tokens * k),
+              x.codes.begin() + std::ptrdiff_t((b + 1) * tokens * k),
+              x_strided.begin() + std::ptrdiff_t(b * x_stride));
+  }
+  const device_buffer<std::uint8_t> dx_strided(x_strided);
+  const device_buffer<float> dy_strided(batch * y_stride);
+  lt::linear_problem strided = fp8_linear(dx_strided, dw, dy_strided, tokens, n, k);
+  strided.batch = {std::int64_t(batch), std::int64_t(x_stride), 0, 0, std::int64_t(y_stride)};
+  REQUIRE(
+      lt::detail::make_key(lt::with_packed_leading_dimensions(lt::to_gemm(strided)), handle.workspace_bytes())
+          .align_b == 16);
+  handle.linear(strided);
+  const std::vector<float> got_strided = dy_strided.download();
+  std::vector<float> unstrided;
+  for (std::size_t b = 0; b < batch; ++b) {
+    unstrided.insert(unstrided.end(), got_strided.begin() + std::ptrdiff_t(b * y_stride),
+                     got_strided.begin() + std::ptrdiff_t(b * y_stride + tokens * n));
+  }
+  CHECK(count_mismatches(unstrided, expected) == 0);
 
   // Grouped: three experts with 16, 5 and 300 tokens, each its own weights.
   const std::size_t counts[] = {16, 5, 300};

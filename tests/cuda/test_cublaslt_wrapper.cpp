@@ -175,6 +175,36 @@ TEST_CASE("backward epilogues: bias gradients and the GELU aux matrix") {
   p.options.bias = address(0x40000);
   CHECK(contains(cause_of(p), "an aux pointer was given but epilogue bias uses none"));
 
+  // The aux matrix has the output's type (cuBLASLt's default); beside an FP8 output fp16 or E4M3.
+  p = valid_fp8();
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux = mutable_address(0x60000);
+  CHECK(lt::aux_type_of(p) == lt::data_type::bf16);
+  CHECK(passes(p));
+  p.d.type = lt::data_type::fp32;
+  p.d.ld = 256;
+  CHECK(lt::aux_type_of(p) == lt::data_type::fp32);  // not the bf16 bias type of FP8 into FP32
+  CHECK(passes(p));
+  p.options.aux_type = lt::data_type::bf16;
+  CHECK(contains(cause_of(p), "a bf16 aux matrix does not go with a fp32 output"));
+  p.options.aux_type.reset();
+  p.d.type = lt::data_type::e4m3;
+  CHECK(lt::aux_type_of(p) == lt::data_type::fp16);
+  CHECK(lt::c_type_of(p) == lt::data_type::fp16);  // bias and C follow the aux beside an FP8 output
+  CHECK(passes(p));
+  p.options.epilogue_kind = lt::epilogue::gelu_aux_bias;
+  p.options.bias = address(0x40000);
+  CHECK(lt::bias_type_of(p) == lt::data_type::fp16);
+  CHECK(passes(p));
+  p.options.aux_type = lt::data_type::e4m3;
+  CHECK(passes(p));
+  p.options.aux_type = lt::data_type::bf16;
+  CHECK(contains(cause_of(p), "a bf16 aux matrix does not go with a e4m3 output"));
+  p.d.type = lt::data_type::e5m2;
+  p.a.type = lt::data_type::e5m2;
+  p.options.aux_type = lt::data_type::e4m3;
+  CHECK(contains(cause_of(p), "a e4m3 aux matrix does not go with a e5m2 output"));
+
   CHECK(lt::uses_aux(lt::epilogue::gelu_aux));
   CHECK(lt::uses_aux(lt::epilogue::dgelu));
   CHECK_FALSE(lt::uses_aux(lt::epilogue::gelu_bias));
@@ -295,6 +325,24 @@ TEST_CASE("plan keys: C, beta, batch, aux and workspace make different plans") {
   CHECK(key == lt::detail::make_key(moved, 1 << 20));
 }
 
+TEST_CASE("a strided batch promises the heuristic no more alignment than its strides keep") {
+  // A 256-byte-aligned FP8 A whose batch stride is 16 bytes past a multiple of 256: the second
+  // matrix is only 16-byte aligned, so the plan (and the MIN_ALIGNMENT_A_BYTES preference) says 16.
+  lt::gemm_problem p = valid_fp8();
+  p.batch.count = 3;
+  p.batch.stride_a = 512 * 256 + 16;  // elements = bytes for FP8; >= one matrix (lda 512 x m 256)
+  p = lt::with_packed_leading_dimensions(p);
+  CHECK(passes(p));
+  const auto key = lt::detail::make_key(p, 1 << 20);
+  CHECK(lt::detail::pointer_alignment(p.a.data) == 256);
+  CHECK(key.align_a == 16);
+  CHECK(key.align_b == 256);  // packed B: 512 x 128 bytes per matrix
+  CHECK(key.align_d == 256);  // packed bf16 D: 256 x 128 x 2 bytes per matrix
+  CHECK(lt::detail::operand_alignment(p.a.data, 1, p.batch.stride_a, p.a.type) == 256);  // no batch
+  p.batch.stride_d = 256 * 128 + 8;  // bf16: 16 bytes past a multiple of 256
+  CHECK(lt::detail::make_key(p, 1 << 20).align_d == 16);
+}
+
 TEST_CASE("the plan cache is bounded: least recently used out") {
   struct value {
     int built = 0;
@@ -317,6 +365,15 @@ TEST_CASE("the plan cache is bounded: least recently used out") {
   CHECK(cache.contains(0));
   lt::lru_cache<int, value> zero(0);  // a capacity of 0 is taken as 1
   CHECK(zero.capacity() == 1);
+}
+
+TEST_CASE("a caller's workspace: as large as the plans were chosen for, 256-byte aligned") {
+  CHECK(lt::find_workspace_problem({reinterpret_cast<void*>(0x10000), 1 << 20}, 1 << 20).empty());
+  CHECK(lt::find_workspace_problem({nullptr, 0}, 0).empty());  // no workspace for plans chosen without one
+  CHECK(contains(lt::find_workspace_problem({reinterpret_cast<void*>(0x10000), 1000}, 1 << 20),
+                 "the workspace has 1000 bytes, the handle's plans are chosen for 1048576"));
+  CHECK(contains(lt::find_workspace_problem({reinterpret_cast<void*>(0x10010), 1 << 20}, 1 << 20),
+                 "16 bytes past one): cuBLASLt's workspace must be 256-byte aligned"));
 }
 
 TEST_CASE("workspaces: one per stream, reused by that stream, freed on release") {

@@ -306,7 +306,7 @@ TEST_CASE("bias: the fprop epilogue, and BGRADB where cuBLASLt has it, else a co
   CHECK(plan.gemm(gemm_kind::fprop).bias == linear_buffer::bias);
   CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue);
   CHECK(plan.gemm(gemm_kind::wgrad).problem.options.epilogue_kind == lt::epilogue::bias_gradient_b);
-  CHECK(plan.bias_gradient_type == lt::data_type::bf16);  // cuBLASLt's type beside FP8 inputs and FP32 D
+  CHECK(plan.bias_gradient_type == lt::data_type::fp32);  // C's type: FP32 beside FP8 inputs and an FP32 D
 
   c.precision = linear_precision::bf16();
   plan = fp8::cuda::make_linear_plan(c, 32);

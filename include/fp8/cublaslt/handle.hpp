@@ -125,6 +125,18 @@ inline std::uint32_t pointer_alignment(const void* pointer) noexcept {
   return std::uint32_t(lowest_bit < max_alignment ? lowest_bit : max_alignment);
 }
 
+// The alignment every matrix of an operand keeps: its pointer's, and in a strided batch no more
+// than the stride's (matrix i starts i · stride elements later), so that the heuristic is never
+// promised a 256-byte alignment that the second matrix of a 16-byte-strided FP8 batch lacks.
+inline std::uint32_t operand_alignment(const void* pointer, std::int64_t batch, std::int64_t stride,
+                                       data_type type) noexcept {
+  const std::uint32_t own = pointer_alignment(pointer);
+  if (batch <= 1) return own;
+  const std::uintptr_t stride_bytes = std::uintptr_t(stride) * element_bytes(type);
+  const std::uint32_t kept = pointer_alignment(reinterpret_cast<const void*>(stride_bytes));
+  return own < kept ? own : kept;
+}
+
 // What usually explains a status from cuBLASLt itself, after the wrapper's checks passed.
 inline std::string likely_cause(cublasStatus_t status, const device_info& device) {
   switch (status) {
@@ -262,10 +274,10 @@ inline plan_key make_key(const gemm_problem& p, std::size_t workspace_bytes) noe
                   p.b.scale_inv != nullptr,
                   p.d.scale != nullptr,
                   p.d.amax != nullptr,
-                  pointer_alignment(p.a.data),
-                  pointer_alignment(p.b.data),
-                  c_read ? pointer_alignment(p.c.data) : 0u,
-                  pointer_alignment(p.d.data),
+                  operand_alignment(p.a.data, p.batch.count, p.batch.stride_a, p.a.type),
+                  operand_alignment(p.b.data, p.batch.count, p.batch.stride_b, p.b.type),
+                  c_read ? operand_alignment(p.c.data, p.batch.count, p.batch.stride_c, c_type_of(p)) : 0u,
+                  operand_alignment(p.d.data, p.batch.count, p.batch.stride_d, p.d.type),
                   pointer_alignment(p.options.bias),
                   pointer_alignment(p.options.aux),
                   workspace_bytes};
@@ -346,10 +358,10 @@ inline void create_layout(matrix_layout& layout, data_type type, std::int64_t ro
     const std::int32_t count = std::int32_t(batch);
     FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                                       sizeof(count)),
-                     p, device, "setting the batch count of a matrix layout");
+                     p, device, "setting CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT of a matrix layout");
     FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout.get, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                       &stride, sizeof(stride)),
-                     p, device, "setting the batch stride of a matrix layout");
+                     p, device, "setting CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET of a matrix layout");
   }
 }
 
@@ -404,17 +416,31 @@ inline void build_plan(plan& out, cublasLtHandle_t handle, std::size_t workspace
   FP8_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference.get, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace, sizeof(workspace)),
-      p, device, "setting the workspace size");
+      p, device, "setting CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
   // The alignment of what is passed: C's own pointer when it is read; no C, no C constraint.
-  std::vector<std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t>> alignments = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, pointer_alignment(p.a.data)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, pointer_alignment(p.b.data)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, pointer_alignment(p.d.data)}};
-  if (c_read) alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, pointer_alignment(p.c.data)});
-  for (const auto& [attribute, alignment] : alignments) {
+  // In a strided batch, no more than the batch stride keeps (operand_alignment).
+  // The same values as the plan key's (make_key), so that a cached plan is only reused for
+  // pointers at least as aligned as those it was chosen for.
+  const plan_key key = make_key(p, workspace_bytes);
+  struct alignment_preference {
+    cublasLtMatmulPreferenceAttributes_t attribute;
+    const char* name;  // for the message if cuBLASLt refuses it
+    std::uint32_t bytes;
+  };
+  std::vector<alignment_preference> alignments = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES", key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES",
+       key.align_d}};
+  if (c_read) {
+    alignments.push_back({CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                          "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES", key.align_c});
+  }
+  for (const alignment_preference& a : alignments) {
+    const std::string context = std::string("setting ") + a.name + " = " + std::to_string(a.bytes);
     FP8_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(preference.get, attribute, &alignment, sizeof(alignment)), p,
-        device, "setting the pointer alignments");
+        cublasLtMatmulPreferenceSetAttribute(preference.get, a.attribute, &a.bytes, sizeof(a.bytes)), p,
+        device, context.c_str());
   }
 
   cublasLtMatmulHeuristicResult_t results[heuristic_candidates] = {};
@@ -456,8 +482,9 @@ struct cuda_workspace_allocator {
 // Workspaces: each stream a product runs on gets its own buffer of workspace_bytes() (allocated
 // on first use, kept until release_workspace(stream) or the handle's end), so that products on
 // concurrent streams never share scratch memory. A caller that manages memory itself passes a
-// `workspace` to gemm(); it must not be in use by another stream while the product runs, and it
-// must be at least as large as the handle's workspace_bytes() (plans are chosen for that size).
+// `workspace` to gemm(); it must not be in use by another stream while the product runs, it
+// must be at least as large as the handle's workspace_bytes() (plans are chosen for that size),
+// and it must start 256-byte aligned (find_workspace_problem).
 // Errors throw fp8::cublas_error or fp8::cuda_error; the destructor never throws.
 //
 //   fp8::cublaslt::handle lt;                        // 32 MiB workspace per stream
@@ -516,11 +543,8 @@ class handle {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
     validate(problem, device_);
-    if (scratch.bytes < workspace_bytes_) {
-      throw invalid_argument("fp8::cublaslt::handle::gemm: the workspace has " +
-                             std::to_string(scratch.bytes) + " bytes, the handle's plans are chosen for " +
-                             std::to_string(workspace_bytes_));
-    }
+    const std::string why = find_workspace_problem(scratch, workspace_bytes_);
+    if (!why.empty()) throw invalid_argument("fp8::cublaslt::handle::gemm: " + why);
     run_validated(problem, stream, scratch);
   }
 
@@ -531,9 +555,11 @@ class handle {
   }
 
   // Many products of different shapes on one stream, e.g. the experts of a mixture-of-experts
-  // layer (each its own token count M). Every member is checked before the first runs, so a bad
-  // member leaves nothing half done; each runs through its cached plan. (cuBLASLt 13 has no
-  // grouped FP8 kernel: this is one cublasLtMatmul per member, in order, on `stream`.)
+  // layer (each its own token count M). Every member is checked, and its plan built (descriptors
+  // and the heuristic's algorithms), before the first runs, so a member the checks or cuBLASLt's
+  // heuristic refuse leaves nothing half done; each then runs through its cached plan. (cuBLASLt
+  // 13.1's headers have no grouped matrix layout: this is one cublasLtMatmul per member, in order,
+  // on `stream`, sharing its workspace, which is safe as they run one after another.)
   void grouped_linear(const std::vector<linear_problem>& problems, cudaStream_t stream = nullptr) {
     std::vector<gemm_problem> resolved;
     resolved.reserve(problems.size());
@@ -546,6 +572,9 @@ class handle {
     resolved.reserve(problems.size());
     for (const gemm_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(p));
     validate_group(resolved, device_);
+    if (cache_enabled_) {
+      for (const gemm_problem& p : resolved) (void)cached_plan(p);  // may evict, but proves each builds
+    }
     const workspace scratch = workspaces_.for_stream(stream);
     for (const gemm_problem& p : resolved) run_validated(p, stream, scratch);
   }
@@ -589,21 +618,25 @@ class handle {
       run(fresh, problem, stream, scratch);
       return;
     }
+    run(cached_plan(problem), problem, stream, scratch);
+  }
+
+  // The cached plan of `problem` with its pointers set, built (and cached) when absent. The
+  // reference is valid until the next insertion may evict it.
+  detail::plan& cached_plan(const gemm_problem& problem) {
     const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
-    detail::plan* found = plans_.find(key);
-    if (found == nullptr) {
-      detail::plan& inserted = plans_.insert(key);
-      try {
-        detail::build_plan(inserted, handle_, workspace_bytes_, problem, device_);
-      } catch (...) {
-        plans_.erase(key);  // a failed build leaves no half-made entry behind
-        throw;
-      }
-      found = &inserted;
-    } else {
+    if (detail::plan* found = plans_.find(key)) {
       detail::set_pointers(found->desc.get, problem, device_);
+      return *found;
     }
-    run(*found, problem, stream, scratch);
+    detail::plan& inserted = plans_.insert(key);
+    try {
+      detail::build_plan(inserted, handle_, workspace_bytes_, problem, device_);
+    } catch (...) {
+      plans_.erase(key);  // a failed build leaves no half-made entry behind
+      throw;
+    }
+    return inserted;
   }
 
   // Runs the plan's chosen algorithm, falling back to the next candidates if it fails; the one

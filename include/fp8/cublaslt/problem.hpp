@@ -27,6 +27,7 @@ enum class operation { none, transpose };
 //  - block_128x128: one float per 128 x 128 block, stored row-block by row-block with the K blocks
 //                   contiguous and padded to a multiple of 4 (16 bytes):
 //                   index = rb * round_up(ceil(K / 128), 4) + kb (BLK128x128_32F).
+// The block modes need M and N multiples of 4 (so the 1x128 row padding is cuBLASLt's own layout).
 // scale_tensor_elements() gives the size to allocate. These are the layouts of fp8::scale_layout
 // (fp8/scaling/granularity.hpp) for tile_1x128 and block_128x128, which the quantize kernels write.
 enum class scale_mode { tensorwise, row_wise, block_1x128, block_128x128 };
@@ -103,12 +104,12 @@ struct gemm_options {
   // bias, gelu_bias, gelu_aux_bias: the bias (input, m elements); dgelu_bias_gradient (m) and
   // bias_gradient_b (n): where the bias gradient is written. Device memory, 16-byte aligned.
   const void* bias = nullptr;
-  std::optional<data_type> bias_type{};  // empty: the type cuBLASLt pairs with the output type
+  std::optional<data_type> bias_type{};  // empty: the type cuBLASLt pairs with the output (default_bias_type)
   // gelu_aux, gelu_aux_bias (output) and dgelu, dgelu_bias_gradient (input): the GELU input, an
   // m x n column-major matrix with leading dimension aux_ld (0 = m; a multiple of 8, >= m).
   void* aux = nullptr;
   std::int64_t aux_ld = 0;
-  std::optional<data_type> aux_type{};  // empty: the bias type
+  std::optional<data_type> aux_type{};  // empty: the output type (fp16 beside an FP8 output)
   float alpha = 1.0f;
   float beta = 0.0f;  // != 0: D = alpha·AB + beta·C, C from gemm_problem::c
   gemm_purpose purpose = gemm_purpose::forward;

@@ -43,8 +43,9 @@ struct rejection {
 };
 
 // What cuBLASLt requires of FP8 products: K a multiple of 16, and every matrix pointer and
-// leading dimension (in bytes) a multiple of 16. M and N (tokens) are free: a decode step of one
-// token is a valid product.
+// leading dimension (in bytes) a multiple of 16. M and N (tokens) are free with tensorwise and
+// row-wise scales: a decode step of one token is a valid product. The 128-element and 128x128
+// block scale modes need M and N multiples of 4.
 inline constexpr std::int64_t fp8_k_multiple = 16;
 inline constexpr std::uintptr_t fp8_pointer_alignment = 16;
 inline constexpr std::int64_t fp8_ld_bytes_multiple = 16;
@@ -155,10 +156,18 @@ inline bool uses_fast_accumulation(const gemm_problem& problem) noexcept {
   return false;
 }
 
-// The bias element type cuBLASLt pairs with this product when the caller names none:
-// the output type, except FP8 products into FP32 or FP8, which take a bf16 bias.
+// The bias element type cuBLASLt pairs with this product when the caller names none (cublasLt.h,
+// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE and BIAS_POINTER):
+//  - a bias that is read (bias, gelu_bias, gelu_aux_bias): the output type, except FP8 products
+//    into FP32, which take bf16;
+//  - a bias gradient that is written (dgelu_bias_gradient, bias_gradient_b): C's type, which is the
+//    output type for non-FP8 outputs (FP32 beside FP8 inputs and an FP32 output, not bf16);
+//  - beside an FP8 output, bf16 (C and bias share the type), or fp16 when the epilogue writes or
+//    reads a GELU aux matrix, whose only 16-bit type beside an FP8 output is fp16.
 constexpr data_type default_bias_type(const gemm_problem& problem) noexcept {
-  if (is_fp8(problem.a.type) && (problem.d.type == data_type::fp32 || is_fp8(problem.d.type))) {
+  const epilogue kind = problem.options.epilogue_kind;
+  if (is_fp8(problem.d.type)) return uses_aux(kind) ? data_type::fp16 : data_type::bf16;
+  if (is_fp8(problem.a.type) && problem.d.type == data_type::fp32 && !writes_bias_gradient(kind)) {
     return data_type::bf16;
   }
   return problem.d.type;
@@ -166,9 +175,11 @@ constexpr data_type default_bias_type(const gemm_problem& problem) noexcept {
 constexpr data_type bias_type_of(const gemm_problem& problem) noexcept {
   return problem.options.bias_type ? *problem.options.bias_type : default_bias_type(problem);
 }
-// The type of the GELU aux matrix: as named, else the bias type.
+// The type of the GELU aux matrix: as named, else the output type (cuBLASLt's default), or fp16
+// beside an FP8 output (which takes an fp16 or, beside E4M3, an E4M3 aux; never bf16).
 constexpr data_type aux_type_of(const gemm_problem& problem) noexcept {
-  return problem.options.aux_type ? *problem.options.aux_type : bias_type_of(problem);
+  if (problem.options.aux_type) return *problem.options.aux_type;
+  return is_fp8(problem.d.type) ? data_type::fp16 : problem.d.type;
 }
 // C's type: as named, else the output type, or the bias type beside an FP8 output (cuBLASLt pairs
 // an FP8 D with a bf16 or fp16 C). It is part of the kernel's signature even when C is not read.
@@ -274,12 +285,25 @@ inline std::optional<rejection> find_epilogue_rejection(const gemm_problem& prob
                         " elements: it needs a bias pointer");
     }
     const data_type bias = bias_type_of(problem);
-    bool bias_ok = bias == default_bias_type(problem);
-    if (is_fp8(d.type)) bias_ok = bias == data_type::bf16 || bias == data_type::fp16;
-    if (!bias_ok) {
-      return reject(rejection_kind::not_supported,
-                    std::string("a ") + name(bias) + " bias does not go with a " + name(d.type) +
-                        " output (use " + name(default_bias_type(problem)) + ")");
+    const char* what = writes_bias_gradient(kind) ? " bias gradient" : " bias";
+    if (is_fp8(d.type)) {
+      if (!(bias == data_type::bf16 || bias == data_type::fp16)) {
+        return reject(
+            rejection_kind::not_supported,
+            std::string("a ") + name(bias) + what + " does not go with an FP8 output (use bf16 or fp16)");
+      }
+      if (c_type_of(problem) != bias) {
+        return reject(
+            rejection_kind::not_supported,
+            std::string("a ") + name(bias) + what + " beside a " + name(c_type_of(problem)) +
+                " C: beside an FP8 output cuBLASLt takes C and the bias in one type (bf16 or fp16)");
+      }
+    } else if (bias != default_bias_type(problem)) {
+      return reject(
+          rejection_kind::not_supported,
+          std::string("a ") + name(bias) + what + " does not go with a " + name(d.type) + " output (use " +
+              name(default_bias_type(problem)) +
+              (writes_bias_gradient(kind) ? ": a bias gradient has C's type, cuBLASLt's rule)" : ")"));
     }
     if (!detail::is_aligned(options.bias, fp8_pointer_alignment)) {
       return reject(rejection_kind::invalid_value, "misaligned pointers: the bias is at " +
@@ -308,9 +332,16 @@ inline std::optional<rejection> find_epilogue_rejection(const gemm_problem& prob
                                                        detail::hex_address(options.aux) +
                                                        ", it needs 16-byte alignment");
     }
+    // cuBLASLt writes (reads) the GELU input in the output's type; beside an FP8 output in fp16, or
+    // in E4M3 beside an E4M3 output (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE).
     const data_type aux = aux_type_of(problem);
-    if (!(aux == data_type::bf16 || aux == data_type::fp16 || aux == data_type::fp32 || is_fp8(aux))) {
-      return reject(rejection_kind::not_supported, std::string("an aux matrix of type ") + name(aux));
+    const bool aux_ok =
+        is_fp8(d.type) ? aux == data_type::fp16 || (aux == data_type::e4m3 && d.type == aux) : aux == d.type;
+    if (!aux_ok) {
+      return reject(rejection_kind::not_supported,
+                    std::string("a ") + name(aux) + " aux matrix does not go with a " + name(d.type) +
+                        " output: the GELU aux has the output's type (fp16, or e4m3 beside an e4m3 output, "
+                        "beside an FP8 output)");
     }
   } else if (options.aux != nullptr) {
     return reject(rejection_kind::invalid_value, std::string("an aux pointer was given but epilogue ") +
@@ -484,6 +515,14 @@ inline std::optional<rejection> find_rejection(const gemm_problem& unresolved, c
                       "(one scale tensor describes one matrix)");
       }
       const bool block = sa != scale_mode::row_wise;
+      if (block && (problem.m % block_scale_row_padding || problem.n % block_scale_row_padding)) {
+        return reject(rejection_kind::not_supported,
+                      "m = " + std::to_string(problem.m) + ", n = " + std::to_string(problem.n) +
+                          ": the scale modes " + name(sa) + " x " + name(sb) +
+                          " need m and n multiples of 4 (cuBLASLt's rule for 128-element and 128x128 block "
+                          "scales); pad the token count to a multiple of 4, or use row_wise or tensorwise "
+                          "scales for this product");
+      }
       if (block && options.fast_accum == fast_accumulation::on) {
         return reject(rejection_kind::invalid_value,
                       "fast accumulation must be off with block scaling (leave fast_accum as by_purpose "

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -15,6 +17,24 @@ struct workspace {
   void* data = nullptr;
   std::size_t bytes = 0;
 };
+
+// A workspace's start must be 256-byte aligned (cublasSetWorkspace's rule, which Transformer Engine
+// applies to cuBLASLt's too); cudaMalloc returns such addresses.
+inline constexpr std::uintptr_t workspace_alignment = 256;
+
+// Why a caller's workspace cannot serve plans chosen for `required` bytes; empty when it can.
+inline std::string find_workspace_problem(const workspace& scratch, std::size_t required) {
+  if (scratch.bytes < required) {
+    return "the workspace has " + std::to_string(scratch.bytes) +
+           " bytes, the handle's plans are chosen for " + std::to_string(required);
+  }
+  if (reinterpret_cast<std::uintptr_t>(scratch.data) % workspace_alignment != 0) {
+    return "the workspace starts at an address that is not a multiple of 256 (" +
+           std::to_string(reinterpret_cast<std::uintptr_t>(scratch.data) % workspace_alignment) +
+           " bytes past one): cuBLASLt's workspace must be 256-byte aligned";
+  }
+  return {};
+}
 
 // Allocator: `void* allocate(std::size_t)` (throws on failure) and `void release(void*) noexcept`.
 // Streams are keyed by their handle value (cudaStream_t is a pointer; null is the default stream).
