@@ -353,6 +353,33 @@ TEST_CASE("shapes cuBLASLt refuses are refused in the layer's terms, per FP8 cla
                  "out_features (N) = 20 is not a multiple of 8"));
 }
 
+TEST_CASE(
+    "block-scaled FP8 products need token counts (and wgrad's N) multiples of 4, said in the layer's terms") {
+  const fp8::gemm_recipe blockwise{fp8::current_scaling::blockwise()};
+  linear_precision no_wgrad{};
+  no_wgrad.wgrad = gemm_precision::bf16;  // wgrad's tokens % 16 would refuse 18 first
+  const std::string fprop = refusal(config_of(256, 128, 256, blockwise, no_wgrad), 18);
+  CHECK(contains(fprop, "tokens (M) = 18 is not a multiple of 4"));
+  CHECK(contains(fprop, "FP8 fprop product has block scales"));
+  linear_precision dgrad_only = linear_precision::bf16();
+  dgrad_only.dgrad = gemm_precision::fp8;
+  CHECK(contains(refusal(config_of(256, 128, 256, blockwise, dgrad_only), 18),
+                 "FP8 dgrad product has block scales"));
+  linear_precision wgrad_only = linear_precision::bf16();
+  wgrad_only.wgrad = gemm_precision::fp8;
+  const std::string wgrad = refusal(config_of(256, 18, 256, blockwise, wgrad_only), 32);
+  CHECK(contains(wgrad, "out_features (N) = 18 is not a multiple of 4"));
+  CHECK(contains(wgrad, "FP8 wgrad product has block scales"));
+  // Multiples of 4 plan, and so does any count with per-row scales or a fake_fp8 class.
+  CHECK(refusal(config_of(256, 128, 256, blockwise, no_wgrad), 20).empty());
+  CHECK(refusal(config_of(256, 20, 256, blockwise, wgrad_only), 32).empty());
+  CHECK(refusal(
+            config_of(256, 128, 256, current(fp8::granularity::per_row, fp8::granularity::per_row), no_wgrad),
+            18)
+            .empty());
+  CHECK(refusal(config_of(256, 128, 256, blockwise, linear_precision::fake_fp8()), 18).empty());
+}
+
 TEST_CASE("recipes cuBLASLt cannot run are refused with the product and the reason") {
   const std::string both_2d = refusal(
       config_of(256, 128, 256, current(fp8::granularity::block_128x128, fp8::granularity::block_128x128)),

@@ -205,6 +205,33 @@ inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
         k, 8, "in_features (K)",
         "the BF16 rows of dX (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
   }
+  // Block scales (1x128, 128x128): cuBLASLt needs both output dimensions of the product multiples
+  // of 4 (fprop: tokens and N, dgrad: tokens and K, wgrad: N and K; N and K already are for fprop
+  // and dgrad, K for wgrad).
+  const auto block = [&](gemm_operand a, gemm_operand b) {
+    const auto blocked = [](granularity g) {
+      return g == granularity::tile_1x128 || g == granularity::block_128x128;
+    };
+    return blocked(config.recipe[a].quant.granularity) || blocked(config.recipe[b].quant.granularity);
+  };
+  const std::string block_rule =
+      " product has block scales (1x128 or 128x128), with which cuBLASLt needs the output's rows and "
+      "columns multiples of 4";
+  const std::string pad_tokens =
+      " (pad the batch with zero rows, or run that class in BF16 or fake_fp8, or use per-tensor or per-row "
+      "scales)";
+  if (p.fprop == gemm_precision::fp8 && block(gemm_operand::fprop_input, gemm_operand::fprop_weight)) {
+    require_multiple(m, cublaslt::block_scale_row_padding, "tokens (M)",
+                     "the FP8 fprop" + block_rule + pad_tokens);
+  }
+  if (p.dgrad == gemm_precision::fp8 && block(gemm_operand::dgrad_grad_output, gemm_operand::dgrad_weight)) {
+    require_multiple(m, cublaslt::block_scale_row_padding, "tokens (M)",
+                     "the FP8 dgrad" + block_rule + pad_tokens);
+  }
+  if (p.wgrad == gemm_precision::fp8 && block(gemm_operand::wgrad_grad_output, gemm_operand::wgrad_input)) {
+    require_multiple(n, cublaslt::block_scale_row_padding, "out_features (N)",
+                     "the FP8 wgrad" + block_rule + run_bf16);
+  }
   if (p.wgrad == gemm_precision::fp8) {
     require_multiple(m, cublaslt::fp8_k_multiple, "tokens (M)",
                      "the FP8 wgrad product reduces over the tokens and reads the FP8 copies Xᵀ [K, M] and "
