@@ -380,6 +380,21 @@ TEST_CASE(
   CHECK(refusal(config_of(256, 128, 256, blockwise, linear_precision::fake_fp8()), 18).empty());
 }
 
+TEST_CASE("mx_1x32 operands: refused for fake_fp8 classes as for fp8 ones, planned for BF16 classes") {
+  const fp8::gemm_recipe mx{fp8::current_scaling::mx()};
+  // The device casts have no mx_1x32, and a fake class casts: refused by the plan, naming the operand.
+  const std::string fake = refusal(config_of(64, 32, 64, mx, linear_precision::fake_fp8()), 32);
+  CHECK(contains(fake, "mx_1x32"));
+  CHECK(contains(fake, "fprop_input"));
+  linear_precision dgrad_fake = linear_precision::bf16();
+  dgrad_fake.dgrad = gemm_precision::fake_fp8;
+  CHECK(contains(refusal(config_of(64, 32, 64, mx, dgrad_fake), 32), "mx_1x32"));
+  // A BF16 class casts nothing for its product: it plans (its amax is recorded, its statistics refused).
+  const linear_plan bf16 =
+      fp8::cuda::make_linear_plan(config_of(64, 32, 64, mx, linear_precision::bf16()), 32);
+  for (const auto& c : bf16.casts) CHECK_FALSE(c.any());
+}
+
 TEST_CASE("recipes cuBLASLt cannot run are refused with the product and the reason") {
   const std::string both_2d = refusal(
       config_of(256, 128, 256, current(fp8::granularity::block_128x128, fp8::granularity::block_128x128)),
