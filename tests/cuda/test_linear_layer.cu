@@ -129,27 +129,29 @@ double fast_or_split(bool fp8, bool fast) { return fp8 && fast ? 0x1p-7 : 0x1p-1
 
 struct tensors {
   std::vector<__nv_bfloat16> x, w, bias, dy;
+  std::int64_t m;  // tokens: x is [m, K], dy [m, N]
 };
 
 // One forward and backward over m tokens; checks Y, dX, dW (+ base), dbias (+ base) against the reference.
 void step_and_check(linear_layer& layer, const linear_config& config, const tensors& host,
                     device_buffer<float>& dw, device_buffer<float>& dbias, const std::vector<double>& dw_base,
                     const std::vector<double>& dbias_base, bool accumulate, bool with_dx = true) {
+  const std::int64_t m = host.m;
   const linear_precision& p = config.precision;
   const bool fprop8 = p.fprop == fp8::cuda::gemm_precision::fp8;
   const bool dgrad8 = p.dgrad == fp8::cuda::gemm_precision::fp8;
   const bool wgrad8 = p.wgrad == fp8::cuda::gemm_precision::fp8;
-  device_buffer<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(M * N)),
-      dx(std::size_t(M * K));
-  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, true});
-  layer.backward({dy.data(), x.data(), w.data(), with_dx ? dx.data() : nullptr, dw.data(), dbias.data(), M,
+  device_buffer<__nv_bfloat16> x(host.x), w(host.w), bias(host.bias), dy(host.dy), y(std::size_t(m * N)),
+      dx(std::size_t(m * K));
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), m, true});
+  layer.backward({dy.data(), x.data(), w.data(), with_dx ? dx.data() : nullptr, dw.data(), dbias.data(), m,
                   accumulate, true});
 
-  const auto xs = fprop8 ? dequantized(layer, linear_buffer::x_fp8, M) : widen(host.x);
-  const auto ws = fprop8 ? dequantized(layer, linear_buffer::w_fp8, M) : widen(host.w);
-  reference y_ref = product(xs, ws, M, N, K);
+  const auto xs = fprop8 ? dequantized(layer, linear_buffer::x_fp8, m) : widen(host.x);
+  const auto ws = fprop8 ? dequantized(layer, linear_buffer::w_fp8, m) : widen(host.w);
+  reference y_ref = product(xs, ws, m, N, K);
   const auto b = widen(host.bias);
-  for (std::int64_t r = 0; r < M; ++r) {
+  for (std::int64_t r = 0; r < m; ++r) {
     for (std::int64_t c = 0; c < N; ++c) y_ref.value[std::size_t(r * N + c)] += b[std::size_t(c)];
   }
   check_close("y", y.download(), y_ref, {}, 0x1p-8, fast_or_split(fprop8, p.fast_accumulation_fprop));
@@ -157,29 +159,28 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   // dgrad: dX = dY·W with W's transpose [K, N] as the K-contiguous operand (skipped without dX:
   // the first layer of a model).
   if (with_dx) {
-    const auto dys = dgrad8 ? dequantized(layer, linear_buffer::dy_fp8, M) : widen(host.dy);
-    const auto wt = dgrad8 ? dequantized(layer, linear_buffer::w_t_fp8, M) : transpose(widen(host.w), N, K);
-    check_close("dx", dx.download(), product(dys, wt, M, K, N), {}, 0x1p-8,
+    const auto dys = dgrad8 ? dequantized(layer, linear_buffer::dy_fp8, m) : widen(host.dy);
+    const auto wt = dgrad8 ? dequantized(layer, linear_buffer::w_t_fp8, m) : transpose(widen(host.w), N, K);
+    check_close("dx", dx.download(), product(dys, wt, m, K, N), {}, 0x1p-8,
                 fast_or_split(dgrad8, p.fast_accumulation_dgrad));
   }
 
   // wgrad: dW[N, K] = dYᵀ[N, M] · Xᵀ[K, M]ᵀ.
-  const auto dyt = wgrad8 ? dequantized(layer, linear_buffer::dy_t_fp8, M) : transpose(widen(host.dy), M, N);
-  const auto xt = wgrad8 ? dequantized(layer, linear_buffer::x_t_fp8, M) : transpose(widen(host.x), M, K);
-  check_close("dw", dw.download(), product(dyt, xt, N, K, M), accumulate ? dw_base : std::vector<double>{},
+  const auto dyt = wgrad8 ? dequantized(layer, linear_buffer::dy_t_fp8, m) : transpose(widen(host.dy), m, N);
+  const auto xt = wgrad8 ? dequantized(layer, linear_buffer::x_t_fp8, m) : transpose(widen(host.x), m, K);
+  check_close("dw", dw.download(), product(dyt, xt, N, K, m), accumulate ? dw_base : std::vector<double>{},
               0x1p-20, fast_or_split(wgrad8, p.fast_accumulation_wgrad));
 
   // dbias: BGRADB sums the product's B operand (the dequantized dYᵀ); the column sum reads the BF16 dY.
-  const fp8::cuda::linear_plan plan = layer.plan(M);
+  const fp8::cuda::linear_plan plan = layer.plan(m);
   const bool epilogue = plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue;
-  const auto summed = epilogue ? dyt : transpose(widen(host.dy), M, N);
-  const std::vector<double> ones(std::size_t(M), 1.0);
-  // The epilogue's output is rounded to its type (bf16 beside FP8 inputs) before it is added to the
-  // FP32 dbias: 2^-8 of this micro-batch's part, which Σ|terms| bounds even when the sum cancels.
-  const double rounding =
-      epilogue && plan.bias_gradient_type == fp8::cublaslt::data_type::bf16 ? 0x1p-8 : 0x1p-20;
-  check_close("dbias", dbias.download(), product(summed, ones, N, 1, M),
-              accumulate ? dbias_base : std::vector<double>{}, rounding, std::fmax(rounding, 0x1p-10));
+  const auto summed = epilogue ? dyt : transpose(widen(host.dy), m, N);
+  const std::vector<double> ones(std::size_t(m), 1.0);
+  // The epilogue writes C's type, FP32 beside the FP32 dW (cuBLASLt's rule for a bias gradient, which
+  // the wrapper enforces), into the layer's float scratch: no rounding beyond FP32 sums.
+  if (epilogue) CHECK(plan.bias_gradient_type == fp8::cublaslt::data_type::fp32);
+  check_close("dbias", dbias.download(), product(summed, ones, N, 1, m),
+              accumulate ? dbias_base : std::vector<double>{}, 0x1p-20, 0x1p-10);
 }
 
 std::vector<double> as_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
@@ -202,24 +203,27 @@ struct counting_reducer final : fp8::amax_reducer {
   }
 };
 
+// Two micro-batches of m tokens in a layer sized for max_tokens (the copies and scale buffers are
+// allocated for max_tokens; each call's scale layouts are those of its own m).
 void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_precision& precision,
-                bool record_bf16_amax = true) {
+                bool record_bf16_amax = true, std::int64_t m = M, std::int64_t max_tokens = M) {
   CAPTURE(name);
   CAPTURE(record_bf16_amax);
+  CAPTURE(m);
   fp8::cublaslt::handle lt;
   counting_reducer reducer;
   linear_scaling scaling(recipe, 1, &reducer);
-  linear_config config{K, N, M, true, recipe, precision, true};
+  linear_config config{K, N, max_tokens, true, recipe, precision, true};
   linear_layer layer(config, scaling, 0, lt);
   layer.set_record_bf16_amax(record_bf16_amax);  // config's default (true), switched before any call
   CHECK(layer.config().record_bf16_amax == record_bf16_amax);
   config.record_bf16_amax = record_bf16_amax;
 
-  const tensors first{random_bf16(M * K, 1, 2.0f), random_bf16(N * K, 2, 0.5f), random_bf16(N, 3, 1.0f),
-                      random_bf16(M * N, 4, 0.01f)};
+  const tensors first{random_bf16(m * K, 1, 2.0f), random_bf16(N * K, 2, 0.5f), random_bf16(N, 3, 1.0f),
+                      random_bf16(m * N, 4, 0.01f), m};
   tensors second = first;
-  second.x = random_bf16(M * K, 5, 3.0f);
-  second.dy = random_bf16(M * N, 6, 0.02f);
+  second.x = random_bf16(m * K, 5, 3.0f);
+  second.dy = random_bf16(m * N, 6, 0.02f);
   device_buffer<float> dw(static_cast<std::size_t>(N * K)), dbias(static_cast<std::size_t>(N));
 
   // Micro-batch 1 overwrites dW (accumulate = false), micro-batch 2 adds to it (beta = 1, FP32).
@@ -227,7 +231,7 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   const auto dw1 = as_double(dw.download());
   const auto db1 = as_double(dbias.download());
   step_and_check(layer, config, second, dw, dbias, dw1, db1, true);
-  const bool w_copies = layer.plan(M).cast(fp8::cuda::linear_tensor::w).any();
+  const bool w_copies = layer.plan(m).cast(fp8::cuda::linear_tensor::w).any();
   CHECK(weight_casts_of(layer) == (w_copies ? 1u : 0u));  // W cast once for both micro-batches
 
   // The state's current amaxes: max |X| over both micro-batches in both X slots, max |dY| in both
@@ -257,10 +261,10 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   // Weight cache: new weights are not seen until weights_changed(), then they are, cast once more.
   tensors changed = first;
   changed.w = random_bf16(N * K, 7, 0.5f);
-  device_buffer<__nv_bfloat16> x(first.x), w(changed.w), bias(first.bias), y(std::size_t(M * N));
-  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, false});
+  device_buffer<__nv_bfloat16> x(first.x), w(changed.w), bias(first.bias), y(std::size_t(m * N));
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), m, false});
   if (w_copies && precision.fprop == fp8::cuda::gemm_precision::fp8) {
-    const auto stale = dequantized(layer, linear_buffer::w_fp8, M);
+    const auto stale = dequantized(layer, linear_buffer::w_fp8, m);
     const auto original = widen(first.w);
     double diff = 0;
     for (std::size_t i = 0; i < stale.size(); ++i) diff = std::fmax(diff, std::fabs(stale[i] - original[i]));
@@ -268,10 +272,10 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
   }
   CHECK(layer.weight_casts() == (w_copies ? 1u : 0u));
   layer.weights_changed();
-  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, false});
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), m, false});
   CHECK(layer.weight_casts() == (w_copies ? 2u : 0u));
   if (precision.fprop == fp8::cuda::gemm_precision::fp8) {
-    const auto fresh = dequantized(layer, linear_buffer::w_fp8, M);
+    const auto fresh = dequantized(layer, linear_buffer::w_fp8, m);
     const auto wanted = widen(changed.w);
     double diff = 0;
     for (std::size_t i = 0; i < fresh.size(); ++i) diff = std::fmax(diff, std::fabs(fresh[i] - wanted[i]));
@@ -315,6 +319,24 @@ TEST_CASE("FP8 linear layer, 1x128 tiles and 128x128 weight blocks") {
   run_recipe("current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
              linear_precision::fp8());
   run_recipe("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8());
+}
+
+TEST_CASE("token counts below max_tokens and not multiples of 128: each call's scale layouts") {
+  // The copies and scale buffers are sized for max_tokens = 384; calls of 208 tokens use the layouts
+  // of 208 rows (1x128: 208 scale rows per tile column; Xᵀ and dYᵀ: a partial 80-token tile), which
+  // the casts, the host decode and cuBLASLt must all read alike. 208 is a multiple of 16 (FP8 wgrad)
+  // and of 4 (block scales).
+  constexpr std::int64_t tokens = 208, max_tokens = 384;
+  run_recipe("delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::fp8(), true, tokens,
+             max_tokens);
+  run_recipe("current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
+             linear_precision::fp8(), true, tokens, max_tokens);
+  run_recipe("current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
+             linear_precision::fp8(), true, tokens, max_tokens);
+  run_recipe("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8(), true,
+             tokens, max_tokens);
+  run_recipe("bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::bf16(), true, tokens,
+             max_tokens);
 }
 
 TEST_CASE("BF16 linear layer, and FP8 with one class in BF16") {
