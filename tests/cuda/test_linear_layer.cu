@@ -410,3 +410,25 @@ TEST_CASE("record_bf16_amax switched back on: W's BF16 operand records at the ne
   layer.forward({x.data(), w.data(), nullptr, y.data(), M, true});
   CHECK(layer.weight_casts() == 2u);
 }
+
+TEST_CASE("an FP8 wgrad refuses a backward without its forward, naming what is missing") {
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling(recipe, 1);
+  linear_layer layer({K, N, M, false, recipe, linear_precision::fp8(), true}, scaling, 0, lt);
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 51, 1.0f)), w(random_bf16(N * K, 52, 0.5f)),
+      dy(random_bf16(M * N, 53, 0.01f)), y(std::size_t(M * N));
+  device_buffer<float> dw(std::size_t(N * K));
+  const auto refusal = [&](std::int64_t m) {
+    try {
+      layer.backward({dy.data(), x.data(), w.data(), nullptr, dw.data(), nullptr, m, false});
+    } catch (const fp8::invalid_argument& e) { return std::string(e.what()); }
+    return std::string();
+  };
+  CHECK(refusal(M).find("this layer has run no forward") != std::string::npos);
+  layer.forward({x.data(), w.data(), nullptr, y.data(), M, true});
+  const std::string other = refusal(M - 16);
+  CHECK(other.find("which had 256 tokens, not 240") != std::string::npos);
+  CHECK(refusal(M).empty());
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+}

@@ -148,10 +148,14 @@ class linear_layer {
     detail::require(
         config_.bias == (args.dbias != nullptr), function,
         config_.bias ? "the config has a bias: pass dbias" : "dbias was passed but the config has none");
-    detail::require(!wgrad8 || saved_m_ == args.m, function,
-                    "the FP8 (or fake_fp8) wgrad product reads the Xᵀ copy of the last forward, which had " +
-                        std::to_string(saved_m_) + " tokens, not " + std::to_string(args.m) +
-                        " (call forward first; one forward in flight per layer)");
+    if (wgrad8 && saved_m_ != args.m) {  // the message is built only when it is thrown
+      throw invalid_argument(std::string(function) +
+                             ": the FP8 (or fake_fp8) wgrad product reads the Xᵀ copy of the last forward, " +
+                             (saved_m_ < 0 ? std::string("but this layer has run no forward")
+                                           : "which had " + std::to_string(saved_m_) + " tokens, not " +
+                                                 std::to_string(args.m)) +
+                             " (call forward first; one forward in flight per layer)");
+    }
     detail::require(wgrad8 || args.x != nullptr, function, "x must be set: wgrad runs in BF16 and reads X");
     if (dgrad) {
       const bool needs_w = p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16 ||
