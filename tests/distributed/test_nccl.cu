@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -334,4 +335,41 @@ TEST_CASE(
   CHECK(ncclCommDestroy(comm) == ncclSuccess);  // what an owner's destructor does next: a no-op
   cuda_ok(cudaStreamSynchronize(stream));
   cuda_ok(cudaStreamDestroy(stream));
+}
+
+// A host reducer as MPI's is one: it reads and writes host memory (here: records what it was given
+// and replaces every amax by the larger amax of a pretend second rank).
+struct host_max_reducer final : fp8::amax_reducer {
+  std::vector<float> seen;
+  void reduce_max(float* amaxes, std::size_t count) override {
+    seen.assign(amaxes, amaxes + count);  // faults if amaxes is device memory
+    for (std::size_t i = 0; i < count; ++i) amaxes[i] = std::max(amaxes[i], 100.0f * float(i + 1));
+  }
+};
+
+TEST_CASE("linear_scaling with a host (MPI-style) reducer: end_step hands it host memory, then uploads") {
+  cuda_ok(cudaSetDevice(0));
+  const fp8::gemm_recipe recipe;  // delayed scaling for all six operands of a layer
+  host_max_reducer reducer;
+  fp8::cuda::linear_scaling scaling(recipe, 1, &reducer);
+  std::vector<float> mine(fp8::gemm_operand_count);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = i % 2 == 0 ? 1000.0f * float(i + 1) : 0.5f;
+  cuda_ok(cudaMemcpy(scaling.state().current_amaxes(), mine.data(), mine.size() * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  scaling.end_step(nullptr);
+  const fp8::delayed_scaling_state after = scaling.state().download(nullptr);
+  REQUIRE(reducer.seen.size() == mine.size());
+  fp8::delayed_scaling_state single(recipe.delayed());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bits(reducer.seen[i]) == bits(mine[i]));
+    single.add_tensor(scaling.state().format(i));
+    single.record(i, std::max(mine[i], 100.0f * float(i + 1)));
+  }
+  single.update();
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bits(after.history(i).at(1)) == bits(single.history(i).at(1)));
+    CHECK(bits(after.scale(i)) == bits(single.scale(i)));
+  }
 }
