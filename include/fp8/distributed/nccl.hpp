@@ -1,7 +1,8 @@
 // NCCL for data-parallel FP8 on device buffers: the amax reducer (one ncclAllReduce with ncclMax over
 // the amaxes' bit patterns, on a stream), the FP8 weight all-gather of shards and scales, a wait with
 // a deadline, and errors as fp8::error naming the call and the rank. Needs <nccl.h> and libnccl; the
-// core headers do not include this file. See docs/distributed.md.
+// core headers do not include this file. Communicators must be blocking (NCCL's default): a call that
+// returns ncclInProgress is reported as failed. See docs/distributed.md.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -103,7 +104,8 @@ inline void nccl_wait(ncclComm_t& comm, cudaStream_t stream, double seconds, con
     if (state != cudaErrorNotReady) detail::cuda_check(state, "cudaStreamQuery (after NCCL work)", comm);
     ncclResult_t async = ncclSuccess;
     nccl_check(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm);
-    if (async != ncclSuccess) {
+    // ncclInProgress: a nonblocking communicator still at work, not a failure.
+    if (async != ncclSuccess && async != ncclInProgress) {
       (void)ncclCommAbort(comm);
       comm = nullptr;
       throw error(std::string(call) + " failed on rank " + std::to_string(rank) + ": " +
