@@ -94,8 +94,10 @@ void training_run::sharded_gradients(step_record& record, tensor_stats_log* stat
       sum[n + 1] += shadow;
     }
   }
-  // With two ranks a float sum of two partial sums has one rounding whichever rank adds: the result
-  // equals one rank's sum of the same passes in order, bit for bit.
+  // With two ranks of one pass each, the sum of the two gradients has one rounding whichever rank
+  // adds first: it equals one process's sum of the same two passes, bit for bit. With more ranks or
+  // passes, MPI (or NCCL on the GPU) may associate the partial sums differently from one process's
+  // pass order, so the last bits may differ (every rank still gets the same sum).
   group_->sum(sum, n + 2);
   const float shards = float(split_.shards());
   for (std::size_t i = 0; i < n; ++i) params.grad[i] = sum[i] / shards;

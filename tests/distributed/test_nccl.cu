@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -75,6 +77,13 @@ struct devices {
     return errors;
   }
 };
+
+// Keeps its stream busy for about `nanoseconds` of wall time (the GPU's global timer).
+__global__ void busy_for(unsigned long long nanoseconds) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
+}
 
 // The amaxes device d records: they differ by device; device 0 has an outlier, the last device a NaN.
 std::vector<float> amaxes_of(int d, int devices) {
@@ -239,6 +248,9 @@ TEST_CASE("nccl_fp8_all_gather: every device receives each shard's codes and sca
     for (std::size_t j = 0; j < scales.size(); ++j) scales[j] = scale_of(d, j);
     cuda_ok(cudaMemcpy(x.codes, codes.data(), codes.size(), cudaMemcpyHostToDevice));
     cuda_ok(cudaMemcpy(x.scales, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy may return before its copy lands, and it runs on the legacy stream, which
+    // the non-blocking streams of the gather do not wait for.
+    cuda_ok(cudaDeviceSynchronize());
   }
   fp8::distributed::nccl_check(ncclGroupStart(), "ncclGroupStart", nullptr);
   for (int d = 0; d < n; ++d) {
@@ -293,12 +305,71 @@ TEST_CASE("bad inputs: null or host pointers and null communicators are refused 
   CHECK_NOTHROW(reducer.reduce_max(nullptr, 0, group.streams[0]));  // nothing to reduce: no call
   CHECK(reducer.calls() == 0u);
 
-  auto gathers =
-      fp8::distributed::nccl_fp8_all_gather::for_devices({group.comms[0]}, {16, 1}, {group.streams[0]});
+  // Over every device's communicator: the shape check is a collective, which a group of several
+  // GPUs would wait for forever if only device 0 took part.
+  auto gathers = fp8::distributed::nccl_fp8_all_gather::for_devices(group.comms, {16, 1}, group.streams);
   std::vector<std::uint8_t> codes(16);
   CHECK_THROWS_WITH_AS(gathers[0].gather(codes.data(), nullptr, nullptr, nullptr, group.streams[0]),
                        doctest::Contains("codes is not device memory"), fp8::invalid_argument);
   CHECK_THROWS_WITH_AS(fp8::distributed::nccl_fp8_all_gather::for_devices({group.comms[0]}, {16, 1}, {}),
                        doctest::Contains("1 communicators but 0 streams"), fp8::invalid_argument);
   CHECK(gathers[0].bytes_sent() == 0u);
+}
+
+TEST_CASE(
+    "nccl_wait: past its deadline it aborts the communicator and nulls the handle, so a later "
+    "ncclCommDestroy does not free it twice") {
+  cuda_ok(cudaSetDevice(0));
+  ncclComm_t comm = nullptr;  // a communicator of its own (one rank on device 0), since it is aborted
+  fp8::distributed::nccl_check(ncclCommInitAll(&comm, 1, nullptr), "ncclCommInitAll", nullptr);
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  busy_for<<<1, 1, 0, stream>>>(1500ull * 1000 * 1000);  // 1.5 s: the stream outlasts the deadline
+  cuda_ok(cudaGetLastError());
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(fp8::distributed::nccl_wait(comm, stream, 0.2, "the busy step"),
+                       doctest::Contains("the busy step timed out on rank 0 after 0.2 s"), fp8::error);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(waited >= 0.2);
+  CHECK(comm == nullptr);                       // ncclCommAbort freed it
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);  // what an owner's destructor does next: a no-op
+  cuda_ok(cudaStreamSynchronize(stream));
+  cuda_ok(cudaStreamDestroy(stream));
+}
+
+// A host reducer as MPI's is one: it reads and writes host memory (here: records what it was given
+// and replaces every amax by the larger amax of a pretend second rank).
+struct host_max_reducer final : fp8::amax_reducer {
+  std::vector<float> seen;
+  void reduce_max(float* amaxes, std::size_t count) override {
+    seen.assign(amaxes, amaxes + count);  // faults if amaxes is device memory
+    for (std::size_t i = 0; i < count; ++i) amaxes[i] = std::max(amaxes[i], 100.0f * float(i + 1));
+  }
+};
+
+TEST_CASE("linear_scaling with a host (MPI-style) reducer: end_step hands it host memory, then uploads") {
+  cuda_ok(cudaSetDevice(0));
+  const fp8::gemm_recipe recipe;  // delayed scaling for all six operands of a layer
+  host_max_reducer reducer;
+  fp8::cuda::linear_scaling scaling(recipe, 1, &reducer);
+  std::vector<float> mine(fp8::gemm_operand_count);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = i % 2 == 0 ? 1000.0f * float(i + 1) : 0.5f;
+  cuda_ok(cudaMemcpy(scaling.state().current_amaxes(), mine.data(), mine.size() * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  scaling.end_step(nullptr);
+  const fp8::delayed_scaling_state after = scaling.state().download(nullptr);
+  REQUIRE(reducer.seen.size() == mine.size());
+  fp8::delayed_scaling_state single(recipe.delayed());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bits(reducer.seen[i]) == bits(mine[i]));
+    single.add_tensor(scaling.state().format(i));
+    single.record(i, std::max(mine[i], 100.0f * float(i + 1)));
+  }
+  single.update();
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bits(after.history(i).at(1)) == bits(single.history(i).at(1)));
+    CHECK(bits(after.scale(i)) == bits(single.scale(i)));
+  }
 }

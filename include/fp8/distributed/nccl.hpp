@@ -1,7 +1,8 @@
 // NCCL for data-parallel FP8 on device buffers: the amax reducer (one ncclAllReduce with ncclMax over
 // the amaxes' bit patterns, on a stream), the FP8 weight all-gather of shards and scales, a wait with
 // a deadline, and errors as fp8::error naming the call and the rank. Needs <nccl.h> and libnccl; the
-// core headers do not include this file. See docs/distributed.md.
+// core headers do not include this file. Communicators must be blocking (NCCL's default): a call that
+// returns ncclInProgress is reported as failed. See docs/distributed.md.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -84,10 +85,12 @@ class device_bytes {
 
 // Waits for `stream` (which holds NCCL work of comm) until it is done, polling it and the
 // communicator's asynchronous error. Without a deadline (seconds 0) it polls until done. With one,
-// after `seconds` it aborts the communicator (ncclCommAbort, which ends its pending kernels; the
-// communicator is then unusable) and throws fp8::error naming `call`, the rank and the seconds. An
-// asynchronous NCCL error (a peer that died, a network failure) aborts it and throws at once.
-inline void nccl_wait(ncclComm_t comm, cudaStream_t stream, double seconds, const char* call) {
+// after `seconds` it aborts the communicator (ncclCommAbort, which ends its pending kernels) and throws
+// fp8::error naming `call`, the rank and the seconds. An asynchronous NCCL error (a peer that died, a
+// network failure) aborts it and throws at once. ncclCommAbort frees the communicator, so after an
+// abort `comm` is set to null: the owner's later ncclCommDestroy(comm) is then a no-op (NCCL accepts
+// null) instead of a second free of the same communicator.
+inline void nccl_wait(ncclComm_t& comm, cudaStream_t stream, double seconds, const char* call) {
   if (!(seconds >= 0.0) || std::isinf(seconds))
     throw invalid_argument(
         "fp8::distributed::nccl_wait: the timeout must be a finite number of seconds >= 0");
@@ -101,13 +104,16 @@ inline void nccl_wait(ncclComm_t comm, cudaStream_t stream, double seconds, cons
     if (state != cudaErrorNotReady) detail::cuda_check(state, "cudaStreamQuery (after NCCL work)", comm);
     ncclResult_t async = ncclSuccess;
     nccl_check(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm);
-    if (async != ncclSuccess) {
+    // ncclInProgress: a nonblocking communicator still at work, not a failure.
+    if (async != ncclSuccess && async != ncclInProgress) {
       (void)ncclCommAbort(comm);
+      comm = nullptr;
       throw error(std::string(call) + " failed on rank " + std::to_string(rank) + ": " +
                   ncclGetErrorString(async) + " (asynchronous; the communicator was aborted)");
     }
     if (seconds > 0.0 && clock::now() >= deadline) {
       (void)ncclCommAbort(comm);
+      comm = nullptr;
       char text[32];
       std::snprintf(text, sizeof text, "%g", seconds);
       throw error(
@@ -124,6 +130,9 @@ inline void nccl_wait(ncclComm_t comm, cudaStream_t stream, double seconds, cons
 // ncclUint32 is therefore an exact maximum that keeps NaN dominant across ranks, where a maximum over
 // floats may drop a NaN, depending on how it is computed. The call is queued on the stream
 // given: work queued after it (the scale update) sees the reduced amaxes; nothing is synchronised.
+// The patterns are reduced as they are (device values cannot be checked before the call, unlike the
+// MPI reducer's): the library's casts record them with the sign bit clear, but a -0.0 (0x80000000)
+// written into the amaxes by the caller would win on every rank.
 //
 // Usage (one rank per GPU, once per step):
 //   fp8::distributed::nccl_amax_reducer reducer(comm);

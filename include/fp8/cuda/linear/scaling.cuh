@@ -48,14 +48,23 @@ class linear_scaling {
   const delayed_scaling_device_state& state() const noexcept { return state_; }
   std::uint64_t steps() const noexcept { return steps_; }
 
-  // Ends the step on `stream`, after every forward and backward of it and the optimizer: with a
-  // reducer, waits for the stream (the amaxes must be final) and hands it the device row of current
-  // amaxes (tensor_count floats, device memory) once; then rolls every history and makes the next
-  // scales in one kernel.
+  // Ends the step on `stream`, after every forward and backward of it and the optimizer: with a host
+  // reducer (fp8::amax_reducer, e.g. MPI), copies the row of current amaxes to the host once the stream
+  // is done (the amaxes must be final), hands it to the reducer in one call and copies the result back
+  // (an fp8::amax_reducer reads and writes host memory: MPI's would fault on a device pointer); with a
+  // device reducer, queues it on the stream. Then rolls every history and makes the next scales in
+  // one kernel.
   void end_step(cudaStream_t stream = nullptr) {
     if (reducer_ != nullptr) {
+      const std::size_t bytes = state_.tensor_count() * sizeof(float);
+      std::vector<float> amaxes(state_.tensor_count());
+      FP8_CUDA_CHECK(
+          cudaMemcpyAsync(amaxes.data(), state_.current_amaxes(), bytes, cudaMemcpyDeviceToHost, stream));
       FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
-      reducer_->reduce_max(state_.current_amaxes(), state_.tensor_count());
+      reducer_->reduce_max(amaxes.data(), amaxes.size());
+      FP8_CUDA_CHECK(
+          cudaMemcpyAsync(state_.current_amaxes(), amaxes.data(), bytes, cudaMemcpyHostToDevice, stream));
+      FP8_CUDA_CHECK(cudaStreamSynchronize(stream));  // before `amaxes` (pageable) goes away
     }
     if (device_reducer_ != nullptr) {
       state_.update(*device_reducer_, stream);  // the reduction, then the update, in order on the stream
