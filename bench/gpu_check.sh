@@ -8,7 +8,7 @@
 #   bench/gpu_check.sh <log-folder> [--quick] [--all-tests] [--budget SECONDS] [--docs FOLDER]
 #                      [--archive FILE.tar.gz]
 #
-#   --quick      smaller benchmark sizes (the whole check in about 8 minutes on an H100)
+#   --quick      smaller benchmark sizes (the whole check in under about 9 minutes on an H100)
 #   --all-tests  also build and run the whole ctest suite (trainer and CPU tests included)
 #   --budget     seconds the whole check may take (default 540); steps that would start after
 #                it are listed as NOT RUN
