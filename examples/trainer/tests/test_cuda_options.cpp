@@ -42,7 +42,13 @@ void expect_host_weight_shapes(const model_options& shape, std::size_t count, Fe
     CHECK(f.out == w[0]);
     CHECK(f.in == w[1]);
   }
-  CHECK_THROWS_AS(features_of(shape, linears.size()), fp8::invalid_argument);
+  // Past the last layer: refused, naming the layer and how many the model has.
+  const std::string past = "linear layer " + std::to_string(linears.size()) + " of ";
+  const std::string layers = " with " + std::to_string(linears.size()) + " linear layers";
+  CHECK_THROWS_WITH_AS(features_of(shape, linears.size()), doctest::Contains(past.c_str()),
+                       fp8::invalid_argument);
+  CHECK_THROWS_WITH_AS(features_of(shape, linears.size()), doctest::Contains(layers.c_str()),
+                       fp8::invalid_argument);
 }
 
 }  // namespace
