@@ -252,8 +252,10 @@ TEST_CASE("the GPU's statistics become the CPU's stats.csv rows") {
   // More layers of statistics than the model has is a programming error, named.
   layers.resize(host->linear_layers().size() + 1);
   tensor_stats_log log(path, 0);
-  CHECK_THROWS_AS(cuda::log_statistics(log, scaling, policy, host->linear_layers(), layers),
-                  fp8::invalid_argument);
+  const std::string named = "statistics of " + std::to_string(layers.size()) + " layers for a model with " +
+                            std::to_string(layers.size() - 1) + " linear layers";
+  CHECK_THROWS_WITH_AS(cuda::log_statistics(log, scaling, policy, host->linear_layers(), layers),
+                       doctest::Contains(named.c_str()), fp8::invalid_argument);
   std::remove(path.c_str());
 }
 
