@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -121,11 +122,70 @@ std::shared_ptr<fe::graph::Graph> new_graph(const device_description& device) {
   return graph;
 }
 
+// The uids of each graph's variant pack, in the order forward() and backward() give the addresses.
+constexpr uid forward_pack_uids[] = {q_uid, k_uid, v_uid, o_uid, stats_uid};
+constexpr uid backward_pack_uids[] = {q_uid, k_uid, v_uid, o_uid, d_o_uid, stats_uid, dq_uid, dk_uid, dv_uid};
+
+template <std::size_t N>
+std::unordered_map<uid, void*> variant_pack(const uid (&ids)[N],
+                                            const std::array<const void*, N>& addresses) {
+  std::unordered_map<uid, void*> pack;
+  // cuDNN's variant pack takes non-const addresses; the inputs among them are only read.
+  for (std::size_t i = 0; i < N; ++i) pack.emplace(ids[i], const_cast<void*>(addresses[i]));
+  return pack;
+}
+
+// What the address a variant pack gives for `id` points at (cudnn_attention.hpp's layouts).
+fe::graph::Tensor_attributes pack_layout(uid id, const attention_shape& s) {
+  if (id == stats_uid) return stats_tensor(s);
+  const token_rows rows = id == o_uid || id == d_o_uid ? token_rows::heads : token_rows::qkv;
+  return heads_tensor("", id, s, rows).set_data_type(fe::DataType_t::BFLOAT16);
+}
+
+// A tensor's (dim, stride) pairs in one order: the same memory layout whatever the order of the
+// axes (lowering the forward graph turns k into the [B, H, D, T] view of the same elements).
+std::vector<std::pair<std::int64_t, std::int64_t>> axes(const fe::graph::Tensor_attributes& t) {
+  const std::vector<std::int64_t> dims = t.get_dim(), strides = t.get_stride();
+  std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
+  for (std::size_t i = 0; i < dims.size() && i < strides.size(); ++i) pairs.emplace_back(dims[i], strides[i]);
+  if (dims.size() != strides.size()) pairs.emplace_back(-1, -1);  // never a layout's
+  std::sort(pairs.begin(), pairs.end());
+  return pairs;
+}
+
+// "" where the graph's inputs and outputs (`tensors`, after the graph is lowered) are exactly the
+// tensors of the variant pack `ids`, each with the memory layout (dims and strides, in any order of
+// the axes) and the data type of what the pack's address points at; else the first difference.
+// cuDNN's validation accepts a graph whose tensors differ from the pack; a GPU would then fail to
+// execute it, or read and write the tensors in the wrong layout.
+template <std::size_t N>
+std::string pack_error(const std::vector<tensor_ptr>& tensors, const uid (&ids)[N],
+                       const attention_shape& s) {
+  if (tensors.size() != N) {
+    return std::to_string(tensors.size()) + " tensors for a pack of " + std::to_string(N) + " addresses";
+  }
+  std::vector<bool> matched(N, false);
+  for (const tensor_ptr& t : tensors) {
+    const std::string name = "tensor '" + t->get_name() + "' (uid " + std::to_string(t->get_uid()) + ")";
+    const auto at = std::find(std::begin(ids), std::end(ids), t->get_uid());
+    if (at == std::end(ids)) return name + " has no address in the pack";
+    const std::size_t i = std::size_t(at - std::begin(ids));
+    if (matched[i]) return name + ": a second tensor with this uid";
+    matched[i] = true;
+    const fe::graph::Tensor_attributes expected = pack_layout(ids[i], s);
+    if (axes(*t) != axes(expected)) return name + ": dims and strides differ from the pack's layout";
+    if (t->get_data_type() != expected.get_data_type()) return name + ": data type differs from the pack's";
+  }
+  return {};
+}
+
 float attention_scale(const attention_shape& s) { return 1.0f / std::sqrt(float(s.head_dim())); }
 
 // The forward graph of `shape`, not yet built: o and the row statistics from q, k, v.
+// `tensors` (where given) receives the graph's inputs and outputs, for pack_error.
 std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
-                                                const device_description& device = nullptr) {
+                                                const device_description& device = nullptr,
+                                                std::vector<tensor_ptr>* tensors = nullptr) {
   auto graph = new_graph(device);
   const auto [q, k, v] = qkv_inputs(*graph, shape);
   auto options = fe::graph::SDPA_attributes()
@@ -136,12 +196,15 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const attention_shape& shape,
   auto [o, stats] = graph->sdpa(q, k, v, options);
   make_output(*o, o_tensor(shape));
   make_output(*stats, stats_tensor(shape));
+  if (tensors != nullptr) *tensors = {q, k, v, o, stats};
   return graph;
 }
 
 // The backward graph of `shape`, not yet built: dq, dk, dv from q, k, v, o, dO and the statistics.
+// `tensors` (where given) receives the graph's inputs and outputs, for pack_error.
 std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
-                                                 const device_description& device = nullptr) {
+                                                 const device_description& device = nullptr,
+                                                 std::vector<tensor_ptr>* tensors = nullptr) {
   auto graph = new_graph(device);
   const auto [q, k, v] = qkv_inputs(*graph, shape);
   auto o = graph->tensor(o_tensor(shape));
@@ -159,6 +222,7 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const attention_shape& shape,
     const named_uid& g = qkv_gradient_names[i];
     make_output(*gradients[i], heads_tensor(g.name, g.id, shape, token_rows::qkv));
   }
+  if (tensors != nullptr) *tensors = {q, k, v, o, d_o, stats, dq, dk, dv};
   return graph;
 }
 
@@ -242,14 +306,20 @@ std::string h100_graphs_error(const attention_shape& shape, bool engines) {
   auto device = std::make_shared<fe::DeviceProperties>();
   const fe::error_t loaded = device->deserialize(std::vector<std::uint8_t>(json.begin(), json.end()));
   if (!loaded.is_good()) return "the H100 description: " + fe::error_t(loaded).get_message();
+  std::vector<tensor_ptr> tensors[2];
   const std::pair<const char*, std::shared_ptr<fe::graph::Graph>> graphs[2] = {
-      {"forward", forward_graph(shape, device)}, {"backward", backward_graph(shape, device)}};
-  for (const auto& [which, graph] : graphs) {
+      {"forward", forward_graph(shape, device, &tensors[0])},
+      {"backward", backward_graph(shape, device, &tensors[1])}};
+  for (std::size_t g = 0; g < 2; ++g) {
+    const auto& [which, graph] = graphs[g];
     fe::error_t status = graph->validate();
     if (!status.is_good()) return std::string(which) + " graph: validate: " + status.get_message();
     status = graph->build_operation_graph(nullptr);
     if (!status.is_good())
       return std::string(which) + " graph: build_operation_graph: " + status.get_message();
+    const std::string pack = g == 0 ? pack_error(tensors[g], forward_pack_uids, shape)
+                                    : pack_error(tensors[g], backward_pack_uids, shape);
+    if (!pack.empty()) return std::string(which) + " graph: variant pack: " + pack;
     if (!engines) continue;
     status = graph->create_execution_plans({fe::HeurMode_t::A});
     if (!status.is_good())
@@ -296,12 +366,7 @@ cudnn_attention::cudnn_attention(const attention_shape& shape) {
 
 void cudnn_attention::forward(std::uint16_t* o, float* stats, const std::uint16_t* q, const std::uint16_t* k,
                               const std::uint16_t* v, cudaStream_t stream) {
-  // cuDNN's variant pack takes non-const addresses; the inputs are only read.
-  std::unordered_map<uid, void*> pack{{q_uid, const_cast<std::uint16_t*>(q)},
-                                      {k_uid, const_cast<std::uint16_t*>(k)},
-                                      {v_uid, const_cast<std::uint16_t*>(v)},
-                                      {o_uid, o},
-                                      {stats_uid, stats}};
+  auto pack = variant_pack(forward_pack_uids, {q, k, v, o, stats});
   graphs_->execute(*graphs_->forward, pack, stream, "forward execute");
 }
 
@@ -309,15 +374,7 @@ void cudnn_attention::backward(std::uint16_t* dq, std::uint16_t* dk, std::uint16
                                const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v,
                                const std::uint16_t* o, const std::uint16_t* d_o, const float* stats,
                                cudaStream_t stream) {
-  std::unordered_map<uid, void*> pack{{q_uid, const_cast<std::uint16_t*>(q)},
-                                      {k_uid, const_cast<std::uint16_t*>(k)},
-                                      {v_uid, const_cast<std::uint16_t*>(v)},
-                                      {o_uid, const_cast<std::uint16_t*>(o)},
-                                      {d_o_uid, const_cast<std::uint16_t*>(d_o)},
-                                      {stats_uid, const_cast<float*>(stats)},
-                                      {dq_uid, dq},
-                                      {dk_uid, dk},
-                                      {dv_uid, dv}};
+  auto pack = variant_pack(backward_pack_uids, {q, k, v, o, d_o, stats, dq, dk, dv});
   graphs_->execute(*graphs_->backward, pack, stream, "backward execute");
 }
 

@@ -22,8 +22,10 @@ bool cudnn_attention_built();
 std::string cudnn_attention_versions();
 // Lowers `shape`'s forward and backward graphs for an H100 (sm_90) without a device: as far as cuDNN
 // goes without a GPU driver (validation of the graphs and their lowering to cuDNN's operation graph;
-// choosing and compiling kernels needs the driver). Returns "" or the stage and cuDNN's reason, so that
-// a machine without a GPU checks that the graphs are well formed and the shape is one cuDNN takes.
+// choosing and compiling kernels needs the driver), and a check that each lowered graph's tensors
+// are those of the variant pack forward() or backward() passes (uids, layouts, data types). Returns
+// "" or the stage and the reason, so that a machine without a GPU checks that the graphs are well
+// formed, fit the addresses they will get, and the shape is one cuDNN takes.
 std::string cudnn_attention_lowering_error(const attention_shape& shape);
 // One stage further: the lowered graphs through cuDNN's heuristics for the H100 and its support check
 // of the engines they list (strides, layouts, the deterministic backward), still without a device and

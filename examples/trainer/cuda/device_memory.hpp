@@ -12,8 +12,10 @@
 namespace trainer::cuda {
 
 // Bytes held by this process's live device_buffers: the trainer's own buffers (parameters,
-// activations, workspaces it allocates). cuBLASLt's and cuDNN's internal workspaces and the CUDA
-// context are not counted.
+// activations, workspaces it allocates, the fused attention's cuDNN workspace). Not counted: the
+// linear layers' FP8 and BF16 operand copies (fp8::cuda::linear_layer allocates them itself; in fp8
+// runs a byte per weight for each of W and Wᵀ, plus X, Xᵀ and dY per layer), cuBLAS's, cuBLASLt's and
+// cuDNN's own workspaces, and the CUDA context: the device's "in use" figure includes them.
 inline std::atomic<std::size_t>& buffer_bytes_held() {
   static std::atomic<std::size_t> bytes{0};
   return bytes;

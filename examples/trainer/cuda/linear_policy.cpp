@@ -28,7 +28,7 @@ linear_features transformer_linear_features(const model_options& shape, std::siz
   if (linear > 4 * blocks) {
     throw fp8::invalid_argument("trainer::cuda::transformer_linear_features: linear layer " +
                                 std::to_string(linear) + " of a transformer with " +
-                                std::to_string(4 * blocks + 1));
+                                std::to_string(4 * blocks + 1) + " linear layers");
   }
   if (linear == 4 * blocks) return {C, V};
   switch (linear % 4) {
@@ -44,7 +44,7 @@ linear_features mlp_linear_features(const model_options& shape, std::size_t line
   const std::size_t layers = std::size_t(shape.layers);
   if (linear > layers) {
     throw fp8::invalid_argument("trainer::cuda::mlp_linear_features: linear layer " + std::to_string(linear) +
-                                " of an MLP with " + std::to_string(layers + 1));
+                                " of an MLP with " + std::to_string(layers + 1) + " linear layers");
   }
   const std::int64_t in = linear == 0 ? std::int64_t(shape.window) * shape.channels : shape.hidden;
   return {in, linear == layers ? std::int64_t(shape.vocab) : std::int64_t(shape.hidden)};

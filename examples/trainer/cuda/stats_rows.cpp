@@ -24,7 +24,8 @@ void log_statistics(tensor_stats_log& log, const scaling_state& scaling, const p
   if (counted.size() > infos.size() || counted.size() > scaling.layer_count()) {
     throw fp8::invalid_argument("trainer::cuda::log_statistics: statistics of " +
                                 std::to_string(counted.size()) + " layers for a model with " +
-                                std::to_string(infos.size()));
+                                std::to_string(infos.size()) + " linear layers and a scaling state of " +
+                                std::to_string(scaling.layer_count()));
   }
   for (std::size_t layer = 0; layer < counted.size(); ++layer) {
     for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op) {

@@ -126,6 +126,8 @@ TEST_CASE("cuDNN lowers the fused attention's graphs for an H100 at the trainer'
     CHECK(cuda::cudnn_attention_lowering_error(shape) == "no cuDNN in this build");
     return;
   }
+  // "" also says that each lowered graph's tensors are the variant pack's: its uids, the token-row
+  // layouts of the addresses the device path passes, BF16 (the statistics FP32).
   for (const attention_shape& s : trainer_shapes) {
     CAPTURE(s.head_dim());
     CAPTURE(s.context);

@@ -42,7 +42,13 @@ void expect_host_weight_shapes(const model_options& shape, std::size_t count, Fe
     CHECK(f.out == w[0]);
     CHECK(f.in == w[1]);
   }
-  CHECK_THROWS_AS(features_of(shape, linears.size()), fp8::invalid_argument);
+  // Past the last layer: refused, naming the layer and how many the model has.
+  const std::string past = "linear layer " + std::to_string(linears.size()) + " of ";
+  const std::string layers = " with " + std::to_string(linears.size()) + " linear layers";
+  CHECK_THROWS_WITH_AS(features_of(shape, linears.size()), doctest::Contains(past.c_str()),
+                       fp8::invalid_argument);
+  CHECK_THROWS_WITH_AS(features_of(shape, linears.size()), doctest::Contains(layers.c_str()),
+                       fp8::invalid_argument);
 }
 
 }  // namespace
@@ -246,8 +252,10 @@ TEST_CASE("the GPU's statistics become the CPU's stats.csv rows") {
   // More layers of statistics than the model has is a programming error, named.
   layers.resize(host->linear_layers().size() + 1);
   tensor_stats_log log(path, 0);
-  CHECK_THROWS_AS(cuda::log_statistics(log, scaling, policy, host->linear_layers(), layers),
-                  fp8::invalid_argument);
+  const std::string named = "statistics of " + std::to_string(layers.size()) + " layers for a model with " +
+                            std::to_string(layers.size() - 1) + " linear layers";
+  CHECK_THROWS_WITH_AS(cuda::log_statistics(log, scaling, policy, host->linear_layers(), layers),
+                       doctest::Contains(named.c_str()), fp8::invalid_argument);
   std::remove(path.c_str());
 }
 
