@@ -125,8 +125,10 @@ TEST_CASE("block-scaled decode steps: 4, 8 and 12 tokens run exactly; 3 tokens a
   const std::size_t n = 256, k = 512;
   const int_matrix w = make_int_matrix(n, k, 50);
   const device_buffer<std::uint8_t> dw(w.codes);
-  for (const auto& [x_mode, w_mode] : {std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
-                                       std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128}}) {
+  for (const auto& modes : {std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_128x128},
+                            std::pair{lt::scale_mode::block_1x128, lt::scale_mode::block_1x128}}) {
+    // Named copies, not a structured binding: CAPTURE's lambda cannot capture one before C++20.
+    const lt::scale_mode x_mode = modes.first, w_mode = modes.second;
     const device_buffer<float> w_scale(std::vector<float>(
         std::size_t(lt::scale_tensor_elements(w_mode, std::int64_t(n), std::int64_t(k))), 1.0f));
     for (const std::size_t tokens : {4, 8, 12, 3}) {
