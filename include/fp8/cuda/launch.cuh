@@ -59,11 +59,16 @@ inline unsigned grid_for(std::size_t work_items, int threads = block_threads) {
   return unsigned(blocks == 0 ? 1 : blocks);
 }
 
-inline void check_launch(const char* kernel) {
+// Throws fp8::cuda_error if the last launch failed; `describe()` says what the launch was asked to
+// do, and is called only then (no string is built for a launch that went through).
+template <class Describe>
+void check_launch_described(const Describe& describe) {
   const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) {
-    throw cuda_error(status, std::string("launching ") + kernel, {}, fp8::detail::cuda_hint(status));
-  }
+  if (status != cudaSuccess) throw cuda_error(status, describe(), {}, fp8::detail::cuda_hint(status));
+}
+
+inline void check_launch(const char* kernel) {
+  check_launch_described([&] { return std::string("launching ") + kernel; });
 }
 
 // What a launch was asked to do, for the message of its failure: the kernel, the shape of the data
@@ -81,18 +86,10 @@ inline std::string matrix_text(std::size_t rows, std::size_t cols) {
 
 // check_launch with the shape in the message: `count` elements, or a rows x cols matrix.
 inline void check_launch(const char* kernel, std::size_t count, unsigned grid, int threads) {
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) {
-    throw cuda_error(status, launch_description(kernel, elements_text(count), grid, threads), {},
-                     fp8::detail::cuda_hint(status));
-  }
+  check_launch_described([&] { return launch_description(kernel, elements_text(count), grid, threads); });
 }
 inline void check_launch(const char* kernel, std::size_t rows, std::size_t cols, unsigned grid, int threads) {
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) {
-    throw cuda_error(status, launch_description(kernel, matrix_text(rows, cols), grid, threads), {},
-                     fp8::detail::cuda_hint(status));
-  }
+  check_launch_described([&] { return launch_description(kernel, matrix_text(rows, cols), grid, threads); });
 }
 
 inline void require(bool condition, const char* function, const std::string& what) {
