@@ -317,16 +317,12 @@ class linear_layer {
     if (weights_cached_) return;
     const cast_plan& c = p.cast(linear_tensor::w);
     const cast_plan& bf16 = p.bf16_cast(linear_tensor::w);
-    if (c.any()) {
-      cast_tensor(c, bf16, w, record, stream);
-      weights_cached_ = true;
-      ++weight_casts_;
-    } else if (records_bf16_amax(bf16, record)) {
-      // Only W's amax (both classes that read W run in BF16); without recording there is nothing
-      // to do, and a later recording call still records.
-      amax_only_pass(bf16, w, stream);
-      weights_cached_ = true;
-    }
+    // Both classes that read W in BF16 and no amax to record: nothing to do, and nothing cached, so
+    // that a later recording call still records.
+    if (!c.any() && !records_bf16_amax(bf16, record)) return;
+    cast_tensor(c, bf16, w, record, stream);  // the casts, or only W's amax
+    weights_cached_ = true;
+    if (c.any()) ++weight_casts_;
   }
 
   bool records_bf16_amax(const cast_plan& bf16, bool record) const noexcept {
