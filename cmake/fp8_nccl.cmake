@@ -1,9 +1,21 @@
 # fp8_nccl: NCCL's header and library for fp8/distributed/nccl.hpp (its tests and header check),
-# found beside the CUDA toolkit (or through FP8_NCCL_INCLUDE_DIR / FP8_NCCL_LIBRARY). Not defined
-# where either is missing; the core never needs NCCL.
+# found beside the CUDA toolkit, in the Python package nvidia-nccl (which PyTorch installs), or
+# through FP8_NCCL_INCLUDE_DIR / FP8_NCCL_LIBRARY. Not defined where either is missing; the core
+# never needs NCCL.
 if(NOT TARGET fp8_nccl AND TARGET CUDA::cudart)
-  find_path(FP8_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(FP8_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  set(_fp8_nccl_hints ${CUDAToolkit_INCLUDE_DIRS} ${fp8_cuda_library_dirs})
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl as n; print(list(n.__path__)[0])"
+      OUTPUT_VARIABLE _fp8_nccl_python OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(_fp8_nccl_python)
+      list(APPEND _fp8_nccl_hints ${_fp8_nccl_python}/include ${_fp8_nccl_python}/lib)
+    endif()
+  endif()
+  find_path(FP8_NCCL_INCLUDE_DIR nccl.h HINTS ${_fp8_nccl_hints})
+  # The Python package ships only the versioned name; NAMES_PER_DIR keeps the hints' order (as for cuDNN).
+  find_library(FP8_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_fp8_nccl_hints})
   if(FP8_NCCL_INCLUDE_DIR AND FP8_NCCL_LIBRARY)
     add_library(fp8_nccl INTERFACE)
     target_include_directories(fp8_nccl SYSTEM INTERFACE ${FP8_NCCL_INCLUDE_DIR})

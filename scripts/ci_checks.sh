@@ -4,6 +4,8 @@
 #   1. Configure without a CUDA toolkit (nvcc hidden, find_package(CUDAToolkit) disabled): the host
 #      library and its tests configure and build, and the tests whose reference is CUDA's cuda_fp8.h
 #      report themselves skipped.
+#   1b. Configure with PyPI's CMake 4 (what the GPU machines carry) and the CUDA driver stub hidden:
+#      the configure completes, and the test that needs the stub is listed as skipped.
 #   2. Sanitizers: the host code (library tests, the trainer and its tests, the fuzz targets) built with
 #      clang-14, AddressSanitizer and UndefinedBehaviorSanitizer, no recovery; the suite runs without
 #      the 2^32 sweeps (label exhaustive, and the sweep cases of the kernel tests), GPU tests and
@@ -47,6 +49,31 @@ env PATH="$path_without_cuda" cmake --build "$no_cuda" -j "$jobs" --target test_
 (cd "$no_cuda" && ctest --output-on-failure -R '^(test_scale|test_checkpoint_bounds)$' &&
   ctest -L skipped | tee "$work/no-cuda-skipped.log" | grep -c '(Skipped)' | grep -qx 5) || {
   echo "ci_checks: host tests without CUDA failed, or the CUDA-referenced tests were not reported skipped" >&2
+  exit 1
+}
+
+# --- 1b. CMake 4, no driver stub ----------------------------------------------------------------------
+step "configure with CMake 4 (PyPI), the CUDA driver stub hidden"
+cmake4_version=4.4.4
+cmake4=$work/cmake4/$cmake4_version
+if [[ ! -x $cmake4/cmake/data/bin/cmake ]]; then
+  python3 -m pip install --quiet --target "$cmake4" "cmake==$cmake4_version"
+fi
+# Every folder the driver stub could be found in, through the links too.
+cuda_root=$(realpath /usr/local/cuda)
+hidden=()
+for prefix in /usr/local/cuda "$cuda_root"; do
+  for folder in lib lib64 targets/*/lib targets/*/lib64; do hidden+=("$prefix/$folder/stubs"); done
+done
+newest=$work/cmake4-no-stub
+"$cmake4/cmake/data/bin/cmake" -S "$root" -B "$newest" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8_ENABLE_CUDA=ON \
+  "-DCMAKE_IGNORE_PATH=$(IFS=';'; echo "${hidden[*]}")" >"$work/cmake4-no-stub.log" 2>&1 || {
+  tail -40 "$work/cmake4-no-stub.log" >&2
+  echo "ci_checks: the configure with CMake $cmake4_version and no driver stub failed" >&2
+  exit 1
+}
+(cd "$newest" && "$cmake4/cmake/data/bin/ctest" -R '^trainer_test_attention_support$' | grep -q '(Skipped)') || {
+  echo "ci_checks: without a driver stub, trainer_test_attention_support was not reported skipped" >&2
   exit 1
 }
 
