@@ -286,9 +286,12 @@ struct cudnn_attention::graphs {
 bool cudnn_attention_built() { return true; }
 
 // An H100 SXM as cuDNN describes a device (its JSON form of cudaDeviceProp's fields), for lowering
-// graphs on a machine without one.
+// graphs on a machine without one. cuDNN 9.2x requires three more fields than 9.19 does
+// (smCountOrigin, memoryBusWidth, and oversizedSharedMemoryPerBlock, which on a GPU without that
+// mode is the opt-in maximum); older versions ignore them.
 constexpr const char* h100_properties = R"({"deviceName": "NVIDIA H100 80GB HBM3", "cudaDeviceId": 0,
-  "deviceVer": 900, "driverVer": 13000, "multiProcessorCount": 132, "totalGlobalMem": 85520809984,
+  "deviceVer": 900, "driverVer": 13000, "multiProcessorCount": 132, "smCountOrigin": 0,
+  "totalGlobalMem": 85520809984, "memoryBusWidth": 5120, "oversizedSharedMemoryPerBlock": 232448,
   "maxGridSize": [2147483647, 65535, 65535], "maxBlockSize": [1024, 1024, 64], "regsPerBlock": 65536,
   "smClockRateKHz": 1980000, "memClockRateKHz": 2619000, "l2CacheSize": 52428800, "warpSize": 32,
   "maxSharedMemoryPerBlock": 49152, "maxSharedMemoryPerBlockOptin": 232448,

@@ -121,7 +121,11 @@ TEST_CASE("the cuDNN versions are named") {
   }
 }
 
-TEST_CASE("cuDNN lowers the fused attention's graphs for an H100 at the trainer's shapes, without a GPU") {
+// cuDNN from 9.2x loads all its sublibraries for a device description, the runtime-compiled engines'
+// among them, and those link the driver library: like the next case, ctest runs this one with the
+// toolkit's stub of it on the library path (trainer_test_attention_support); a plain run skips it.
+TEST_CASE("cuDNN lowers the fused attention's graphs for an H100 at the trainer's shapes, without a GPU" *
+          doctest::skip()) {
   if (!cuda::cudnn_attention_built()) {
     CHECK(cuda::cudnn_attention_lowering_error(shape) == "no cuDNN in this build");
     return;
