@@ -20,15 +20,8 @@ if(NOT TARGET fp8_cudnn_frontend AND TARGET CUDA::cudart)
   if(FP8_CUDNN_ROOT)
     list(PREPEND _fp8_cudnn_hints ${FP8_CUDNN_ROOT}/include ${FP8_CUDNN_ROOT}/lib ${FP8_CUDNN_ROOT}/lib64)
   endif()
-  find_package(Python3 COMPONENTS Interpreter QUIET)
-  if(Python3_Interpreter_FOUND)
-    execute_process(
-      COMMAND ${Python3_EXECUTABLE} -c "import nvidia.cudnn as c; print(list(c.__path__)[0])"
-      OUTPUT_VARIABLE _fp8_cudnn_python OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-    if(_fp8_cudnn_python)
-      list(APPEND _fp8_cudnn_hints ${_fp8_cudnn_python}/include ${_fp8_cudnn_python}/lib)
-    endif()
-  endif()
+  include(${CMAKE_CURRENT_LIST_DIR}/fp8_python_package.cmake)
+  fp8_append_python_package_hints(nvidia.cudnn _fp8_cudnn_hints)
   find_path(FP8_CUDNN_INCLUDE_DIR cudnn.h HINTS ${_fp8_cudnn_hints})
   # The Python package ships only the versioned name. NAMES_PER_DIR: both names in each directory, in
   # the hints' order, so that a libcudnn.so further down (the toolkit's, the system's) does not win over

@@ -4,15 +4,8 @@
 # never needs NCCL.
 if(NOT TARGET fp8_nccl AND TARGET CUDA::cudart)
   set(_fp8_nccl_hints ${CUDAToolkit_INCLUDE_DIRS} ${fp8_cuda_library_dirs})
-  find_package(Python3 COMPONENTS Interpreter QUIET)
-  if(Python3_Interpreter_FOUND)
-    execute_process(
-      COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl as n; print(list(n.__path__)[0])"
-      OUTPUT_VARIABLE _fp8_nccl_python OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-    if(_fp8_nccl_python)
-      list(APPEND _fp8_nccl_hints ${_fp8_nccl_python}/include ${_fp8_nccl_python}/lib)
-    endif()
-  endif()
+  include(${CMAKE_CURRENT_LIST_DIR}/fp8_python_package.cmake)
+  fp8_append_python_package_hints(nvidia.nccl _fp8_nccl_hints)
   find_path(FP8_NCCL_INCLUDE_DIR nccl.h HINTS ${_fp8_nccl_hints})
   # The Python package ships only the versioned name; NAMES_PER_DIR keeps the hints' order (as for cuDNN).
   find_library(FP8_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_fp8_nccl_hints})
