@@ -288,16 +288,28 @@ TEST_CASE("rope forward and backward match the CPU rotation of every vector") {
 
 namespace {
 
+// What the materialised attention at `shape` runs with: the RoPE table (host and device), its
+// workspace and a cuBLAS handle.
+struct materialized_attention {
+  explicit materialized_attention(const attention_shape& shape)
+      : table(make_rope_table(shape.context, shape.head_dim())), device_table(table), workspace(shape) {}
+  const rope_table table;
+  const cuda::device_rope_table device_table;
+  cuda::attention_workspace workspace;
+  cuda::cublas_handle handle;
+};
+
 // The materialised attention at `shape` against the CPU layer, in fp32 and in bf16, forward and
 // backward, plus reproducibility and causality.
 void check_attention_against_cpu(const attention_shape& shape) {
   CAPTURE(shape.context);
   CAPTURE(shape.heads);
   const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads;
-  const rope_table table = make_rope_table(T, shape.head_dim());
-  const cuda::device_rope_table device_table(table);
-  cuda::attention_workspace workspace(shape);
-  cuda::cublas_handle handle;
+  materialized_attention attention(shape);
+  const rope_table& table = attention.table;
+  const cuda::device_rope_table& device_table = attention.device_table;
+  cuda::attention_workspace& workspace = attention.workspace;
+  cuda::cublas_handle& handle = attention.handle;
   const std::size_t tokens = std::size_t(B) * T;
   struct run {
     gemm_mode mode;
@@ -356,17 +368,14 @@ TEST_CASE("attention forward and backward match the CPU layer") {
   // row with a partial round of lanes.
   check_attention_against_cpu(attention_shape{1, 333, 128, 32});
   const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads;
-  const rope_table table = make_rope_table(T, shape.head_dim());
-  const cuda::device_rope_table device_table(table);
-  cuda::attention_workspace workspace(shape);
-  cuda::cublas_handle handle;
+  materialized_attention attention(shape);
   const std::size_t tokens = std::size_t(B) * T;
   SUBCASE("FP8 products are refused before anything runs") {
     device_buffer<float> buffer(tokens * 3 * C), qkvr_d(tokens * 3 * C), att_d(std::size_t(B) * H * T * T);
-    CHECK_THROWS_AS(
-        cuda::attention_forward(buffer.data(), qkvr_d.data(), att_d.data(), buffer.data(), device_table,
-                                shape, gemm_mode::fp8, storage::bf16, workspace, handle.get(), nullptr),
-        fp8::invalid_argument);
+    CHECK_THROWS_AS(cuda::attention_forward(buffer.data(), qkvr_d.data(), att_d.data(), buffer.data(),
+                                            attention.device_table, shape, gemm_mode::fp8, storage::bf16,
+                                            attention.workspace, attention.handle.get(), nullptr),
+                    fp8::invalid_argument);
   }
 }
 
