@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
     const float* x = in.as<float>();
     const __nv_bfloat16* xb = in_bf16.as<__nv_bfloat16>();
     device_memory scale_inv_t(fp8::scale_count(fp8::granularity::tile_1x128, cols, rows) * sizeof(float));
+    device_memory mx_scales(fp8::scale_count(fp8::granularity::mx_1x32, rows, cols));
+    device_memory mx_scales_t(fp8::scale_count(fp8::granularity::mx_1x32, cols, rows));
+    const fp8::quantization mx{fp8::fp8_format::e4m3, fp8::granularity::mx_1x32, 0, true};
     float* amax = scalars.as<float>();
     const fp8::cuda::tensor_scale given{scalars.as<float>() + 1, scalars.as<float>() + 2, amax};
     const float initial[3] = {0.0f, 1.0f, 1.0f};  // amax, scale, scale_inv
@@ -136,6 +139,17 @@ int main(int argc, char** argv) {
            fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::tile_1x128),
                                          out.as<std::uint8_t>(), scale_inv.as<float>(),
                                          out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
+         }},
+        {"current mx_1x32 bf16", n, n * 3,
+         [&] {
+           fp8::cuda::quantize(xb, rows, cols, mx, out.as<std::uint8_t>(), mx_scales.as<std::uint8_t>(),
+                               amax);
+         }},
+        {"current mx_1x32 bf16 +transpose (2 reads)", n, n * 4,
+         [&] {
+           fp8::cuda::quantize_transpose(xb, rows, cols, mx, out.as<std::uint8_t>(),
+                                         mx_scales.as<std::uint8_t>(), out_t.as<std::uint8_t>(),
+                                         mx_scales_t.as<std::uint8_t>(), amax);
          }},
         {"current per_tensor bf16 +transpose (2 reads)", n, n * 4,
          [&] {

@@ -34,7 +34,7 @@ void check_device_options(const run_options& o, bool cuda_built) {
   if (o.recipe.scale_granularity == fp8::granularity::mx_1x32) {
     refuse(
         "--granularity mx is CPU-only (cuBLASLt's FP8 products take tensor, row and block scales on "
-        "Hopper; its MX block scales need Blackwell, and the device casts make no E8M0 scales)");
+        "Hopper; its MX block scales need Blackwell)");
   }
   if (o.attention == attention_kernel::fused && o.base_precision == precision::fp32) {
     refuse(

@@ -1,7 +1,8 @@
 // The device quantize kernels against the CPU quantize layer (fp8/quantize.hpp, fp8/scaling.hpp),
-// bit for bit: codes, scale_inv buffers (padding included) and amaxes, for float / bfloat16 / half
-// inputs, both formats, every granularity, odd shapes, unaligned pointers, NaN / Inf / zero blocks;
-// and the device delayed-scaling state against fp8::delayed_scaling_state over many steps.
+// bit for bit: codes, scale_inv buffers (padding included), E8M0 scales and amaxes, for float /
+// bfloat16 / half inputs, both formats, every granularity (MX 1x32 included), odd shapes, unaligned
+// pointers, NaN / Inf / zero blocks; and the device delayed-scaling state against
+// fp8::delayed_scaling_state over many steps.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -290,6 +291,11 @@ std::vector<fp8::quantization> current_recipes() {
   return recipes;
 }
 
+std::vector<fp8::quantization> mx_recipes() {
+  return {{fp8_format::e4m3, granularity::mx_1x32, 0, true},
+          {fp8_format::e5m2, granularity::mx_1x32, 0, true}};
+}
+
 // Some blocks all zero and some holding NaN or Inf, so that the fallback scale (1) is exercised.
 std::vector<float> current_input(std::size_t rows, std::size_t cols, std::uint32_t seed) {
   std::vector<float> values = make_input(rows * cols, seed, false);
@@ -302,8 +308,10 @@ std::vector<float> current_input(std::size_t rows, std::size_t cols, std::uint32
 }
 
 // `offset` elements into every allocation of the input and the codes: 0 keeps them aligned (the vector
-// paths); others misalign some of them, which must send the kernels down their scalar paths.
-template <class Host>
+// paths); others misalign some of them, which must send the kernels down their scalar paths. Scale is
+// float (1 / scale per block) or std::uint8_t (E8M0 codes, q mx_1x32): the host and device overloads
+// are chosen by the scale buffers' type, and everything else is the same check.
+template <class Host, class Scale = float>
 void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed, std::size_t offset = 0) {
   using Device = typename device_type_of<Host>::type;
   const std::size_t n = s.rows * s.cols;
@@ -311,7 +319,7 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   const std::size_t scales = fp8::scale_count(q.granularity, s.rows, s.cols);
   const std::size_t scales_t = fp8::scale_count(q.granularity, s.cols, s.rows);
   std::vector<std::uint8_t> expected(n), expected_t(n);
-  std::vector<float> expected_scale_inv(scales), expected_scale_inv_t(scales_t);
+  std::vector<Scale> expected_scale_inv(scales), expected_scale_inv_t(scales_t);
   const float expected_amax =
       fp8::quantize(host_in.data(), s.rows, s.cols, q, expected.data(), expected_scale_inv.data());
   // The transposed copy's contract: what quantize() gives for the transposed matrix.
@@ -328,7 +336,7 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   const dirty_buffer<Device> in(as_device_elements(host_in), offset);
   {
     const dirty_buffer<std::uint8_t> out(n, offset);
-    const dirty_buffer<float> scale_inv(scales);
+    const dirty_buffer<Scale> scale_inv(scales);
     const dirty_buffer<float> amax(1);
     fp8::cuda::quantize(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), amax.data());
     check_same_bytes(out.download(), expected, what + ": codes");
@@ -338,7 +346,7 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
   }
   {
     const dirty_buffer<std::uint8_t> out(n, offset), out_t(n, offset);
-    const dirty_buffer<float> scale_inv(scales), scale_inv_t(scales_t);
+    const dirty_buffer<Scale> scale_inv(scales), scale_inv_t(scales_t);
     const dirty_buffer<float> amax(1);
     fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), out_t.data(),
                                   scale_inv_t.data(), amax.data());
@@ -355,7 +363,7 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     if (n > 0)
       fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
     const dirty_buffer<std::uint8_t> codes(expected, offset);
-    const dirty_buffer<float> scale_inv(expected_scale_inv);
+    const dirty_buffer<Scale> scale_inv(expected_scale_inv);
     const dirty_buffer<Device> values(n, offset);
     fp8::cuda::dequantize(codes.data(), s.rows, s.cols, q, scale_inv.data(), values.data());
     check_same_bytes(values.download(), expected_values, what + ": dequantize");
@@ -367,6 +375,20 @@ TEST_CASE_TEMPLATE("current scaling per tensor, row, 1x128 tile and 128x128 bloc
   std::uint32_t seed = 1000;
   for (const fp8::quantization& q : current_recipes()) {
     for (const shape s : shapes) check_current<Host>(s, q, seed++);
+  }
+}
+
+// MX: the E8M0 codes of every 32 elements of a row (and, in the transposed copy, of 32 rows of a
+// column: shapes with a partial 128-row chunk and a partial last block, {129, 257} and {1000, 130}).
+TEST_CASE_TEMPLATE("MX 1x32 blocks with E8M0 scales = fp8::quantize", Host, float, fp8::bfloat16,
+                   fp8::float16) {
+  std::uint32_t seed = 2000;
+  for (const fp8::quantization& q : mx_recipes()) {
+    for (const shape s : shapes) check_current<Host, std::uint8_t>(s, q, seed++);
+    for (const std::size_t offset : {std::size_t(1), std::size_t(4)}) {
+      check_current<Host, std::uint8_t>({132, 36}, q, seed++, offset);
+      check_current<Host, std::uint8_t>({256, 384}, q, seed++, offset);
+    }
   }
 }
 
@@ -401,6 +423,9 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
     CAPTURE(blocks);
     for (const fp8::quantization& q : current_recipes()) {
       for (const shape s : capped_shapes) check_current<float>(s, q, seed++);
+    }
+    for (const fp8::quantization& q : mx_recipes()) {
+      for (const shape s : capped_shapes) check_current<float, std::uint8_t>(s, q, seed++);
     }
     check_per_tensor<fp8::bfloat16>(1000003, 0, fp8_format::e4m3, 0.37f, seed++);
     check_per_tensor<float>(100003, 1, fp8_format::e5m2, 3.0f, seed++);
@@ -465,7 +490,7 @@ TEST_CASE("the remembered SM count is each device's, and grid_for caps at SMs x 
 
 // A large matrix at the sizes real layers have (4096 x 8192 BF16): the grid cap SMs x 8 is reached,
 // so each kernel runs its grid-stride loop for real. Compared with the CPU bit for bit.
-TEST_CASE("large case: 4096 x 8192 bf16 at every granularity, with the transposed copy") {
+TEST_CASE("large case: 4096 x 8192 bf16 at every granularity (MX included), with the transposed copy") {
   std::uint32_t seed = 9000;
   for (const fp8::quantization& q :
        {fp8::quantization{fp8_format::e4m3, granularity::per_tensor, 0, false},
@@ -474,6 +499,7 @@ TEST_CASE("large case: 4096 x 8192 bf16 at every granularity, with the transpose
         fp8::quantization{fp8_format::e4m3, granularity::block_128x128, 0, false}}) {
     check_current<fp8::bfloat16>({4096, 8192}, q, seed++);
   }
+  check_current<fp8::bfloat16, std::uint8_t>({4096, 8192}, mx_recipes().front(), seed++);
   check_per_tensor<fp8::bfloat16>(std::size_t(4096) * 8192, 0, fp8_format::e4m3, 0.37f, seed++);
 }
 

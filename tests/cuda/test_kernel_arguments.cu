@@ -61,7 +61,8 @@ TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
   CHECK(contains(rejection([&] {
                    fp8::cuda::quantize(fake_floats(), 4, 64, mx, fake_codes(), fake_floats(), fake_floats());
                  }),
-                 "mx_1x32 (E8M0 scales) is quantized on the CPU only"));
+                 "fp8::cuda::quantize (current scaling): mx_1x32 scales are E8M0 codes; pass a std::uint8_t* "
+                 "scale buffer (the MX overload) instead of float*"));
   const fp8::quantization negative_margin{fp8_format::e4m3, fp8::granularity::per_row, -1, false};
   CHECK(contains(rejection([&] {
                    fp8::cuda::quantize(fake_floats(), 4, 64, negative_margin, fake_codes(), fake_floats(),
@@ -70,7 +71,8 @@ TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
                  "margin must be >= 0"));
   const fp8::quantization tiles{fp8_format::e4m3, fp8::granularity::tile_1x128, 0, false};
   CHECK(contains(rejection([&] {
-                   fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(), nullptr, fake_floats());
+                   fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(),
+                                       static_cast<float*>(nullptr), fake_floats());
                  }),
                  "scale_inv is null"));
   CHECK(contains(rejection([&] {
@@ -79,12 +81,64 @@ TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
                  "amax is null"));
   CHECK(contains(rejection([&] {
                    fp8::cuda::quantize_transpose(fake_floats(), 4, 64, tiles, fake_codes(), fake_floats(),
-                                                 fake_codes(), nullptr, fake_floats());
+                                                 fake_codes(), static_cast<float*>(nullptr), fake_floats());
                  }),
                  "scale_inv_t is null"));
   CHECK(contains(rejection([&] {
                    fp8::cuda::quantize(fake_floats(), std::size_t(1) << 40, std::size_t(1) << 40, tiles,
                                        fake_codes(), fake_floats(), fake_floats());
+                 }),
+                 "overflows size_t"));
+}
+
+// The MX overloads (E8M0 scale buffers) take mx_1x32 with margin 0 only, and name their own buffers.
+TEST_CASE("the MX launchers reject other granularities, a margin and missing E8M0 buffers") {
+  const fp8::quantization mx{fp8_format::e4m3, fp8::granularity::mx_1x32, 0, true};
+  const fp8::quantization tiles{fp8_format::e4m3, fp8::granularity::tile_1x128, 0, false};
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize(fake_floats(), 4, 64, tiles, fake_codes(), fake_codes(),
+                                       fake_floats());
+                 }),
+                 "fp8::cuda::quantize (MX): an E8M0 (std::uint8_t*) scale buffer is only for mx_1x32; "
+                 "tile_1x128 takes float* scale_inv"));
+  fp8::quantization margin = mx;
+  margin.margin = 2;
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize(fake_floats(), 4, 64, margin, fake_codes(), fake_codes(),
+                                       fake_floats());
+                 }),
+                 "mx_1x32 follows the OCP MX rule, which has no margin; got margin 2"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize(fake_floats(), 4, 64, mx, fake_codes(),
+                                       static_cast<std::uint8_t*>(nullptr), fake_floats());
+                 }),
+                 "fp8::cuda::quantize (MX): scale_e8m0 is null"));
+  CHECK(contains(
+      rejection([&] { fp8::cuda::quantize(fake_floats(), 4, 64, mx, fake_codes(), fake_codes(), nullptr); }),
+      "amax is null"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_transpose(fake_floats(), 4, 64, mx, fake_codes(), fake_codes(),
+                                                 static_cast<std::uint8_t*>(nullptr), fake_codes(),
+                                                 fake_floats());
+                 }),
+                 "fp8::cuda::quantize_transpose (MX): out_t is null but 256 elements were requested"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_transpose(fake_floats(), 4, 64, mx, fake_codes(), fake_codes(),
+                                                 fake_codes(), static_cast<std::uint8_t*>(nullptr),
+                                                 fake_floats());
+                 }),
+                 "scale_e8m0_t is null"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::dequantize(fake_codes(), 4, 64, mx, static_cast<const std::uint8_t*>(nullptr),
+                                         fake_floats());
+                 }),
+                 "fp8::cuda::dequantize (MX): scale_e8m0 is null"));
+  CHECK(contains(
+      rejection([&] { fp8::cuda::dequantize(fake_codes(), 4, 64, tiles, fake_codes(), fake_floats()); }),
+      "fp8::cuda::dequantize (MX): an E8M0 (std::uint8_t*) scale buffer is only for mx_1x32"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize(fake_floats(), std::size_t(1) << 40, std::size_t(1) << 40, mx,
+                                       fake_codes(), fake_codes(), fake_floats());
                  }),
                  "overflows size_t"));
 }
@@ -101,7 +155,10 @@ TEST_CASE("the matrix dequantize names the null pointer the caller passed") {
   const std::string null_values = rejection(
       [&] { fp8::cuda::dequantize(fake_codes(), 4, 64, rows, fake_floats(), static_cast<float*>(nullptr)); });
   CHECK(contains(null_values, "fp8::cuda::dequantize (blocks): out is null but 256 elements were requested"));
-  CHECK(contains(rejection([&] { fp8::cuda::dequantize(fake_codes(), 4, 64, rows, nullptr, fake_floats()); }),
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::dequantize(fake_codes(), 4, 64, rows, static_cast<const float*>(nullptr),
+                                         fake_floats());
+                 }),
                  "scale_inv is null"));
 }
 

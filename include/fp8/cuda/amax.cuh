@@ -32,10 +32,16 @@ __device__ __forceinline__ std::uint32_t amax_bits(float4 v) {
   return max(max(amax_bits(v.x), amax_bits(v.y)), max(amax_bits(v.z), amax_bits(v.w)));
 }
 
-__device__ __forceinline__ std::uint32_t warp_max(std::uint32_t bits) {
-  for (int offset = 16; offset > 0; offset /= 2) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, offset));
+// The maximum over each group of Lanes consecutive lanes (a power of two up to 32), returned to every
+// lane of the group. All 32 lanes of the warp must call it.
+template <int Lanes>
+__device__ __forceinline__ std::uint32_t group_max(std::uint32_t bits) {
+  static_assert(Lanes > 0 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0, "a power of two up to 32");
+  for (int offset = Lanes / 2; offset > 0; offset /= 2)
+    bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, offset));
   return bits;
 }
+__device__ __forceinline__ std::uint32_t warp_max(std::uint32_t bits) { return group_max<32>(bits); }
 
 // The maximum over the block, returned to every thread. All threads must call it.
 template <int Threads>

@@ -13,6 +13,7 @@
 
 #include "../scaling/fp8_format.hpp"
 #include "../scaling/granularity.hpp"
+#include "../scaling/recipe.hpp"
 #include "amax.cuh"
 #include "convert.cuh"
 #include "element.cuh"
@@ -73,43 +74,55 @@ __global__ void __launch_bounds__(Threads)
   if (threadIdx.x == 0) atomic_max_amax(amax, tensor_bits);
 }
 
-// 1x128 tiles: a warp per tile (32 lanes x 4 elements), tiles in row order (grid-stride over warps).
-template <class Format, class T, int Threads>
+// 1 x (4 Lanes) tiles of a row, Lanes lanes x 4 elements per tile: 1x128 tiles (Lanes 32, a warp
+// per tile, float 1 / scale entries) and MX 1x32 blocks (Lanes 8, four blocks per warp, E8M0 codes).
+// A warp takes 32 / Lanes consecutive tiles in row order (grid-stride over warps); Scales is
+// float_block_scales or e8m0_block_scales (scale.cuh).
+template <class Format, class T, int Threads, int Lanes, class Scales>
 __global__ void __launch_bounds__(Threads)
     tile_quantize_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
-                         scale_rule rule, scale_layout layout, std::uint8_t* __restrict__ out,
-                         float* scale_inv, float* amax) {
+                         Scales scales, scale_layout layout, std::uint8_t* __restrict__ out, float* amax) {
   constexpr int warps = Threads / 32;
+  constexpr int tiles_per_warp = 32 / Lanes;
+  constexpr std::size_t length = 4 * std::size_t(Lanes);
   const int lane = int(threadIdx.x) % 32;
+  const int member = lane % Lanes;  // which four elements of its tile the lane holds
   const std::size_t tiles = rows * layout.grid_cols;
-  const std::size_t total_warps = std::size_t(gridDim.x) * warps;
+  const std::size_t tiles_per_step = std::size_t(gridDim.x) * warps * tiles_per_warp;
   std::uint32_t tensor_bits = 0;
   const auto tile_column = [&](std::size_t t) {
-    return (t % layout.grid_cols) * tile_length + 4 * std::size_t(lane);
+    return (t % layout.grid_cols) * length + 4 * std::size_t(member);
   };
+  const auto load = [&](std::size_t t) {
+    return t < tiles ? load4_guarded(in + (t / layout.grid_cols) * cols, tile_column(t), cols, vector)
+                     : float4{0.0f, 0.0f, 0.0f, 0.0f};
+  };
+  // Every lane takes part in the group's shuffles, also one past the last tile (whose zeros leave
+  // the maximum alone); only then do lanes without a tile stop.
   const auto finish = [&](std::size_t t, float4 v) {
+    const std::uint32_t bits = group_max<Lanes>(amax_bits(v));
+    if (t >= tiles) return;
     const std::size_t r = t / layout.grid_cols;
     const std::size_t tile = t % layout.grid_cols;
-    const std::uint32_t bits = warp_max(amax_bits(v));
     tensor_bits = max(tensor_bits, bits);
-    const float scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
+    const float scale = scales.apply(bits, layout.index(r, tile), member == 0);
     store4_guarded<Format>(out + r * cols, tile_column(t), cols, vector, scale4(v, scale));
-    if (lane == 0) {
-      scale_inv[layout.index(r, tile)] = 1.0f / scale;
-      if (r + 1 == rows) {  // the padding rows of this tile column are written as 0, as on the CPU
-        for (std::size_t p = rows; p < layout.leading; ++p) scale_inv[layout.index(p, tile)] = 0.0f;
+    if constexpr (Scales::padded) {
+      // The padding rows of this tile column are written as 0, as on the CPU.
+      if (member == 0 && r + 1 == rows) {
+        for (std::size_t p = rows; p < layout.leading; ++p) scales.pad(layout.index(p, tile));
       }
     }
   };
-  // Two tiles per warp and step (one grid apart), so that two loads per thread are in flight.
-  for (std::size_t t = blockIdx.x * std::size_t(warps) + threadIdx.x / 32; t < tiles; t += 2 * total_warps) {
-    const std::size_t t2 = t + total_warps;
-    const float4 v = load4_guarded(in + (t / layout.grid_cols) * cols, tile_column(t), cols, vector);
-    const float4 v2 = t2 < tiles
-                          ? load4_guarded(in + (t2 / layout.grid_cols) * cols, tile_column(t2), cols, vector)
-                          : float4{0.0f, 0.0f, 0.0f, 0.0f};
+  // Two tiles per lane and step (one grid apart), so that two loads per thread are in flight.
+  const std::size_t first = (blockIdx.x * std::size_t(warps) + threadIdx.x / 32) * tiles_per_warp;
+  for (std::size_t base = first; base < tiles; base += 2 * tiles_per_step) {
+    const std::size_t t = base + std::size_t(lane / Lanes);
+    const std::size_t t2 = t + tiles_per_step;
+    const float4 v = load(t);
+    const float4 v2 = load(t2);
     finish(t, v);
-    if (t2 < tiles) finish(t2, v2);
+    if (base + tiles_per_step < tiles) finish(t2, v2);  // the same for the whole warp
   }
   tensor_bits = block_max<Threads>(tensor_bits);
   if (threadIdx.x == 0) atomic_max_amax(amax, tensor_bits);
@@ -308,8 +321,9 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
         kernel = "fp8::cuda::detail::tile_quantize_kernel";
         grid = grid_for(rows * layout.grid_cols, warps);
         threads = block_threads;
-        tile_quantize_kernel<format_t, T, block_threads>
-            <<<grid, block_threads, 0, stream>>>(in, rows, cols, vector, rule, layout, out, scale_inv, amax);
+        tile_quantize_kernel<format_t, T, block_threads, 32, float_block_scales>
+            <<<grid, block_threads, 0, stream>>>(in, rows, cols, vector, float_block_scales{rule, scale_inv},
+                                                 layout, out, amax);
         break;
       }
       default: {
@@ -329,12 +343,32 @@ void launch_block_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_
   check_launch(kernel, rows, cols, grid, threads);
 }
 
-// out = T(decode(code) * scale_inv of the element's block), four elements of a row per step.
-template <class Format, class T, int Threads>
+// MX 1x32 blocks with E8M0 codes in scale_e8m0 (layout: make_scale_layout(mx_1x32, rows, cols)):
+// the tile kernel with eight lanes per block.
+template <class T>
+void launch_mx_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                        const scale_layout& layout, std::uint8_t* out, std::uint8_t* scale_e8m0, float* amax,
+                        cudaStream_t stream) {
+  constexpr int lanes = int(mx_block_length) / 4;
+  constexpr int tiles_per_block = (block_threads / 32) * (32 / lanes);
+  const bool vector = cols % 4 == 0 && is_aligned(in, 4 * sizeof(T)) && is_aligned(out, 4);
+  const unsigned grid = grid_for(rows * layout.grid_cols, tiles_per_block);
+  visit_format(format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    tile_quantize_kernel<format_t, T, block_threads, lanes, e8m0_block_scales>
+        <<<grid, block_threads, 0, stream>>>(in, rows, cols, vector, e8m0_block_scales{format, scale_e8m0},
+                                             layout, out, amax);
+  });
+  check_launch("fp8::cuda::detail::tile_quantize_kernel (MX)", rows, cols, grid, block_threads);
+}
+
+// out = T(decode(code) * the scale_inv of the element's block), four elements of a row per step.
+// Scale is float (1 / scale) or std::uint8_t (an E8M0 code: X = 2^(code - 127)).
+template <class Format, class T, int Threads, class Scale>
 __global__ void __launch_bounds__(Threads)
     block_dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
                             bool vector, scale_layout layout, std::size_t block_rows, std::size_t block_cols,
-                            const float* scale_inv, T* __restrict__ out) {
+                            const Scale* scales, T* __restrict__ out) {
   __shared__ float table[byte_codes];
   fill_decode_table<Format>(table);
   const std::size_t quads_per_row = (cols + 3) / 4;
@@ -343,8 +377,8 @@ __global__ void __launch_bounds__(Threads)
        q += std::size_t(gridDim.x) * Threads) {
     const std::size_t r = q / quads_per_row;
     const std::size_t c = 4 * (q % quads_per_row);
-    // Block widths (1, 128, cols) are multiples of 4 or the whole row, so the 4 share one scale.
-    const float s = scale_inv[layout.index(r / block_rows, c / block_cols)];
+    // Block widths (32, 128, cols) are multiples of 4 or the whole row, so the 4 share one scale.
+    const float s = block_scale_inv(scales[layout.index(r / block_rows, c / block_cols)]);
     const std::size_t base = r * cols + c;
     if (vector && c + 4 <= cols) {
       dequantize4<Format>(table, *reinterpret_cast<const std::uint32_t*>(in + base), s, out + base);
@@ -353,6 +387,23 @@ __global__ void __launch_bounds__(Threads)
         out[base + j] = narrow<T>(dequantize_one<Format>(table, in[base + j], s));
     }
   }
+}
+
+// The matrix dequantize of either scale kind (float 1 / scale, or E8M0 codes under mx_1x32), the
+// arguments checked by the caller.
+template <class T, class Scale>
+void launch_block_dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols,
+                             const quantization& q, const Scale* scales, T* out, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
+  const bool vector = cols % 4 == 0 && is_aligned(in, 4) && is_aligned(out, 4 * sizeof(T));
+  const unsigned grid = grid_for(rows * ((cols + 3) / 4));
+  visit_format(q.format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    block_dequantize_kernel<format_t, T, block_threads, Scale><<<grid, block_threads, 0, stream>>>(
+        in, rows, cols, vector, layout, layout.block_rows, layout.block_cols, scales, out);
+  });
+  check_launch("fp8::cuda::detail::block_dequantize_kernel", rows, cols, grid, block_threads);
 }
 
 }  // namespace detail

@@ -55,18 +55,32 @@ __device__ __forceinline__ void load_column_chunk(const T* in, std::size_t rows,
   }
 }
 
-// The NaN-dominant amax of each column of the chunk, returned to every thread for its own column.
-__device__ __forceinline__ std::uint32_t chunk_column_bits(const float (&v)[column_values]) {
-  __shared__ std::uint32_t partial[column_warps][column_width];
-  std::uint32_t bits = 0;
+// The NaN-dominant amaxes of each column of the chunk, per group of 128 / Groups rows (1: the whole
+// chunk; 4: MX blocks of 32 rows), returned to every thread for its own column. A thread's value k
+// is row warp + 8k of the chunk, so its values 4g .. 4g + 3 are rows 32g + warp + {0, 8, 16, 24}:
+// group g of the MX split, and values 16g / Groups .. 16(g + 1) / Groups - 1 in general.
+template <int Groups>
+__device__ __forceinline__ void chunk_column_bits(const float (&v)[column_values],
+                                                  std::uint32_t (&bits)[Groups]) {
+  static_assert(Groups == 1 || Groups == 4, "whole chunks or MX blocks of 32 rows");
+  constexpr int per_group = column_values / Groups;
+  __shared__ std::uint32_t partial[column_warps][Groups][column_width];
+  const int warp = int(threadIdx.x) / 32;
+  const int lane = int(threadIdx.x) % 32;
+  __syncthreads();  // partial[] may still be read by the previous chunk
 #pragma unroll
-  for (int k = 0; k < column_values; ++k) bits = max(bits, amax_bits(v[k]));
+  for (int g = 0; g < Groups; ++g) {
+    std::uint32_t b = 0;
+#pragma unroll
+    for (int k = 0; k < per_group; ++k) b = max(b, amax_bits(v[g * per_group + k]));
+    partial[warp][g][lane] = b;
+  }
   __syncthreads();
-  partial[threadIdx.x / 32][threadIdx.x % 32] = bits;
-  __syncthreads();
-  bits = 0;
-  for (int w = 0; w < column_warps; ++w) bits = max(bits, partial[w][threadIdx.x % 32]);
-  return bits;
+#pragma unroll
+  for (int g = 0; g < Groups; ++g) {
+    bits[g] = 0;
+    for (int w = 0; w < column_warps; ++w) bits[g] = max(bits[g], partial[w][g][lane]);
+  }
 }
 
 // Per-column amaxes of all rows (the per_row scales of Xᵀ): atomically max-ed into column_amax[c].
@@ -79,20 +93,25 @@ __global__ void __launch_bounds__(column_threads)
     const column_chunk chunk = chunk_of(index, cols);
     float v[column_values];
     load_column_chunk(in, rows, cols, chunk, v);
-    const std::uint32_t bits = chunk_column_bits(v);
+    std::uint32_t bits[1];
+    chunk_column_bits(v, bits);
     const std::size_t c = chunk.c0 + threadIdx.x % 32;
-    if (threadIdx.x < 32 && c < cols) atomic_max_amax(column_amax + c, bits);
+    if (threadIdx.x < 32 && c < cols) atomic_max_amax(column_amax + c, bits[0]);
   }
 }
 
-// Casts chunks of X with one scale per column and writes them transposed into out_t (cols x rows).
-// Scales: from the chunk's own column amaxes (1x128 tiles of Xᵀ; 1 / scale goes to scale_inv_t in
-// the tile layout of Xᵀ, padding 0), or from column_amax (per_row of Xᵀ, written by finish_columns).
-template <class Format, class T>
+// Casts chunks of X with one scale per column and group of rows, and writes them transposed into
+// out_t (cols x rows). Scales: from the chunk's own column amaxes, per group of 128 / Groups rows
+// (the 1x128 tiles of Xᵀ, Groups 1, or its MX 1x32 blocks, Groups 4; the entries go to Scales'
+// buffer in layout_t, padding 0), or from column_amax (per_row of Xᵀ, Groups 1 with float scales:
+// the kernel stores none, finish_columns writes them).
+template <class Format, class T, int Groups, class Scales>
 __global__ void __launch_bounds__(column_threads)
     column_quantize_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols,
-                                     scale_rule rule, const float* column_amax, scale_layout layout_t,
-                                     float* scale_inv_t, std::uint8_t* __restrict__ out_t) {
+                                     Scales scales, const float* column_amax, scale_layout layout_t,
+                                     std::uint8_t* __restrict__ out_t) {
+  constexpr std::size_t group_rows = std::size_t(column_chunk_rows) / Groups;
+  constexpr int per_group = column_values / Groups;
   __shared__ alignas(4) std::uint8_t codes[column_width][column_stride];
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
@@ -103,22 +122,30 @@ __global__ void __launch_bounds__(column_threads)
     float v[column_values];
     load_column_chunk(in, rows, cols, chunk, v);
     const std::size_t c = chunk.c0 + std::size_t(lane);
-    float scale = 1.0f;
+    float scale[Groups];
     if (column_amax != nullptr) {
-      scale = c < cols ? scale_from_amax(column_amax[c], rule, 1.0f) : 1.0f;
+      scale[0] = c < cols ? scales.apply(__float_as_uint(column_amax[c]), 0, false) : 1.0f;
     } else {
-      const std::uint32_t bits = chunk_column_bits(v);
-      scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
-      const std::size_t tile = chunk.r0 / tile_length;
-      if (warp == 0 && c < cols) scale_inv_t[layout_t.index(c, tile)] = 1.0f / scale;
-      if (warp == 0 && lane == 0 && chunk.c0 + column_width >= cols) {
-        for (std::size_t p = cols; p < layout_t.leading; ++p) scale_inv_t[layout_t.index(p, tile)] = 0.0f;
+      std::uint32_t bits[Groups];
+      chunk_column_bits(v, bits);
+#pragma unroll
+      for (int g = 0; g < Groups; ++g) {
+        const std::size_t first_row = chunk.r0 + std::size_t(g) * group_rows;
+        const std::size_t tile = first_row / group_rows;
+        // A group below the last row has no block in Xᵀ's layout (MX: rows not a multiple of 128).
+        const bool store = warp == 0 && c < cols && first_row < rows;
+        scale[g] = scales.apply(bits[g], store ? layout_t.index(c, tile) : 0, store);
+        if constexpr (Scales::padded) {
+          if (warp == 0 && lane == 0 && chunk.c0 + column_width >= cols) {
+            for (std::size_t p = cols; p < layout_t.leading; ++p) scales.pad(layout_t.index(p, tile));
+          }
+        }
       }
     }
 #pragma unroll
     for (int k = 0; k < column_values; ++k) {
       codes[lane][warp + k * column_warps] =
-          convert<Format, rounding::nearest_even, overflow::saturate>(v[k] * scale);
+          convert<Format, rounding::nearest_even, overflow::saturate>(v[k] * scale[k / per_group]);
     }
     __syncthreads();
     // Row cc of the chunk's transpose: 128 codes, 16 per thread (8 threads per row).

@@ -1,5 +1,6 @@
 // Current scaling on the device, as the CPU fp8::quantize(in, rows, cols, q, ...): amax, scale and
-// cast per tensor, row, 1x128 tile or 128x128 block with no host round trip; and dequantize.
+// cast per tensor, row, 1x128 tile, 128x128 block or MX 1x32 block (E8M0 scales) with no host round
+// trip; and dequantize.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -25,22 +26,39 @@
 namespace fp8::cuda {
 namespace detail {
 
-inline void check_current_scaling(const void* in, const void* out, const void* out_t, const float* scale_inv,
+// `scales` is scale_inv (float) or, with mx_scales, scale_e8m0 (E8M0 codes); `amax` the device
+// float that receives the matrix's amax (the dequantize passes its scales there, as it has none).
+inline void check_current_scaling(const void* in, const void* out, const void* out_t, const void* scales,
                                   const float* amax, std::size_t rows, std::size_t cols,
-                                  const quantization& q, const char* function) {
-  try {
-    q.validate();
-  } catch (const invalid_argument& e) { throw invalid_argument(std::string(function) + ": " + e.what()); }
-  require(q.granularity != granularity::mx_1x32, function,
-          "mx_1x32 (E8M0 scales) is quantized on the CPU only (fp8::quantize with a std::uint8_t* scale "
-          "buffer); the device kernels cover per_tensor, per_row, tile_1x128 and block_128x128");
+                                  const quantization& q, const char* function, bool mx_scales) {
+  fp8::detail::check_quantization(q, function, mx_scales);
   (void)checked_size(rows, cols, function);
   check_pointer(in, rows * cols, function, "in");
   check_pointer(out, rows * cols, function, "out");
   check_pointer(out_t, rows * cols, function, "out_t");
-  require(scale_inv != nullptr, function,
-          "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
+  require(scales != nullptr, function,
+          mx_scales ? "scale_e8m0 is null (it needs scale_count(mx_1x32, rows, cols) E8M0 codes)"
+                    : "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
   require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
+}
+
+// The MX transposed copy: Xᵀ's 1x32 blocks are 32 rows of a column of X, cast by the column kernel
+// with four E8M0 groups per 128-row chunk.
+template <class T>
+void launch_mx_columns(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                       std::uint8_t* out_t, std::uint8_t* scale_e8m0_t, cudaStream_t stream) {
+  constexpr int groups = column_chunk_rows / int(mx_block_length);
+  const std::size_t chunks =
+      ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  const unsigned grid = grid_for(chunks, 1);
+  visit_format(format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    column_quantize_transpose_kernel<format_t, T, groups, e8m0_block_scales>
+        <<<grid, column_threads, 0, stream>>>(in, rows, cols, e8m0_block_scales{format, scale_e8m0_t},
+                                              nullptr, make_scale_layout(granularity::mx_1x32, cols, rows),
+                                              out_t);
+  });
+  check_launch("fp8::cuda::detail::column_quantize_transpose_kernel (MX)", rows, cols, grid, column_threads);
 }
 
 }  // namespace detail
@@ -55,13 +73,14 @@ inline void check_current_scaling(const void* in, const void* out, const void* o
 // Bit-identical to the CPU fp8::quantize(in, rows, cols, q, out, scale_inv). per_tensor reads the
 // input twice (an amax kernel, then the cast, which computes the scale from the device amax); the
 // other granularities read it once (per_row twice, the second mostly from cache).
-// Throws fp8::invalid_argument on null pointers, a bad q or mx_1x32 (CPU only), before launching.
+// Throws fp8::invalid_argument on null pointers, a bad q or mx_1x32 (whose E8M0 codes take the
+// std::uint8_t* overload below), before launching.
 template <class T>
 void quantize(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
               float* scale_inv, float* amax, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::quantize (current scaling)";
-  detail::check_current_scaling(in, out, out, scale_inv, amax, rows, cols, q, function);
+  detail::check_current_scaling(in, out, out, scale_inv, amax, rows, cols, q, function, false);
   const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
@@ -87,7 +106,7 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
                         float* amax, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::quantize_transpose (current scaling)";
-  detail::check_current_scaling(in, out, out_t, scale_inv, amax, rows, cols, q, function);
+  detail::check_current_scaling(in, out, out_t, scale_inv, amax, rows, cols, q, function, false);
   detail::require(scale_inv_t != nullptr, function,
                   "scale_inv_t is null (scale_count(granularity, cols, rows) floats)");
   const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
@@ -124,8 +143,9 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   }
   visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
-    detail::column_quantize_transpose_kernel<format_t, T><<<grid, detail::column_threads, 0, stream>>>(
-        in, rows, cols, rule, column_amax, layout_t, scale_inv_t, out_t);
+    detail::column_quantize_transpose_kernel<format_t, T, 1, detail::float_block_scales>
+        <<<grid, detail::column_threads, 0, stream>>>(
+            in, rows, cols, detail::float_block_scales{rule, scale_inv_t}, column_amax, layout_t, out_t);
   });
   detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel", rows, cols, grid,
                        detail::column_threads);
@@ -148,19 +168,62 @@ void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, cons
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::dequantize (blocks)";
   // Argument names as the caller sees them: the codes are `in`, the values written are `out`.
-  detail::check_current_scaling(in, out, out, scale_inv, scale_inv, rows, cols, q, function);
-  if (rows * cols == 0) return;
-  const scale_layout layout = make_scale_layout(q.granularity, rows, cols);
-  const bool vector = cols % 4 == 0 && detail::is_aligned(in, 4) && detail::is_aligned(out, 4 * sizeof(T));
-  const std::size_t quads = rows * ((cols + 3) / 4);
-  const unsigned grid = detail::grid_for(quads);
-  visit_format(q.format, [&](auto descriptor) {
-    using format_t = decltype(descriptor);
-    detail::block_dequantize_kernel<format_t, T, detail::block_threads>
-        <<<grid, detail::block_threads, 0, stream>>>(in, rows, cols, vector, layout, layout.block_rows,
-                                                     layout.block_cols, scale_inv, out);
-  });
-  detail::check_launch("fp8::cuda::detail::block_dequantize_kernel", rows, cols, grid, detail::block_threads);
+  detail::check_current_scaling(in, out, out, scale_inv, scale_inv, rows, cols, q, function, false);
+  detail::launch_block_dequantize(in, rows, cols, q, scale_inv, out, stream);
+}
+
+// --- MX (OCP MX v1.0: mx_1x32, E8M0 scales) ------------------------------------------------------
+
+// MX quantization (q.granularity == mx_1x32, margin 0), the counterpart of the CPU
+// fp8::quantize(in, rows, cols, q, out, scale_e8m0): per 32 elements of a row, the E8M0 code of
+// X = 2^(floor(log2(amax)) - emax) (fp8::mx_scale_code) into scale_e8m0 (rows x ceil(cols / 32),
+// row-major), out = FP8(in * 2^(127 - code)) rounded to nearest even and saturated, and *amax the
+// matrix's amax (overwritten). One read of the input; bit-identical to the CPU. Hopper's tensor cores
+// do not read MX operands (cuBLASLt's VEC32_UE8M0 mode is for Blackwell, with its scales rearranged
+// into 128 x 4 tiles), so this is for storage, exchange, and the emulated MX recipes.
+// Throws fp8::invalid_argument on null pointers or a q that is not mx_1x32 with margin 0.
+template <class T>
+void quantize(const T* in, std::size_t rows, std::size_t cols, const quantization& q, std::uint8_t* out,
+              std::uint8_t* scale_e8m0, float* amax, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::quantize (MX)";
+  detail::check_current_scaling(in, out, out, scale_e8m0, amax, rows, cols, q, function, true);
+  FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  detail::launch_mx_quantize(in, rows, cols, q.format, make_scale_layout(q.granularity, rows, cols), out,
+                             scale_e8m0, amax, stream);
+}
+
+// Both MX copies, as the CPU fp8::quantize_transpose(in, rows, cols, q, out, scale_e8m0, out_t,
+// scale_e8m0_t): out, scale_e8m0 and *amax as quantize() above, and out_t (cols x rows) with
+// scale_e8m0_t (cols x ceil(rows / 32)) as quantize() of the transposed matrix: Xᵀ's blocks are 32
+// consecutive rows of a column of X (the copy a backward product reads). Two reads of the input.
+template <class T>
+void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                        std::uint8_t* out, std::uint8_t* scale_e8m0, std::uint8_t* out_t,
+                        std::uint8_t* scale_e8m0_t, float* amax, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::quantize_transpose (MX)";
+  detail::check_current_scaling(in, out, out_t, scale_e8m0, amax, rows, cols, q, function, true);
+  detail::require(scale_e8m0_t != nullptr, function,
+                  "scale_e8m0_t is null (scale_count(mx_1x32, cols, rows) E8M0 codes)");
+  FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  detail::launch_mx_quantize(in, rows, cols, q.format, make_scale_layout(q.granularity, rows, cols), out,
+                             scale_e8m0, amax, stream);
+  if (rows * cols > 0) detail::launch_mx_columns(in, rows, cols, q.format, out_t, scale_e8m0_t, stream);
+}
+
+// MX inverse: out = T(decode(code) * 2^(e8m0 - 127)), rounded once to T; bit-identical to the CPU
+// fp8::dequantize(in, rows, cols, q, scale_e8m0, out). Unlike the CPU, it cannot refuse an E8M0 NaN
+// code (0xFF) without a host round trip: such a block decodes to NaN.
+template <class T>
+void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, const quantization& q,
+                const std::uint8_t* scale_e8m0, T* out, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::dequantize (MX)";
+  // No amax here: the scales stand in for it in the check.
+  detail::check_current_scaling(in, out, out, scale_e8m0, reinterpret_cast<const float*>(scale_e8m0), rows,
+                                cols, q, function, true);
+  detail::launch_block_dequantize(in, rows, cols, q, scale_e8m0, out, stream);
 }
 
 }  // namespace fp8::cuda

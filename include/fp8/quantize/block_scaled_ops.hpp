@@ -14,6 +14,7 @@
 #include "../config.hpp"
 #include "../convert.hpp"
 #include "../format.hpp"
+#include "../scaling/scale.hpp"
 #include "isa.hpp"
 
 #if FP8_QUANTIZE_ISA_AVX512 || FP8_QUANTIZE_ISA_AVX2
@@ -73,21 +74,6 @@ struct small_encoding {
 };
 
 inline constexpr std::uint32_t float_infinity_bits = 0x7F800000u;
-
-// OCP MX: the E8M0 code of a finite block's scale from its amax bits. floor(log2(amax)) + 127 - emax
-// is the float's biased exponent minus emax (float subnormals have biased exponent 0 and clamp to
-// code 0); an all-zero block gets X = 1 (code 127).
-FP8_HOST_DEVICE constexpr std::uint8_t mx_scale_code_from_amax_bits(std::uint32_t amax_bits,
-                                                                    int emax) noexcept {
-  if (amax_bits == 0) return std::uint8_t(format_traits<e8m0_format>::bias);
-  const int code = int(amax_bits >> 23) - emax;
-  return std::uint8_t(code < 0 ? 0 : code);
-}
-
-// 1 / X = 2^(127 - code) as a float: normal for every code a finite amax produces (0..252).
-FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR inline float mx_element_multiplier(std::uint8_t code) noexcept {
-  return bit_cast<float>(std::uint32_t(2 * 127 - code) << 23);
-}
 
 // One MXFP4 block of 32 floats with `Ops`' amax and packed encoder: returns the E8M0 scale (0xFF for a
 // block holding NaN or Inf, whose 16 packed bytes are then zero).

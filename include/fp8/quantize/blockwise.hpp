@@ -58,29 +58,6 @@ void decode_block(const std::uint8_t* in, std::size_t cols, std::size_t r0, std:
   }
 }
 
-inline void check_quantization(const quantization& q, const char* function, bool mx_scales) {
-  try {
-    q.validate();
-  } catch (const invalid_argument& e) { throw invalid_argument(std::string(function) + ": " + e.what()); }
-  const bool is_mx = q.granularity == granularity::mx_1x32;
-  if (is_mx && !mx_scales) {
-    throw invalid_argument(std::string(function) +
-                           ": mx_1x32 scales are E8M0 codes; pass a std::uint8_t* scale "
-                           "buffer (the MX overload) instead of float*");
-  }
-  if (!is_mx && mx_scales) {
-    throw invalid_argument(std::string(function) +
-                           ": an E8M0 (std::uint8_t*) scale buffer is only for mx_1x32; " +
-                           granularity_name(q.granularity) + " takes float* scale_inv");
-  }
-  if (is_mx && q.margin != 0) {
-    throw invalid_argument(std::string(function) +
-                           ": mx_1x32 follows the OCP MX rule, which has no margin; "
-                           "got margin " +
-                           std::to_string(q.margin));
-  }
-}
-
 template <class Ops, class T>
 float quantize_blocks_with(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
                            std::uint8_t* out, float* scale_inv) {

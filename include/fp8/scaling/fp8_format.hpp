@@ -30,7 +30,7 @@ inline FP8_BIT_CAST_CONSTEXPR float max_finite(fp8_format format) noexcept {
 }
 
 // Exponent of the largest power of two of the format (emax of the OCP MX rule): 8 for E4M3, 15 for E5M2.
-constexpr int max_exponent(fp8_format format) noexcept {
+FP8_HOST_DEVICE constexpr int max_exponent(fp8_format format) noexcept {
   return format == fp8_format::e5m2 ? format_traits<e5m2_format>::max_exponent
                                     : format_traits<e4m3_format>::max_exponent;
 }

@@ -32,6 +32,34 @@ struct quantization {
   }
 };
 
+namespace detail {
+// q for a call whose scale buffer is E8M0 codes (`mx_scales`, the MX overloads) or floats (the
+// others), host and device quantizers alike: throws fp8::invalid_argument prefixed with `function`
+// on a bad field, on a granularity that takes the other kind of buffer, or on a margin under MX.
+inline void check_quantization(const quantization& q, const char* function, bool mx_scales) {
+  try {
+    q.validate();
+  } catch (const invalid_argument& e) { throw invalid_argument(std::string(function) + ": " + e.what()); }
+  const bool is_mx = q.granularity == granularity::mx_1x32;
+  if (is_mx && !mx_scales) {
+    throw invalid_argument(std::string(function) +
+                           ": mx_1x32 scales are E8M0 codes; pass a std::uint8_t* scale "
+                           "buffer (the MX overload) instead of float*");
+  }
+  if (!is_mx && mx_scales) {
+    throw invalid_argument(std::string(function) +
+                           ": an E8M0 (std::uint8_t*) scale buffer is only for mx_1x32; " +
+                           granularity_name(q.granularity) + " takes float* scale_inv");
+  }
+  if (is_mx && q.margin != 0) {
+    throw invalid_argument(std::string(function) +
+                           ": mx_1x32 follows the OCP MX rule, which has no margin; "
+                           "got margin " +
+                           std::to_string(q.margin));
+  }
+}
+}  // namespace detail
+
 // Delayed scaling, Transformer Engine's DelayedScaling with its defaults: each cast uses a scale
 // computed from the amax history before the step and records the step's amax; after the step the
 // history rolls and scales are recomputed (fp8::delayed_scaling_state does the bookkeeping). Per tensor.

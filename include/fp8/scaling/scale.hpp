@@ -110,30 +110,49 @@ inline scale_pair scale_pair_from_amax(float amax, fp8_format format, int margin
   return {scale, 1.0f / scale};
 }
 
-// OCP MX v1.0 shared scale of a block, as an E8M0 code: X = 2^(floor(log2(amax)) - emax), emax = 8
-// (E4M3) or 15 (E5M2); the E8M0 code is that exponent + 127. The exponent is clamped at -127 (code 0,
-// E8M0's smallest value) for tiny amaxes. An amax of 0, Inf or NaN gives X = 1 (code 127) so that no
-// scale is NaN; the elements then keep their own NaN or saturate.
-// Example: amax 100 = 1.5625 * 2^6 under E4M3: 6 - 8 = -2, code 125, X = 0.25; the elements are
-// divided by 0.25, so 100 becomes 400, which rounds (a tie) to the even neighbour 384.
-inline std::uint8_t mx_scale_code(float amax, fp8_format format) noexcept {
-  using traits = format_traits<e8m0_format>;
-  if (!detail::usable_amax(amax)) return std::uint8_t(traits::bias);
-  // floor(log2(amax)) + 127 is the biased float exponent (0 for float denormals, which clamp anyway).
-  const int biased_exponent =
-      int(detail::bit_cast<std::uint32_t>(amax) >> detail::float_traits::mantissa_bits);
-  const int code = biased_exponent - detail::float_traits::bias + traits::bias - max_exponent(format);
+namespace detail {
+
+// OCP MX: the E8M0 code of a finite block's scale from its amax bits. floor(log2(amax)) + 127 - emax
+// is the float's biased exponent minus emax (float subnormals have biased exponent 0 and clamp to
+// code 0); an all-zero block gets X = 1 (code 127). The one copy of the rule: the FP8 MX quantizers
+// (host and device) and the MXFP4 / MXFP6 block kernels all call it.
+FP8_HOST_DEVICE constexpr std::uint8_t mx_scale_code_from_amax_bits(std::uint32_t amax_bits,
+                                                                    int emax) noexcept {
+  if (amax_bits == 0) return std::uint8_t(format_traits<e8m0_format>::bias);
+  const int code = int(amax_bits >> float_traits::mantissa_bits) - emax;
   return std::uint8_t(code < 0 ? 0 : code);
 }
 
-// The factor that multiplies elements into range for an E8M0 scale code: 1 / X = 2^(127 - code).
-// Exact in float for every code an amax can produce (0..246).
-inline float mx_element_scale(std::uint8_t code) noexcept {
-  const int exponent = format_traits<e8m0_format>::bias - int(code);
-  return std::ldexp(1.0f, exponent);
+// 1 / X = 2^(127 - code) as a float, built from its exponent field: normal for every code a finite
+// amax produces (0..252 for the formats here; any code up to 253).
+FP8_HOST_DEVICE FP8_BIT_CAST_CONSTEXPR inline float mx_element_multiplier(std::uint8_t code) noexcept {
+  return bit_cast<float>(std::uint32_t(2 * float_traits::bias - code) << float_traits::mantissa_bits);
+}
+
+}  // namespace detail
+
+// OCP MX v1.0 shared scale of a block, as an E8M0 code: X = 2^(floor(log2(amax)) - emax), emax = 8
+// (E4M3) or 15 (E5M2); the E8M0 code is that exponent + 127. The exponent is clamped at -127 (code 0,
+// E8M0's smallest value) for tiny amaxes. An amax of 0, Inf or NaN gives X = 1 (code 127) so that no
+// scale is NaN; the elements then keep their own NaN or saturate. Host and device.
+// Example: amax 100 = 1.5625 * 2^6 under E4M3: 6 - 8 = -2, code 125, X = 0.25; the elements are
+// divided by 0.25, so 100 becomes 400, which rounds (a tie) to the even neighbour 384.
+FP8_HOST_DEVICE inline std::uint8_t mx_scale_code(float amax, fp8_format format) noexcept {
+  if (!detail::usable_amax(amax)) return std::uint8_t(format_traits<e8m0_format>::bias);
+  return detail::mx_scale_code_from_amax_bits(detail::bit_cast<std::uint32_t>(amax), max_exponent(format));
+}
+
+// The factor that multiplies elements into range for an E8M0 scale code: 1 / X = 2^(127 - code),
+// exact for every code (2^-127 and 2^-128, float denormals, for codes 254 and 255). Host and device.
+FP8_HOST_DEVICE inline float mx_element_scale(std::uint8_t code) noexcept {
+  constexpr std::uint8_t last_normal = 2 * detail::float_traits::bias - 1;  // 253: 2^-126
+  if (code <= last_normal) return detail::mx_element_multiplier(code);
+  return detail::mx_element_multiplier(last_normal) * (code == last_normal + 1 ? 0.5f : 0.25f);
 }
 
 // X itself, what dequantization multiplies by: 2^(code - 127) (a float denormal for code 0).
-inline float mx_scale_inv(std::uint8_t code) noexcept { return decode<float, e8m0_format>(code); }
+FP8_HOST_DEVICE inline float mx_scale_inv(std::uint8_t code) noexcept {
+  return decode<float, e8m0_format>(code);
+}
 
 }  // namespace fp8

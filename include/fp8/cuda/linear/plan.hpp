@@ -144,7 +144,8 @@ struct linear_plan {
   const gemm_plan& gemm(gemm_kind kind) const noexcept { return gemms[std::size_t(kind)]; }
 };
 
-// The cuBLASLt scale mode of a granularity (mx_1x32 has none here: it is quantized on the CPU only).
+// The cuBLASLt scale mode of a granularity (mx_1x32 has none on Hopper: cuBLASLt's MX mode,
+// VEC32_UE8M0, is Blackwell's).
 inline cublaslt::scale_mode scale_mode_of(granularity g, const char* operand) {
   switch (g) {
     case granularity::per_tensor: return cublaslt::scale_mode::tensorwise;
@@ -153,9 +154,10 @@ inline cublaslt::scale_mode scale_mode_of(granularity g, const char* operand) {
     case granularity::block_128x128: return cublaslt::scale_mode::block_128x128;
     case granularity::mx_1x32: break;
   }
-  throw invalid_argument(std::string("fp8::cuda::linear_layer: operand ") + operand +
-                         " asks for mx_1x32 scales, which the device kernels and this layer do not cover "
-                         "(use per_tensor, per_row, tile_1x128 or block_128x128)");
+  throw invalid_argument(
+      std::string("fp8::cuda::linear_layer: operand ") + operand +
+      " asks for mx_1x32 scales, which no Hopper FP8 product reads and this layer does not cover "
+      "(use per_tensor, per_row, tile_1x128 or block_128x128)");
 }
 
 constexpr cublaslt::data_type fp8_type_of(fp8_format format) noexcept {
