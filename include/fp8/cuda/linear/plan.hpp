@@ -448,8 +448,8 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
     const gemm_precision row = precision.of(gemm_of(t.row_operand));
     const gemm_precision transposed = precision.of(gemm_of(t.transposed_operand));
     cast_plan c = detail::plan_cast(t, casts_to_fp8(row), casts_to_fp8(transposed), r);
-    // The device casts have no mx_1x32: refused here for a fake_fp8 class too (whose BF16 product
-    // has no scale mode to refuse it), not at the first cast.
+    // The layer's casts have no mx_1x32 (no Hopper product reads it): refused here for a fake_fp8
+    // class too (whose BF16 product has no scale mode to refuse it), not at the first cast.
     if (c.row_major) (void)scale_mode_of(r[t.row_operand].quant.granularity, operand_name(t.row_operand));
     if (c.transposed) {
       (void)scale_mode_of(r[t.transposed_operand].quant.granularity, operand_name(t.transposed_operand));
