@@ -26,11 +26,11 @@
 namespace fp8::cuda {
 namespace detail {
 
-// `scales` is scale_inv (float) or, with mx_scales, scale_e8m0 (E8M0 codes); `amax` the device
-// float that receives the matrix's amax (the dequantize passes its scales there, as it has none).
-inline void check_current_scaling(const void* in, const void* out, const void* out_t, const void* scales,
-                                  const float* amax, std::size_t rows, std::size_t cols,
-                                  const quantization& q, const char* function, bool mx_scales) {
+// The arguments of every matrix call: `scales` is scale_inv (float) or, with mx_scales, scale_e8m0
+// (E8M0 codes); `out_t` is `out` where there is no transposed copy.
+inline void check_matrix_call(const void* in, const void* out, const void* out_t, const void* scales,
+                              std::size_t rows, std::size_t cols, const quantization& q, const char* function,
+                              bool mx_scales) {
   fp8::detail::check_quantization(q, function, mx_scales);
   (void)checked_size(rows, cols, function);
   check_pointer(in, rows * cols, function, "in");
@@ -39,6 +39,13 @@ inline void check_current_scaling(const void* in, const void* out, const void* o
   require(scales != nullptr, function,
           mx_scales ? "scale_e8m0 is null (it needs scale_count(mx_1x32, rows, cols) E8M0 codes)"
                     : "scale_inv is null (it needs scale_count(granularity, rows, cols) floats)");
+}
+
+// A quantizing call's: those, and `amax`, the device float that receives the matrix's amax.
+inline void check_current_scaling(const void* in, const void* out, const void* out_t, const void* scales,
+                                  const float* amax, std::size_t rows, std::size_t cols,
+                                  const quantization& q, const char* function, bool mx_scales) {
+  check_matrix_call(in, out, out_t, scales, rows, cols, q, function, mx_scales);
   require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
 }
 
@@ -168,7 +175,7 @@ void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, cons
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::dequantize (blocks)";
   // Argument names as the caller sees them: the codes are `in`, the values written are `out`.
-  detail::check_current_scaling(in, out, out, scale_inv, scale_inv, rows, cols, q, function, false);
+  detail::check_matrix_call(in, out, out, scale_inv, rows, cols, q, function, false);
   detail::launch_block_dequantize(in, rows, cols, q, scale_inv, out, stream);
 }
 
@@ -220,9 +227,7 @@ void dequantize(const std::uint8_t* in, std::size_t rows, std::size_t cols, cons
                 const std::uint8_t* scale_e8m0, T* out, cudaStream_t stream = nullptr) {
   static_assert(is_element_v<T>, "float, bfloat16 or half elements");
   constexpr const char* function = "fp8::cuda::dequantize (MX)";
-  // No amax here: the scales stand in for it in the check.
-  detail::check_current_scaling(in, out, out, scale_e8m0, reinterpret_cast<const float*>(scale_e8m0), rows,
-                                cols, q, function, true);
+  detail::check_matrix_call(in, out, out, scale_e8m0, rows, cols, q, function, true);
   detail::launch_block_dequantize(in, rows, cols, q, scale_e8m0, out, stream);
 }
 
