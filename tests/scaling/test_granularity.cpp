@@ -47,7 +47,12 @@ TEST_CASE("every block has its own in-range slot; padding slots belong to no blo
         }
       }
       for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t c = 0; c < cols; ++c) REQUIRE(used.count(layout.index_of_element(r, c)) == 1);
+        for (std::size_t c = 0; c < cols; ++c) {
+          REQUIRE(used.count(layout.index_of_element(r, c)) == 1);
+          // The element's block by the layout's own block sizes (index_of_element uses constants).
+          REQUIRE(layout.index_of_element(r, c) ==
+                  layout.index(r / layout.block_rows, c / layout.block_cols));
+        }
       }
       const std::size_t padding = layout.count - used.size();
       CAPTURE(fp8::granularity_name(g));

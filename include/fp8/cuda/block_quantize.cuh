@@ -364,27 +364,38 @@ void launch_mx_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_for
 
 // out = T(decode(code) * the scale_inv of the element's block), four elements of a row per step.
 // Scale is float (1 / scale) or std::uint8_t (an E8M0 code: X = 2^(code - 127)).
+// The grid-stride loop steps its (row, quad) position by the stride's own row and quad parts, so
+// each thread divides by quads_per_row only before the loop: a 64-bit division per four elements
+// would cost more than their memory traffic.
 template <class Format, class T, int Threads, class Scale>
 __global__ void __launch_bounds__(Threads)
     block_dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
-                            bool vector, scale_layout layout, std::size_t block_rows, std::size_t block_cols,
-                            const Scale* scales, T* __restrict__ out) {
+                            bool vector, scale_layout layout, const Scale* scales, T* __restrict__ out) {
   __shared__ float table[byte_codes];
   fill_decode_table<Format>(table);
   const std::size_t quads_per_row = (cols + 3) / 4;
-  const std::size_t quads = rows * quads_per_row;
-  for (std::size_t q = blockIdx.x * std::size_t(Threads) + threadIdx.x; q < quads;
-       q += std::size_t(gridDim.x) * Threads) {
-    const std::size_t r = q / quads_per_row;
-    const std::size_t c = 4 * (q % quads_per_row);
+  const std::size_t first = blockIdx.x * std::size_t(Threads) + threadIdx.x;
+  const std::size_t stride = std::size_t(gridDim.x) * Threads;
+  const std::size_t stride_rows = stride / quads_per_row;
+  const std::size_t stride_quads = stride % quads_per_row;
+  std::size_t r = first / quads_per_row;
+  std::size_t quad = first % quads_per_row;
+  while (r < rows) {
+    const std::size_t c = 4 * quad;
     // Block widths (32, 128, cols) are multiples of 4 or the whole row, so the 4 share one scale.
-    const float s = block_scale_inv(scales[layout.index(r / block_rows, c / block_cols)]);
+    const float s = block_scale_inv(scales[layout.index_of_element(r, c)]);
     const std::size_t base = r * cols + c;
     if (vector && c + 4 <= cols) {
       dequantize4<Format>(table, *reinterpret_cast<const std::uint32_t*>(in + base), s, out + base);
     } else {
       for (std::size_t j = 0; j < 4 && c + j < cols; ++j)
         out[base + j] = narrow<T>(dequantize_one<Format>(table, in[base + j], s));
+    }
+    r += stride_rows;
+    quad += stride_quads;
+    if (quad >= quads_per_row) {
+      quad -= quads_per_row;
+      ++r;
     }
   }
 }
@@ -400,8 +411,8 @@ void launch_block_dequantize(const std::uint8_t* in, std::size_t rows, std::size
   const unsigned grid = grid_for(rows * ((cols + 3) / 4));
   visit_format(q.format, [&](auto descriptor) {
     using format_t = decltype(descriptor);
-    block_dequantize_kernel<format_t, T, block_threads, Scale><<<grid, block_threads, 0, stream>>>(
-        in, rows, cols, vector, layout, layout.block_rows, layout.block_cols, scales, out);
+    block_dequantize_kernel<format_t, T, block_threads, Scale>
+        <<<grid, block_threads, 0, stream>>>(in, rows, cols, vector, layout, scales, out);
   });
   check_launch("fp8::cuda::detail::block_dequantize_kernel", rows, cols, grid, block_threads);
 }

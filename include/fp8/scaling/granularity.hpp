@@ -81,9 +81,18 @@ struct scale_layout {
     }
     return block_row * leading + block_col;
   }
-  // The scale that applies to element (row, col).
+  // The scale that applies to element (row, col): index(row / block_rows, col / block_cols), with
+  // each kind's block size as a constant, so that the divisions are shifts (the device dequantize
+  // calls this per four elements, where a 64-bit division costs more than the memory traffic).
   FP8_HOST_DEVICE constexpr std::size_t index_of_element(std::size_t row, std::size_t col) const noexcept {
-    return index(row / block_rows, col / block_cols);
+    switch (kind) {
+      case granularity::per_tensor: return 0;
+      case granularity::per_row: return row;
+      case granularity::tile_1x128: return index(row, col / tile_length);
+      case granularity::block_128x128: return index(row / block_length, col / block_length);
+      case granularity::mx_1x32: break;
+    }
+    return index(row, col / mx_block_length);
   }
 };
 
