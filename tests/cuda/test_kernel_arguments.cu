@@ -212,6 +212,42 @@ TEST_CASE("128x128 transposed copy: 4x4 byte transpose, micro-tile coverage, no 
   for (int count : covered) CHECK(count == 1);
 }
 
+// The per-tensor cast + transpose's 64 x 64 tile, checked on the host as the 128x128 one above:
+// the cast's rows (each once over the passes) and the micro-tiles (each once), with every word
+// store of the cast and every word read of the transpose of a warp on 32 different banks.
+TEST_CASE("64x64 cast + transpose: row and micro-tile coverage, no bank conflicts") {
+  using namespace fp8::cuda::detail;
+  std::vector<int> rows_cast(transpose_tile, 0);
+  std::vector<int> covered(16 * 16, 0);
+  for (int warp = 0; warp < transpose_threads / 32; ++warp) {
+    for (int pass = 0; pass < transpose_passes; ++pass) {
+      std::vector<int> banks(32, 0);
+      for (int lane = 0; lane < 32; ++lane) {
+        const int thread = 32 * warp + lane;
+        const int row = transpose_tile_row(thread / transpose_lanes, pass);
+        REQUIRE(row >= 0);
+        REQUIRE(row < transpose_tile);
+        if (lane % transpose_lanes == 0) ++rows_cast[std::size_t(row)];
+        ++banks[std::size_t((row * transpose_tile_words + thread % transpose_lanes) % 32)];
+      }
+      for (int bank = 0; bank < 32; ++bank) CHECK(banks[std::size_t(bank)] == 1);
+    }
+    for (int j = 0; j < 4; ++j) {  // the j-th row word each lane reads
+      std::vector<int> banks(32, 0);
+      for (int lane = 0; lane < 32; ++lane) {
+        const micro_tile tile = cast_transpose_micro_tile(32 * warp + lane);
+        REQUIRE(tile.row_group < 16);
+        REQUIRE(tile.column_word < 16);
+        if (j == 0) ++covered[std::size_t(tile.row_group * 16 + tile.column_word)];
+        ++banks[std::size_t(((4 * tile.row_group + j) * transpose_tile_words + tile.column_word) % 32)];
+      }
+      for (int bank = 0; bank < 32; ++bank) CHECK(banks[std::size_t(bank)] == 1);
+    }
+  }
+  for (int count : rows_cast) CHECK(count == 1);
+  for (int count : covered) CHECK(count == 1);
+}
+
 // A launch that fails reports the kernel, what it was given and the grid; a fault of device code,
 // which the next CUDA call reports whichever it is, says so and how to find the kernel.
 TEST_CASE("launch failures name the kernel, the shape and the grid") {
