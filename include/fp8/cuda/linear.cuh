@@ -86,6 +86,10 @@ class linear_layer {
     const linear_plan full = make_linear_plan(config_, config_.max_tokens);
     for (const cast_plan& c : full.casts) allocate(c, copies_[std::size_t(c.tensor)]);
     if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
+    if (full.bias_gradient == bias_gradient_method::column_sum) {
+      column_partials_ = detail::device_array<float>(
+          detail::column_sum_workspace(std::size_t(config_.max_tokens), std::size_t(config_.out_features)));
+    }
     counters_ = detail::device_array<cast_counters>(gemm_operand_count);
     // read_statistics copies all of them back, counted or not: no uninitialised bytes in that copy.
     FP8_CUDA_CHECK(cudaMemset(counters_.data(), 0, gemm_operand_count * sizeof(cast_counters)));
@@ -194,7 +198,8 @@ class linear_layer {
         }
         break;
       case bias_gradient_method::column_sum:
-        detail::column_sum(args.dy, std::size_t(args.m), n, args.accumulate, args.dbias, stream);
+        detail::column_sum(args.dy, std::size_t(args.m), n, args.accumulate, column_partials_.data(),
+                           args.dbias, stream);
         break;
     }
   }
@@ -523,6 +528,8 @@ class linear_layer {
   std::array<tensor_copies, 3> statistics_copies_{};  // scratch casts of BF16 operands (statistics_copies)
   std::array<bool, 3> statistics_allocated_{};
   detail::device_array<float> bias_gradient_;
+  detail::device_array<float>
+      column_partials_;  // the column sum's partials (bias_gradient_method::column_sum)
   std::array<const void*, linear_buffer_count> pointers_{};
   detail::device_array<cast_counters> counters_;  // per gemm_operand: the last statistics pass's counts
   std::array<bool, gemm_operand_count> counted_{};

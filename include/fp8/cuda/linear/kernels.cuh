@@ -37,25 +37,66 @@ inline void record_amax(const float* from, float* to0, float* to1, cudaStream_t 
   check_launch("fp8::cuda::detail::record_amax_kernel");
 }
 
-// dbias[j] (+)= sum over rows of dy[i][j] (dy rows x cols, row-major), in FP32. One thread per
-// column: neighbouring threads read neighbouring elements of a row, so every load is coalesced.
+// dbias[j] (+)= sum over rows of dy[i][j] (dy rows x cols, row-major), in FP32, in two passes so that
+// every SM has work whatever the shape (one thread per column alone leaves most of a GPU idle: 4096
+// columns are 16 blocks): partial sums over chunks of column_sum_rows rows, then each column's
+// partials added in chunk order. Deterministic: no atomics, the same order on every run.
+inline constexpr std::size_t column_sum_rows = 64;
+
+// Floats of the partials buffer for a rows x cols dY.
+inline std::size_t column_sum_workspace(std::size_t rows, std::size_t cols) noexcept {
+  return fp8::detail::ceil_div(rows, column_sum_rows) * cols;
+}
+
+// partials[p][j] = sum of dy[i][j] over rows i of chunk p, in order. Grid: x over columns (one
+// thread each: neighbouring threads read neighbouring elements of a row, so every load is
+// coalesced), y over chunks; both grid-stride.
 template <int Threads>
 __global__ void __launch_bounds__(Threads)
-    column_sum_kernel(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols, bool accumulate,
-                      float* dbias) {
-  for (std::size_t j = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
-       j += std::size_t(gridDim.x) * blockDim.x) {
+    column_partials_kernel(const __nv_bfloat16* __restrict__ dy, std::size_t rows, std::size_t cols,
+                           std::size_t chunks, float* __restrict__ partials) {
+  for (std::size_t p = blockIdx.y; p < chunks; p += gridDim.y) {
+    const std::size_t first = p * column_sum_rows;
+    const std::size_t last = first + column_sum_rows < rows ? first + column_sum_rows : rows;
+    for (std::size_t j = std::size_t(blockIdx.x) * Threads + threadIdx.x; j < cols;
+         j += std::size_t(gridDim.x) * Threads) {
+      float sum = 0.0f;
+      for (std::size_t i = first; i < last; ++i) sum += widen(dy[i * cols + j]);
+      partials[p * cols + j] = sum;
+    }
+  }
+}
+
+// dbias[j] (+)= sum over p (in order) of partials[p][j]. Grid-stride over columns.
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
+    column_totals_kernel(const float* __restrict__ partials, std::size_t chunks, std::size_t cols,
+                         bool accumulate, float* __restrict__ dbias) {
+  for (std::size_t j = std::size_t(blockIdx.x) * Threads + threadIdx.x; j < cols;
+       j += std::size_t(gridDim.x) * Threads) {
     float sum = 0.0f;
-    for (std::size_t i = 0; i < rows; ++i) sum += widen(dy[i * cols + j]);
+    for (std::size_t p = 0; p < chunks; ++p) sum += partials[p * cols + j];
     dbias[j] = accumulate ? dbias[j] + sum : sum;
   }
 }
 
+// `partials` holds column_sum_workspace(rows, cols) floats.
 inline void column_sum(const __nv_bfloat16* dy, std::size_t rows, std::size_t cols, bool accumulate,
-                       float* dbias, cudaStream_t stream) {
-  column_sum_kernel<block_threads>
-      <<<grid_for(cols), block_threads, 0, stream>>>(dy, rows, cols, accumulate, dbias);
-  check_launch("fp8::cuda::detail::column_sum_kernel");
+                       float* partials, float* dbias, cudaStream_t stream) {
+  if (cols == 0) return;
+  const std::size_t chunks = fp8::detail::ceil_div(rows, column_sum_rows);
+  if (chunks > 0) {
+    const std::size_t column_blocks = fp8::detail::ceil_div(cols, std::size_t(block_threads));
+    const dim3 grid(unsigned(column_blocks < 65535 ? column_blocks : 65535),
+                    unsigned(chunks < 65535 ? chunks : 65535));
+    column_partials_kernel<block_threads>
+        <<<grid, block_threads, 0, stream>>>(dy, rows, cols, chunks, partials);
+    check_launch("fp8::cuda::detail::column_partials_kernel", rows, cols, grid.x * grid.y, block_threads);
+  }
+  // No rows: the sum is 0 (dbias kept, or overwritten with zeros).
+  column_totals_kernel<block_threads>
+      <<<grid_for(cols), block_threads, 0, stream>>>(partials, chunks, cols, accumulate, dbias);
+  check_launch("fp8::cuda::detail::column_totals_kernel", cols, grid_for(cols), block_threads);
 }
 
 // to[i] (+)= from[i]: the BGRADB epilogue writes (it cannot accumulate), the caller's dbias sums.
