@@ -11,10 +11,15 @@ double gradient_norm(const parameter_set& params) {
   return std::sqrt(sum);
 }
 
+std::optional<float> clip_factor(double norm, double max_norm) {
+  if (max_norm <= 0.0 || !(norm > max_norm)) return std::nullopt;
+  return float(max_norm / norm);
+}
+
 void clip_gradients(parameter_set& params, double norm, double max_norm) {
-  if (max_norm <= 0.0 || !(norm > max_norm)) return;
-  const float factor = float(max_norm / norm);
-  for (float& g : params.grad) g *= factor;
+  const std::optional<float> factor = clip_factor(norm, max_norm);
+  if (!factor) return;
+  for (float& g : params.grad) g *= *factor;
 }
 
 void adamw_update(parameter_set& params, const adamw_options& options, float learning_rate, long step) {

@@ -2,6 +2,8 @@
 // gradient-norm clipping.
 #pragma once
 
+#include <optional>
+
 #include "parameters.hpp"
 
 namespace trainer {
@@ -16,7 +18,11 @@ struct adamw_options {
 // The L2 norm of all gradients, summed in double in a fixed order.
 double gradient_norm(const parameter_set& params);
 
-// Scales all gradients by max_norm / norm when norm > max_norm (max_norm <= 0 disables clipping).
+// The factor clipping multiplies every gradient by: float(max_norm / norm) when norm > max_norm,
+// else none (max_norm <= 0 disables clipping). One rule for both devices.
+std::optional<float> clip_factor(double norm, double max_norm);
+
+// Scales all gradients by clip_factor(norm, max_norm), if any.
 void clip_gradients(parameter_set& params, double norm, double max_norm);
 
 // One AdamW update at step `step` (0-based; bias correction uses step + 1):

@@ -1,7 +1,10 @@
 // AdamW, gradient norm and clipping kernels (grid-stride loops), and the device parameter buffers.
 #include "adamw.hpp"
 
+#include <cuda_bf16.h>
+
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include <fp8/cuda/error.hpp>
@@ -13,26 +16,39 @@ namespace trainer::cuda {
 
 namespace {
 
+// AdamW's constants for one step, as the CPU layer computes them.
+struct adamw_constants {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, correction1, correction2, epsilon, learning_rate;
+};
+
 // The CPU update for one range of tensors with the same decay. Every product, quotient, sum and root
 // is an IEEE-rounded intrinsic, so nvcc does not contract a * b + c into an FMA; the host compiler may
 // still contract the CPU loop (GCC does with -march=native), which is why the test allows a few ulp.
+// With adamw_fusion's work: g clipped first (`clip`: g * clip_factor, the product clip_gradients
+// stores), and the new weight stored into compute (when set) and its BF16 copy (when set).
 __global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const float* grad,
-                             std::size_t begin, std::size_t end, float beta1, float one_minus_beta1,
-                             float beta2, float one_minus_beta2, float correction1, float correction2,
-                             float epsilon, float learning_rate, float decay) {
+                             std::size_t begin, std::size_t end, adamw_constants k, float decay, bool clip,
+                             float clip_factor, float* compute, storage compute_storage,
+                             __nv_bfloat16* weights16) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = begin + std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < end; i += stride) {
-    const float g = grad[i];
-    const float m = __fadd_rn(__fmul_rn(beta1, adam_m[i]), __fmul_rn(one_minus_beta1, g));
-    const float v = __fadd_rn(__fmul_rn(beta2, adam_v[i]), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
+    const float g = clip ? __fmul_rn(grad[i], clip_factor) : grad[i];
+    const float m = __fadd_rn(__fmul_rn(k.beta1, adam_m[i]), __fmul_rn(k.one_minus_beta1, g));
+    const float v = __fadd_rn(__fmul_rn(k.beta2, adam_v[i]), __fmul_rn(__fmul_rn(k.one_minus_beta2, g), g));
     adam_m[i] = m;
     adam_v[i] = v;
-    const float m_hat = __fdiv_rn(m, correction1);
-    const float v_hat = __fdiv_rn(v, correction2);
+    const float m_hat = __fdiv_rn(m, k.correction1);
+    const float v_hat = __fdiv_rn(v, k.correction2);
     const float w = master[i];
     const float step =
-        __fadd_rn(__fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), epsilon)), __fmul_rn(decay, w));
-    master[i] = __fsub_rn(w, __fmul_rn(learning_rate, step));
+        __fadd_rn(__fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), k.epsilon)), __fmul_rn(decay, w));
+    const float updated = __fsub_rn(w, __fmul_rn(k.learning_rate, step));
+    master[i] = updated;
+    if (compute != nullptr) {
+      const float stored = detail::store_value(compute_storage, updated);
+      compute[i] = stored;
+      if (weights16 != nullptr) weights16[i] = __float2bfloat16_rn(stored);
+    }
   }
 }
 
@@ -128,19 +144,27 @@ double gradient_norm(device_parameters& params, cudaStream_t stream) {
 }
 
 void clip_gradients(device_parameters& params, double norm, double max_norm, cudaStream_t stream) {
-  if (max_norm <= 0.0 || !(norm > max_norm) || params.size() == 0) return;
-  const float factor = float(max_norm / norm);
+  const std::optional<float> factor = clip_factor(norm, max_norm);
+  if (!factor || params.size() == 0) return;
   scale_kernel<<<detail::grid_for(params.size()), detail::block_threads, 0, stream>>>(params.grad.data(),
-                                                                                      params.size(), factor);
+                                                                                      params.size(), *factor);
   detail::check_launch("scale_kernel");
 }
 
 void adamw_update(device_parameters& params, const adamw_options& options, float learning_rate, long step,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const adamw_fusion& fused) {
   // The bias corrections exactly as the CPU layer computes them (in double, then rounded to float).
   const double t = double(step + 1);
-  const float correction1 = float(1.0 - std::pow(double(options.beta1), t));
-  const float correction2 = float(1.0 - std::pow(double(options.beta2), t));
+  const adamw_constants k{options.beta1,
+                          1.0f - options.beta1,
+                          options.beta2,
+                          1.0f - options.beta2,
+                          float(1.0 - std::pow(double(options.beta1), t)),
+                          float(1.0 - std::pow(double(options.beta2), t)),
+                          options.epsilon,
+                          learning_rate};
+  float* compute = fused.refresh_compute ? params.compute.data() : nullptr;
+  auto* weights16 = fused.refresh_compute ? reinterpret_cast<__nv_bfloat16*>(fused.weights16) : nullptr;
   // One launch per run of consecutive tensors with the same decay.
   const std::vector<tensor_spec>& specs = params.specs();
   std::size_t first = 0;
@@ -152,9 +176,9 @@ void adamw_update(device_parameters& params, const adamw_options& options, float
     const float decay = specs[first].weight_decay ? options.weight_decay : 0.0f;
     if (end > begin) {
       adamw_kernel<<<detail::grid_for(end - begin), detail::block_threads, 0, stream>>>(
-          params.master.data(), params.adam_m.data(), params.adam_v.data(), params.grad.data(), begin, end,
-          options.beta1, 1.0f - options.beta1, options.beta2, 1.0f - options.beta2, correction1, correction2,
-          options.epsilon, learning_rate, decay);
+          params.master.data(), params.adam_m.data(), params.adam_v.data(), params.grad.data(), begin, end, k,
+          decay, fused.clip_factor.has_value(), fused.clip_factor.value_or(1.0f), compute,
+          fused.compute_storage, weights16);
       detail::check_launch("adamw_kernel");
     }
     first = last;

@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "../adamw.hpp"
@@ -60,11 +62,25 @@ double gradient_norm(device_parameters& params, cudaStream_t stream);
 // Scales all gradients by max_norm / norm when norm > max_norm (max_norm <= 0 disables clipping).
 void clip_gradients(device_parameters& params, double norm, double max_norm, cudaStream_t stream);
 
+// What an AdamW update also does in its one pass over the parameters, each bit-identical to the
+// separate pass it replaces: the gradients it reads multiplied by `clip_factor` first
+// (clip_gradients' product, made in registers: the gradient buffer keeps the unclipped values), and
+// each new weight stored into the compute copy (refresh_compute) and into `weights16`, the compute
+// copy's BF16 copy (to_bf16), as it is written. The step then reads and writes the parameters once:
+// apart, the clipping, the update, the compute copy and its BF16 copy each go over them again.
+struct adamw_fusion {
+  std::optional<float> clip_factor;  // ../adamw.hpp's clip_factor; none: no clipping
+  bool refresh_compute = false;
+  storage compute_storage = storage::fp32;
+  std::uint16_t* weights16 = nullptr;  // [size()], written with refresh_compute only; null: none
+};
+
 // One AdamW update at step `step` (0-based; bias correction uses step + 1), the CPU layer's formula
 // in its order, each operation rounded once (no FMA contraction):
 //   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2,
-//   w -= lr * (m / (1 - b1^(t)) / (sqrt(v / (1 - b2^(t))) + eps) + wd * w).
+//   w -= lr * (m / (1 - b1^(t)) / (sqrt(v / (1 - b2^(t))) + eps) + wd * w),
+// with what `fused` adds to the same pass.
 void adamw_update(device_parameters& params, const adamw_options& options, float learning_rate, long step,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const adamw_fusion& fused = {});
 
 }  // namespace trainer::cuda

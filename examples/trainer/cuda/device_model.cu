@@ -251,9 +251,10 @@ double optimizer_step(device_model& model, const adamw_options& options, float l
   if (profile != nullptr) profile->mark(phase::optimizer);
   device_parameters& params = model.parameters();
   const double norm = gradient_norm(params, model.stream());
-  clip_gradients(params, norm, clip_norm, model.stream());
-  adamw_update(params, options, learning_rate, step, model.stream());
-  model.weights_changed();
+  adamw_fusion fused = model.weights_fusion();
+  fused.clip_factor = clip_factor(norm, clip_norm);
+  adamw_update(params, options, learning_rate, step, model.stream(), fused);
+  model.drop_weight_copies();
   if (model.records_scaling()) model.scaling().end_step(model.stream());
   if (profile != nullptr) profile->stop();
   return norm;

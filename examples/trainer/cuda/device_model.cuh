@@ -179,8 +179,13 @@ class device_model {
   // next use).
   void weights_changed();
   // Drops the FP8 weight copies only (after an evaluation, which casts W without recording its
-  // amax: the next training step casts it again and records).
+  // amax: the next training step casts it again and records; or after an AdamW update that made
+  // the compute copies itself, with weights_fusion()).
   void drop_weight_copies() { linears_.drop_weight_copies(); }
+  // An AdamW update's fusion that leaves compute and its BF16 copy as weights_changed() makes them.
+  adamw_fusion weights_fusion() {
+    return {std::nullopt, true, stored_, linears_.fp32() ? nullptr : weights16_.data()};
+  }
 
   // Statistics of the casts (device_linears::set_statistics, read_statistics).
   void collect_statistics(bool on) { linears_.set_statistics(on); }
@@ -241,7 +246,9 @@ std::unique_ptr<device_model> make_device_model(const model_options& shape, int 
 // The optimizer half of a training step, after forward(train) and backward(): the gradient norm
 // (returned; read on the host), clipping to clip_norm (<= 0: none), AdamW at `step` with
 // `learning_rate`, the new compute weights, and the end of the FP8 scaling step (amax histories roll,
-// next scales; not in fp32 runs). The CPU run's order (../trainer.cpp).
+// next scales; not in fp32 runs). The CPU run's order and arithmetic (../trainer.cpp), in two passes
+// over the parameters: the norm, then one AdamW pass that also clips and writes the compute copies
+// (adamw_fusion; the gradients stay unclipped in memory, the next step clears them).
 double optimizer_step(device_model& model, const adamw_options& options, float learning_rate, long step,
                       float clip_norm, phase_profile* profile = nullptr);
 

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -723,10 +724,16 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
   host.master = random_values(host.size(), 60, 0.02f);
   adamw_options options;
   cuda::device_parameters device(host);
+  // The optimizer step's one pass (clipping, the update, the compute copy and its BF16 copy
+  // fused) from the same state: bit-identical to the separate passes.
+  cuda::device_parameters fused(host);
+  cuda::device_buffer<std::uint16_t> weights16(host.size());
   for (long step = 0; step < 3; ++step) {
     CAPTURE(step);
     host.grad = random_values(host.size(), 61 + std::uint32_t(step), 0.5f);
     device.grad.upload(host.grad);
+    fused.grad.upload(host.grad);
+    const std::vector<float> unclipped = host.grad;
     const double norm = gradient_norm(host);
     const double norm_d = cuda::gradient_norm(device, nullptr);
     CHECK(std::fabs(norm_d - norm) <= 1e-12 * norm);
@@ -748,6 +755,33 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
     std::vector<float> rounded = device.master.to_host();
     round_to_bf16(rounded.data(), rounded.size());
     expect_same_bits("compute", device.compute.to_host(), rounded);
+
+    cuda::adamw_fusion fusion{clip_factor(norm, norm / 3), true, storage::bf16, weights16.data()};
+    CHECK(fusion.clip_factor.has_value());
+    cuda::adamw_update(fused, options, lr, step, nullptr, fusion);
+    cuda::device_buffer<std::uint16_t> separate16(host.size());
+    cuda::to_bf16(separate16.data(), device.compute.data(), device.size(), nullptr);
+    synchronize();
+    expect_same_bits("fused adam_m", fused.adam_m.to_host(), device.adam_m.to_host());
+    expect_same_bits("fused adam_v", fused.adam_v.to_host(), device.adam_v.to_host());
+    expect_same_bits("fused master", fused.master.to_host(), device.master.to_host());
+    expect_same_bits("fused compute", fused.compute.to_host(), device.compute.to_host());
+    CHECK(weights16.to_host() == separate16.to_host());
+    expect_same_bits("gradients left unclipped", fused.grad.to_host(), unclipped);
+  }
+  SUBCASE("without clipping, and an fp32 compute copy") {
+    cuda::device_parameters plain(host), fused_plain(host);
+    host.grad = random_values(host.size(), 70, 0.5f);
+    plain.grad.upload(host.grad);
+    fused_plain.grad.upload(host.grad);
+    CHECK_FALSE(clip_factor(gradient_norm(host), 0.0).has_value());
+    cuda::adamw_update(plain, options, 1e-3f, 3, nullptr);
+    plain.refresh_compute(storage::fp32, nullptr);
+    cuda::adamw_update(fused_plain, options, 1e-3f, 3, nullptr,
+                       cuda::adamw_fusion{std::nullopt, true, storage::fp32, nullptr});
+    synchronize();
+    expect_same_bits("fused master (no clipping)", fused_plain.master.to_host(), plain.master.to_host());
+    expect_same_bits("fused compute (fp32)", fused_plain.compute.to_host(), plain.compute.to_host());
   }
   SUBCASE("a round trip through the host keeps every buffer") {
     parameter_set copy(host.specs());
