@@ -32,6 +32,11 @@ inline constexpr int column_chunk_rows = int(tile_length);
 inline constexpr int column_values = column_chunk_rows / column_warps;  // 16 per thread
 inline constexpr int column_stride = column_chunk_rows + 4;             // bytes per shared row
 
+// Chunks of a rows x cols X: 128-row bands, each split into 32-column chunks.
+__host__ __device__ inline std::size_t column_chunk_count(std::size_t rows, std::size_t cols) {
+  return ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+}
+
 struct column_chunk {
   std::size_t r0;  // first row of X
   std::size_t c0;  // first column of X
@@ -87,8 +92,7 @@ __device__ __forceinline__ void chunk_column_bits(const float (&v)[column_values
 template <class T>
 __global__ void __launch_bounds__(column_threads)
     column_amax_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols, float* column_amax) {
-  const std::size_t chunks =
-      ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  const std::size_t chunks = column_chunk_count(rows, cols);
   for (std::size_t index = blockIdx.x; index < chunks; index += gridDim.x) {
     const column_chunk chunk = chunk_of(index, cols);
     float v[column_values];
@@ -115,8 +119,7 @@ __global__ void __launch_bounds__(column_threads)
   __shared__ alignas(4) std::uint8_t codes[column_width][column_stride];
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
-  const std::size_t chunks =
-      ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
+  const std::size_t chunks = column_chunk_count(rows, cols);
   for (std::size_t index = blockIdx.x; index < chunks; index += gridDim.x) {
     const column_chunk chunk = chunk_of(index, cols);
     float v[column_values];
@@ -170,6 +173,21 @@ __global__ void __launch_bounds__(column_threads)
     }
     __syncthreads();
   }
+}
+
+// column_quantize_transpose_kernel over every chunk of X; `kernel` names it in a launch failure.
+template <int Groups, class T, class Scales>
+void launch_column_quantize_transpose(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
+                                      const Scales& scales, const float* column_amax,
+                                      const scale_layout& layout_t, std::uint8_t* out_t, cudaStream_t stream,
+                                      const char* kernel) {
+  const unsigned grid = grid_for(column_chunk_count(rows, cols), 1);
+  visit_format(format, [&](auto descriptor) {
+    using format_t = decltype(descriptor);
+    column_quantize_transpose_kernel<format_t, T, Groups, Scales>
+        <<<grid, column_threads, 0, stream>>>(in, rows, cols, scales, column_amax, layout_t, out_t);
+  });
+  check_launch(kernel, rows, cols, grid, column_threads);
 }
 
 // scale_inv_t[c] = 1 / scale of column c's amax (which column_amax_kernel left there). A template, so

@@ -49,25 +49,6 @@ inline void check_current_scaling(const void* in, const void* out, const void* o
   require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
 }
 
-// The MX transposed copy: Xᵀ's 1x32 blocks are 32 rows of a column of X, cast by the column kernel
-// with four E8M0 groups per 128-row chunk.
-template <class T>
-void launch_mx_columns(const T* in, std::size_t rows, std::size_t cols, fp8_format format,
-                       std::uint8_t* out_t, std::uint8_t* scale_e8m0_t, cudaStream_t stream) {
-  constexpr int groups = column_chunk_rows / int(mx_block_length);
-  const std::size_t chunks =
-      ((rows + column_chunk_rows - 1) / column_chunk_rows) * ((cols + column_width - 1) / column_width);
-  const unsigned grid = grid_for(chunks, 1);
-  visit_format(format, [&](auto descriptor) {
-    using format_t = decltype(descriptor);
-    column_quantize_transpose_kernel<format_t, T, groups, e8m0_block_scales>
-        <<<grid, column_threads, 0, stream>>>(in, rows, cols, e8m0_block_scales{format, scale_e8m0_t},
-                                              nullptr, make_scale_layout(granularity::mx_1x32, cols, rows),
-                                              out_t);
-  });
-  check_launch("fp8::cuda::detail::column_quantize_transpose_kernel (MX)", rows, cols, grid, column_threads);
-}
-
 }  // namespace detail
 
 // Current scaling of a rows x cols row-major matrix at q.granularity, all on `stream`:
@@ -135,27 +116,20 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
     return;
   }
   detail::launch_block_quantize(in, rows, cols, q.format, rule, layout, out, scale_inv, amax, stream);
-  const std::size_t chunks = ((rows + detail::column_chunk_rows - 1) / detail::column_chunk_rows) *
-                             ((cols + detail::column_width - 1) / detail::column_width);
-  const unsigned grid = detail::grid_for(chunks, 1);
   const float* column_amax = nullptr;
   if (q.granularity == granularity::per_row) {
     // scale_inv_t first holds the column amaxes, then (finish_columns_kernel) their 1 / scale.
     FP8_CUDA_CHECK(cudaMemsetAsync(scale_inv_t, 0, cols * sizeof(float), stream));
     if (rows * cols > 0) {
+      const unsigned grid = detail::grid_for(detail::column_chunk_count(rows, cols), 1);
       detail::column_amax_kernel<<<grid, detail::column_threads, 0, stream>>>(in, rows, cols, scale_inv_t);
       detail::check_launch("fp8::cuda::detail::column_amax_kernel", rows, cols, grid, detail::column_threads);
     }
     column_amax = scale_inv_t;
   }
-  visit_format(q.format, [&](auto descriptor) {
-    using format_t = decltype(descriptor);
-    detail::column_quantize_transpose_kernel<format_t, T, 1, detail::float_block_scales>
-        <<<grid, detail::column_threads, 0, stream>>>(
-            in, rows, cols, detail::float_block_scales{rule, scale_inv_t}, column_amax, layout_t, out_t);
-  });
-  detail::check_launch("fp8::cuda::detail::column_quantize_transpose_kernel", rows, cols, grid,
-                       detail::column_threads);
+  detail::launch_column_quantize_transpose<1>(
+      in, rows, cols, q.format, detail::float_block_scales{rule, scale_inv_t}, column_amax, layout_t, out_t,
+      stream, "fp8::cuda::detail::column_quantize_transpose_kernel");
   if (q.granularity == granularity::per_row && cols > 0) {
     const unsigned finish_grid = detail::grid_for(cols);
     detail::finish_columns_kernel<detail::block_threads>
@@ -216,7 +190,13 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   detail::launch_mx_quantize(in, rows, cols, q.format, make_scale_layout(q.granularity, rows, cols), out,
                              scale_e8m0, amax, stream);
-  if (rows * cols > 0) detail::launch_mx_columns(in, rows, cols, q.format, out_t, scale_e8m0_t, stream);
+  // Xᵀ's 1x32 blocks are 32 rows of a column of X: the column kernel with four groups per chunk.
+  if (rows * cols > 0) {
+    detail::launch_column_quantize_transpose<detail::column_chunk_rows / int(mx_block_length)>(
+        in, rows, cols, q.format, detail::e8m0_block_scales{q.format, scale_e8m0_t}, nullptr,
+        make_scale_layout(granularity::mx_1x32, cols, rows), out_t, stream,
+        "fp8::cuda::detail::column_quantize_transpose_kernel (MX)");
+  }
 }
 
 // MX inverse: out = T(decode(code) * 2^(e8m0 - 127)), rounded once to T; bit-identical to the CPU
