@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -171,6 +172,15 @@ TEST_CASE("the device delayed-scaling state checks its configuration and formats
                  "unknown fp8_format value"));
 }
 
+// Whether a warp's shared-memory access is free of bank conflicts: the 32 words `word(lane)` lie
+// on 32 different banks.
+template <class Word>
+bool conflict_free(const Word& word) {
+  std::vector<int> banks(32, 0);
+  for (int lane = 0; lane < 32; ++lane) ++banks[std::size_t(word(lane) % 32)];
+  return std::all_of(banks.begin(), banks.end(), [](int count) { return count == 1; });
+}
+
 // The 128x128 kernel's transposed copy, checked on the host: the 4 x 4 byte transpose, the
 // assignment of micro-tiles to threads (each exactly once), and the shared tile's padding, which
 // must keep the row writes and the micro-tile reads of a warp on 32 different banks.
@@ -193,20 +203,19 @@ TEST_CASE("128x128 transposed copy: 4x4 byte transpose, micro-tile coverage, no 
   std::vector<int> covered(32 * 32, 0);
   for (int warp = 0; warp < warps; ++warp) {
     for (int g = 0; g < 4; ++g) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const micro_tile tile = transpose_micro_tile(warp, lane, g);
+        ++covered[std::size_t(tile.row_group * 32 + tile.column_word)];
+      }
       for (int j = 0; j < 4; ++j) {  // the j-th row word each lane reads in this step
-        std::vector<int> banks(32, 0);
-        for (int lane = 0; lane < 32; ++lane) {
+        CHECK(conflict_free([&](int lane) {
           const micro_tile tile = transpose_micro_tile(warp, lane, g);
-          if (j == 0) ++covered[tile.row_group * 32 + tile.column_word];
-          ++banks[((4 * tile.row_group + j) * block_tile_words + tile.column_word) % 32];
-        }
-        for (int bank = 0; bank < 32; ++bank) CHECK(banks[bank] == 1);
+          return (4 * tile.row_group + j) * block_tile_words + tile.column_word;
+        }));
       }
     }
     for (int pass = 0; pass < block_passes_2d; ++pass) {  // the row writes of the cast
-      std::vector<int> banks(32, 0);
-      for (int lane = 0; lane < 32; ++lane) ++banks[((warp + pass * warps) * block_tile_words + lane) % 32];
-      for (int bank = 0; bank < 32; ++bank) CHECK(banks[bank] == 1);
+      CHECK(conflict_free([&](int lane) { return (warp + pass * warps) * block_tile_words + lane; }));
     }
   }
   for (int count : covered) CHECK(count == 1);
@@ -221,27 +230,28 @@ TEST_CASE("64x64 cast + transpose: row and micro-tile coverage, no bank conflict
   std::vector<int> covered(16 * 16, 0);
   for (int warp = 0; warp < transpose_threads / 32; ++warp) {
     for (int pass = 0; pass < transpose_passes; ++pass) {
-      std::vector<int> banks(32, 0);
-      for (int lane = 0; lane < 32; ++lane) {
-        const int thread = 32 * warp + lane;
-        const int row = transpose_tile_row(thread / transpose_lanes, pass);
-        REQUIRE(row >= 0);
-        REQUIRE(row < transpose_tile);
-        if (lane % transpose_lanes == 0) ++rows_cast[std::size_t(row)];
-        ++banks[std::size_t((row * transpose_tile_words + thread % transpose_lanes) % 32)];
+      const auto row_of = [&](int lane) {
+        return transpose_tile_row((32 * warp + lane) / transpose_lanes, pass);
+      };
+      for (int lane = 0; lane < 32; lane += transpose_lanes) {
+        REQUIRE(row_of(lane) >= 0);
+        REQUIRE(row_of(lane) < transpose_tile);
+        ++rows_cast[std::size_t(row_of(lane))];
       }
-      for (int bank = 0; bank < 32; ++bank) CHECK(banks[std::size_t(bank)] == 1);
+      CHECK(conflict_free(
+          [&](int lane) { return row_of(lane) * transpose_tile_words + lane % transpose_lanes; }));
+    }
+    for (int lane = 0; lane < 32; ++lane) {
+      const micro_tile tile = cast_transpose_micro_tile(32 * warp + lane);
+      REQUIRE(tile.row_group < 16);
+      REQUIRE(tile.column_word < 16);
+      ++covered[std::size_t(tile.row_group * 16 + tile.column_word)];
     }
     for (int j = 0; j < 4; ++j) {  // the j-th row word each lane reads
-      std::vector<int> banks(32, 0);
-      for (int lane = 0; lane < 32; ++lane) {
+      CHECK(conflict_free([&](int lane) {
         const micro_tile tile = cast_transpose_micro_tile(32 * warp + lane);
-        REQUIRE(tile.row_group < 16);
-        REQUIRE(tile.column_word < 16);
-        if (j == 0) ++covered[std::size_t(tile.row_group * 16 + tile.column_word)];
-        ++banks[std::size_t(((4 * tile.row_group + j) * transpose_tile_words + tile.column_word) % 32)];
-      }
-      for (int bank = 0; bank < 32; ++bank) CHECK(banks[std::size_t(bank)] == 1);
+        return (4 * tile.row_group + j) * transpose_tile_words + tile.column_word;
+      }));
     }
   }
   for (int count : rows_cast) CHECK(count == 1);

@@ -44,9 +44,8 @@ __host__ __device__ inline void transpose_4x4_bytes(std::uint32_t r0, std::uint3
 // Which 4 x 4 micro-tile of a tile of codes a thread transposes in step g: its row group (rows
 // 4·row_group..+3) and column word (columns 4·column_word..+3). Lanes 0-7 take consecutive row
 // groups, so eight lanes write 32 contiguous bytes of one row of the transposed copy, and, with
-// tile rows of 4k + 1 words, the 32 lanes of a warp read 32 different banks.
-// The 128 x 128 tile: 8 warps x 4 steps; the 64 x 64 tile: warp w takes transpose_micro_tile(w / 2, lane, w %
-// 2).
+// tile rows of 4k + 1 words, the 32 lanes of a warp read 32 different banks. The 128 x 128 tile
+// takes 8 warps x 4 steps; the 64 x 64 tile gives warp w step w % 2 of warp w / 2.
 struct micro_tile {
   int row_group;
   int column_word;
