@@ -158,7 +158,11 @@ checkpoint_contents check_checkpoint(const safetensors_file& file, const std::st
     target->resize(params.size());
     for (std::size_t i = 0; i < params.tensor_count(); ++i) {
       const tensor_spec& spec = params.specs()[i];
-      const named_tensor& t = require(file, path, group + spec.name, tensor_dtype::f32, shape_of(spec));
+      // Named, not temporaries: the reference that require returns points into the file, and
+      // GCC 13's dangling-reference check cannot tell that from one into an argument.
+      const std::string name = group + spec.name;
+      const std::vector<std::int64_t> shape = shape_of(spec);
+      const named_tensor& t = require(file, path, name, tensor_dtype::f32, shape);
       std::memcpy(target->data() + params.offset(i), t.bytes.data(), t.bytes.size());
       ++expected_tensors;
     }
