@@ -193,8 +193,8 @@ run_gpu_tests() {
 }
 # The command line that runs run_gpu_tests with these arguments (timeout needs a program, not a function).
 gpu_tests() { echo "$(declare -f run_gpu_tests); build='$build'; run_gpu_tests $*"; }
-# The exhaustive conversion sweeps (2^32 floats per policy, host reference on every core) run after
-# the benchmarks, so that a slow host cannot crowd the figures out of the time budget.
+# The exhaustive conversion sweeps (2^32 floats per policy, host reference on every core) run last,
+# after the benchmarks and the sanitizers, so that their host time cannot crowd those out of the budget.
 # trainer_test_gpu_data_parallel (mpirun over every GPU; fp8_trainer, which is not built here) needs 2
 # or more GPUs and skips on one: run it by hand on such a machine (docs/distributed_training.md).
 step "ctest -L gpu (kernels and GEMMs)" "$logs/ctest_gpu.log" 240 bash -c "$(gpu_tests -E "'test_device_convert|trainer_test_cuda_training|trainer_test_gpu_data_parallel'")"
@@ -222,7 +222,6 @@ step "speedup plot (fp8_gemm_speedup.*)" "$logs/plot.log" 60 python3 "$root/benc
 if [[ " ${gpu_targets[*]} " == *" trainer_test_cuda_training "* ]]; then
   step "ctest (trainer --device cuda vs cpu)" "$logs/ctest_trainer_cuda.log" 360 bash -c "$(gpu_tests -R trainer_test_cuda_training)"
 fi
-step "ctest -L gpu (conversions, every float)" "$logs/ctest_gpu_convert.log" 200 bash -c "$(gpu_tests -R test_device_convert)"
 
 # --- compute-sanitizer (the 2^32 sweeps and the large cases are left out: too slow under it) -------
 # Some virtualised GPU machines run CUDA programs but not the sanitizers ("Device not supported",
@@ -267,6 +266,10 @@ else
   echo "compute-sanitizer,NOT RUN (not on PATH),0" >>"$steps"
   failures=$((failures + 1))
 fi
+
+# The conversion sweeps last: 2^32 floats per policy against a host reference, minutes of mostly
+# host time, and the least likely step to fail once the kernels' own tests pass.
+step "ctest -L gpu (conversions, every float)" "$logs/ctest_gpu_convert.log" 200 bash -c "$(gpu_tests -R test_device_convert)"
 
 # --- Summary --------------------------------------------------------------------------------------
 echo

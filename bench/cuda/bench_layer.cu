@@ -69,8 +69,10 @@ struct linear_buffers {
     fill_normal(w.as<__nv_bfloat16>(), o * i, 0.02f, 2);
     fill_normal(dy.as<__nv_bfloat16>(), t * o, 1e-3f, 3);
   }
+  // Each slot 16-byte aligned: cuBLASLt may read a scale with a vector load.
   float* scale_inv(int which) const { return scalars.as<float>() + 16 * which; }
-  float* amax(int which) const { return scalars.as<float>() + 16 * which + 4; }
+  float* scale_inv_t(int which) const { return scalars.as<float>() + 16 * which + 4; }
+  float* amax(int which) const { return scalars.as<float>() + 16 * which + 8; }
 };
 
 // BF16: the three products of one linear.
@@ -115,11 +117,11 @@ void fp8_casts(const linear_buffers& b) {
   const fp8::quantization e4m3{fp8::fp8_format::e4m3, fp8::granularity::per_tensor, 0, false};
   const fp8::quantization e5m2{fp8::fp8_format::e5m2, fp8::granularity::per_tensor, 0, false};
   fp8::cuda::quantize_transpose(b.x.as<__nv_bfloat16>(), b.tokens, b.in, e4m3, b.x8.as<std::uint8_t>(),
-                                b.scale_inv(0), b.x8t.as<std::uint8_t>(), b.scale_inv(0) + 1, b.amax(0));
+                                b.scale_inv(0), b.x8t.as<std::uint8_t>(), b.scale_inv_t(0), b.amax(0));
   fp8::cuda::quantize_transpose(b.w.as<__nv_bfloat16>(), b.out, b.in, e4m3, b.w8.as<std::uint8_t>(),
-                                b.scale_inv(1), b.w8t.as<std::uint8_t>(), b.scale_inv(1) + 1, b.amax(1));
+                                b.scale_inv(1), b.w8t.as<std::uint8_t>(), b.scale_inv_t(1), b.amax(1));
   fp8::cuda::quantize_transpose(b.dy.as<__nv_bfloat16>(), b.tokens, b.out, e5m2, b.dy8.as<std::uint8_t>(),
-                                b.scale_inv(2), b.dy8t.as<std::uint8_t>(), b.scale_inv(2) + 1, b.amax(2));
+                                b.scale_inv(2), b.dy8t.as<std::uint8_t>(), b.scale_inv_t(2), b.amax(2));
 }
 
 // FP8: the three products in TN form from the cast copies.
@@ -141,7 +143,7 @@ void fp8_gemms(lt::handle& handle, const linear_buffers& b) {
   dgrad.n = i;
   dgrad.k = o;
   dgrad.x = operand(b.dy8, lt::data_type::e5m2, b.scale_inv(2));
-  dgrad.w = operand(b.w8t, lt::data_type::e4m3, b.scale_inv(1) + 1);
+  dgrad.w = operand(b.w8t, lt::data_type::e4m3, b.scale_inv_t(1));
   dgrad.y = {b.dx.as<void>(), lt::data_type::bf16};
   dgrad.options.purpose = lt::gemm_purpose::gradient;
   handle.linear(dgrad);
@@ -149,8 +151,8 @@ void fp8_gemms(lt::handle& handle, const linear_buffers& b) {
   wgrad.m = o;
   wgrad.n = i;
   wgrad.k = t;
-  wgrad.x = operand(b.dy8t, lt::data_type::e5m2, b.scale_inv(2) + 1);
-  wgrad.w = operand(b.x8t, lt::data_type::e4m3, b.scale_inv(0) + 1);
+  wgrad.x = operand(b.dy8t, lt::data_type::e5m2, b.scale_inv_t(2));
+  wgrad.w = operand(b.x8t, lt::data_type::e4m3, b.scale_inv_t(0));
   wgrad.y = {b.dw.as<void>(), lt::data_type::bf16};
   wgrad.options.purpose = lt::gemm_purpose::gradient;
   handle.linear(wgrad);

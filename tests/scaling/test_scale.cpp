@@ -66,6 +66,21 @@ TEST_CASE("a huge amax gives a small normal scale; a huge margin clamps at FLT_M
   CHECK(std::isfinite(fp8::scale_pair_from_amax(FLT_MAX, fp8_format::e4m3, 1000).scale_inv));
 }
 
+TEST_CASE("margins of 128 and more (2^margin infinite in float) never give a NaN scale") {
+  // fp8_max / amax overflows for these amaxes; a division by 2^margin computed as a float was then
+  // inf / inf. The overflowed quotient clamps at FLT_MAX, as it does for small margins.
+  for (const float amax : {FLT_MIN, 1e-40f, 1e-45f}) {
+    for (const int margin : {127, 128, 130, 1000}) {
+      CAPTURE(amax);
+      CAPTURE(margin);
+      CHECK(fp8::scale_from_amax(amax, fp8_format::e4m3, margin) == FLT_MAX);
+      CHECK(fp8::scale_from_amax(amax, fp8_format::e5m2, margin, true) == 0x1p127f);
+    }
+  }
+  CHECK(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 140) == FLT_MIN);  // 448 * 2^-140: clamped up
+  CHECK(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 128) == std::ldexp(448.0f, -128));  // 2^-119.2: normal, exact
+}
+
 TEST_CASE("denormal amaxes that do not overflow the division") {
   const float amax = 1e-36f;  // normal, but 448 / amax = 4.48e38 overflows
   CHECK(fp8::scale_from_amax(amax, fp8_format::e4m3) == FLT_MAX);

@@ -59,9 +59,11 @@ FP8_HOST_DEVICE inline float power_of_two_below(float x) noexcept {
 FP8_HOST_DEVICE inline float scale_from_amax_unchecked(float amax, float fp8_max, int margin,
                                                        bool power_of_two, float fallback) noexcept {
   if (!usable_amax(amax)) return fallback;
-  // Two float divisions, in this order, as Transformer Engine computes it; the second is exact (a
-  // power of two) unless the result leaves the normal range, where the clamps below take over.
-  float scale = (fp8_max / amax) / ldexpf(1.0f, margin);
+  // fp8_max / amax, then divided by 2^margin, as Transformer Engine computes it. The second step is
+  // ldexpf, not a division by ldexpf(1, margin): for margin >= 128 that power of two is infinite in
+  // float, and inf / inf gave NaN for tiny amaxes. ldexpf rounds once, like the division did for
+  // smaller margins (exact unless the result leaves the normal range), on the host and the device.
+  float scale = ldexpf(fp8_max / amax, -margin);
   if (scale > FLT_MAX) scale = FLT_MAX;  // amax so small that fp8_max / amax overflowed
   if (scale < FLT_MIN) scale = FLT_MIN;  // huge margin: keep 1 / scale finite (<= 2^126)
   return power_of_two ? power_of_two_below(scale) : scale;

@@ -485,11 +485,12 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   wgrad.problem.c.ld = plan.k;
 
   // dbias: BGRADB sums op(B) = dY (M x N as the product reads it) over the tokens, one per feature.
-  // cuBLASLt has it with tensorwise scales (or none), not with row-wise or block scales.
+  // cuBLASLt (13.1, sm_90) refuses it for every FP8 product (CUBLAS_STATUS_NOT_SUPPORTED from the
+  // heuristic, tensorwise scales included): only a BF16 wgrad fuses it.
   if (config.bias) {
-    const bool tensorwise = wgrad.problem.a.scaling == cublaslt::scale_mode::tensorwise &&
-                            wgrad.problem.b.scaling == cublaslt::scale_mode::tensorwise;
-    if (config.fuse_bias_gradient && tensorwise) {
+    const bool bf16_inputs = wgrad.problem.a.type == cublaslt::data_type::bf16 &&
+                             wgrad.problem.b.type == cublaslt::data_type::bf16;
+    if (config.fuse_bias_gradient && bf16_inputs) {
       plan.bias_gradient = bias_gradient_method::epilogue;
       wgrad.problem.options.epilogue_kind = cublaslt::epilogue::bias_gradient_b;
       wgrad.bias = linear_buffer::bias_gradient;
