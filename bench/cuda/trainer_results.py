@@ -22,7 +22,7 @@ import result_files as rf
 FINAL = re.compile(r"validation loss (?P<loss>\S+) nats/byte \(unigram baseline (?P<baseline>\S+)\) "
                    r"after (?P<steps>\d+) steps, (?P<time>.+)")
 SPEED_SHAPE = "d_model 4096, SwiGLU 14336, 32 heads, context 2048, bytes, 4 blocks"
-PARITY_SHAPE = "d_model 1024, 8 blocks"
+PARITY_SHAPE = "d_model 1024, 8 blocks, lr 1e-3"
 
 
 def last_line(path: Path):

@@ -39,6 +39,19 @@ lt::gemm_problem valid_fp8() {
   return p;
 }
 
+// A BF16 product in the layout of a weight gradient with BGRADB (B transposed, the layout
+// cuBLASLt's BGRADB needs), into FP32.
+lt::gemm_problem bf16_weight_gradient() {
+  lt::gemm_problem p = valid_fp8();
+  p.op_a = lt::operation::none;
+  p.op_b = lt::operation::transpose;
+  p.a = {address(0x10000), lt::data_type::bf16, 256};
+  p.b = {address(0x20000), lt::data_type::bf16, 128};
+  p.d.type = lt::data_type::fp32;
+  p.options.purpose = lt::gemm_purpose::gradient;
+  return p;
+}
+
 lt::gemm_problem with_scales(lt::scale_mode a, lt::scale_mode b) {
   lt::gemm_problem p = valid_fp8();
   p.a.scaling = a;
@@ -213,13 +226,20 @@ TEST_CASE("misaligned pointers") {
   CHECK(contains(why.cause, "misaligned pointers: B is at 0x20008"));
 
   p = with_scales(lt::scale_mode::row_wise, lt::scale_mode::row_wise);
-  p.a.scale_inv = float_address(0x90004);  // a vector of scales needs 16 bytes; one float needs 4
+  p.a.scale_inv = float_address(0x90004);  // a vector of scales needs 16 bytes
   why = rejected(p, hopper());
   CHECK(contains(why.cause, "misaligned pointer: the scale_inv of operand A"));
   CHECK_FALSE(lt::find_rejection(valid_fp8(), hopper()).has_value());
-  p = valid_fp8();
-  p.a.scale_inv = float_address(0x90004);
-  CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
+  // One tensorwise scale needs 16 bytes too: cuBLASLt refuses 4 at run time (measured on an H100).
+  for (const std::uintptr_t offset : {4, 8, 12}) {
+    CAPTURE(offset);
+    p = valid_fp8();
+    p.b.scale_inv = float_address(0x90010 + offset);
+    why = rejected(p, hopper());
+    CHECK(why.kind == lt::rejection_kind::invalid_value);
+    CHECK(contains(why.cause, "the scale_inv of operand B is at 0x"));
+    CHECK(contains(why.cause, "tensorwise scales need 16-byte alignment"));
+  }
 
   p = valid_fp8();
   p.options.epilogue_kind = lt::epilogue::bias;
@@ -348,15 +368,16 @@ TEST_CASE("D scale and amax need an FP8 output; epilogues need a matching bias")
   CHECK(lt::default_bias_type(p) == lt::data_type::fp16);
 }
 
-TEST_CASE("a bias gradient has C's type: FP32 beside FP8 inputs and an FP32 output, not bf16") {
+TEST_CASE("a bias gradient has C's type: FP32 beside an FP32 output, not bf16") {
   // cublasLt.h: "Bias gradient vector elements are the same type as the output elements (Ctype)";
-  // the bf16 exception of FP8 products into FP32 is for a bias that is read.
-  lt::gemm_problem p = valid_fp8();
-  p.d.type = lt::data_type::fp32;
-  p.options.purpose = lt::gemm_purpose::gradient;
-  p.options.bias = address(0x40000);
+  // the bf16 exception of FP8 products into FP32 is for a bias that is read. DGELU_BGRAD on an FP8
+  // product, BGRADB on a BF16 one (cuBLASLt has no FP8 kernel with BGRADB).
   for (const lt::epilogue kind : {lt::epilogue::bias_gradient_b, lt::epilogue::dgelu_bias_gradient}) {
     CAPTURE(lt::name(kind));
+    lt::gemm_problem p = kind == lt::epilogue::bias_gradient_b ? bf16_weight_gradient() : valid_fp8();
+    p.d.type = lt::data_type::fp32;
+    p.options.purpose = lt::gemm_purpose::gradient;
+    p.options.bias = address(0x40000);
     p.options.epilogue_kind = kind;
     p.options.aux = kind == lt::epilogue::dgelu_bias_gradient ? mutable_address(0x60000) : nullptr;
     p.options.bias_type.reset();
@@ -367,10 +388,36 @@ TEST_CASE("a bias gradient has C's type: FP32 beside FP8 inputs and an FP32 outp
     CHECK(why.kind == lt::rejection_kind::not_supported);
     CHECK(contains(why.cause, "a bf16 bias gradient does not go with a fp32 output (use fp32"));
   }
+  lt::gemm_problem p = valid_fp8();
+  p.d.type = lt::data_type::fp32;
   p.options.epilogue_kind = lt::epilogue::bias;  // a bias that is read stays bf16 beside an FP32 output
-  p.options.aux = nullptr;
-  p.options.bias_type.reset();
+  p.options.bias = address(0x40000);
   CHECK(lt::bias_type_of(p) == lt::data_type::bf16);
+}
+
+TEST_CASE("bias_gradient_b: FP8 operands and an untransposed B are refused with cuBLASLt's rule") {
+  // Both measured on an H100 with cuBLASLt 13.1: its heuristic returns nothing and its log says
+  // "BGRAD{A,B} supports only F16, BF16, F32, or F64 data types" and "BGRADB only works with
+  // transposed B".
+  lt::gemm_problem p = valid_fp8();
+  p.d.type = lt::data_type::fp32;
+  p.options.purpose = lt::gemm_purpose::gradient;
+  p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
+  p.options.bias = address(0x40000);
+  auto why = rejected(p, hopper());
+  CHECK(why.kind == lt::rejection_kind::not_supported);
+  CHECK(contains(why.cause, "epilogue bias_gradient_b takes f16, bf16 or f32 operands, not FP8"));
+
+  p = bf16_weight_gradient();
+  p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
+  p.options.bias = address(0x40000);
+  CHECK_FALSE(lt::find_rejection(p, hopper()).has_value());
+  p.op_a = lt::operation::transpose;  // TN, as FP8 products need
+  p.op_b = lt::operation::none;
+  p.a.ld = p.b.ld = 512;
+  why = rejected(p, hopper());
+  CHECK(why.kind == lt::rejection_kind::not_supported);
+  CHECK(contains(why.cause, "epilogue bias_gradient_b needs op_b = transpose"));
 }
 
 TEST_CASE("beside an FP8 output, C and the bias share one type") {

@@ -223,48 +223,23 @@ TEST_CASE(
     }
   }
 
-  // The column sums of op(B) = B's rows here: what bias_gradient_b must write (small integers: exact
-  // in FP32).
-  std::vector<double> column_sums(n, 0.0);
-  for (std::size_t j = 0; j < n; ++j) {
-    for (std::size_t t = 0; t < k; ++t) column_sums[j] += b.values[j * k + t];
-  }
-  // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
-  // buffer holds one guard float past the n that cuBLASLt may write.
-  const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
-  const auto check_bias_gradient = [&] {
-    const std::vector<float> got = bias_gradient.download();
-    for (std::size_t j = 0; j < n; ++j) {
-      CAPTURE(j);
-      CHECK(double(got[j]) == column_sums[j]);
-    }
-    CHECK(got[n] == -1.0f);
-  };
-  SUBCASE("bias_gradient_b, FP8 inputs: refused on Hopper with a message naming it, else exact") {
-    // cuBLASLt 13.1 has no FP8 kernel with this epilogue on sm_90 (NOT_SUPPORTED from its heuristic);
-    // the linear layer sums dY's columns itself there. Should a later cuBLASLt take it, the product
-    // is checked instead and the comment in linear/plan.hpp is out of date.
-    p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
-    p.options.bias = bias_gradient.data();
-    REQUIRE(lt::bias_type_of(p) == lt::data_type::fp32);
-    try {
-      handle.gemm(p);
-      CHECK(count_mismatches(dd.download(), product) == 0);
-      check_bias_gradient();
-    } catch (const fp8::cublas_error& e) {
-      CHECK(lt::query_device().major == 9);
-      CHECK(std::string(e.what()).find("epilogue bias_gradient_b") != std::string::npos);
-      CHECK(e.status() == CUBLAS_STATUS_NOT_SUPPORTED);
-    }
-  }
   SUBCASE("bias_gradient_b, BF16 inputs, accumulating into D (beta = 1, as a layer's wgrad)") {
-    std::vector<std::uint16_t> a16(a.values.size()), b16(b.values.size());
-    for (std::size_t i = 0; i < a16.size(); ++i) a16[i] = fp8::bfloat16(a.values[i]).bits();
-    for (std::size_t i = 0; i < b16.size(); ++i) b16[i] = fp8::bfloat16(b.values[i]).bits();
+    // BGRADB's only form in cuBLASLt: BF16 (or f16, f32) operands, B transposed; FP8 products are
+    // refused before cuBLASLt is called (test_cublaslt_checks). A as m x k (ld m), B as n x k (ld n).
+    std::vector<std::uint16_t> a16(m * k), b16(n * k);
+    for (std::size_t t = 0; t < k; ++t) {
+      for (std::size_t i = 0; i < m; ++i) a16[t * m + i] = fp8::bfloat16(a.values[i * k + t]).bits();
+      for (std::size_t j = 0; j < n; ++j) b16[t * n + j] = fp8::bfloat16(b.values[j * k + t]).bits();
+    }
     const device_buffer<std::uint16_t> da16(a16), db16(b16);
     const device_buffer<float> accumulated(std::vector<float>(m * n, 0.5f));
-    p.a = {da16.data(), lt::data_type::bf16};
-    p.b = {db16.data(), lt::data_type::bf16};
+    // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
+    // buffer holds one guard float past the n that cuBLASLt may write.
+    const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
+    p.op_a = lt::operation::none;
+    p.op_b = lt::operation::transpose;
+    p.a = {da16.data(), lt::data_type::bf16, std::int64_t(m)};
+    p.b = {db16.data(), lt::data_type::bf16, std::int64_t(n)};
     p.d = {accumulated.data(), lt::data_type::fp32};
     p.c = {accumulated.data()};
     p.options.beta = 1.0f;
@@ -275,7 +250,15 @@ TEST_CASE(
     std::vector<double> expected = product;
     for (double& e : expected) e += 0.5;
     CHECK(count_mismatches(accumulated.download(), expected) == 0);
-    check_bias_gradient();
+    // The column sums of op(B) (B's rows of the integer matrix), small integers: exact in FP32.
+    const std::vector<float> got = bias_gradient.download();
+    for (std::size_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
+      CAPTURE(j);
+      CHECK(double(got[j]) == sum);
+    }
+    CHECK(got[n] == -1.0f);
   }
   SUBCASE("gelu_aux then dgelu") {
     const device_buffer<float> aux(m * n);  // the GELU input in the output's type (FP32), ld m

@@ -138,7 +138,10 @@ TEST_CASE("strided batches: strides default to packed, may not overlap, FP8 stri
 }
 
 TEST_CASE("backward epilogues: bias gradients and the GELU aux matrix") {
-  lt::gemm_problem p = valid_fp8();
+  lt::gemm_problem p = valid_fp8();  // as a BF16 product with B transposed: BGRADB's only form
+  p.a = {address(0x10000), lt::data_type::bf16, 512};
+  p.b = {address(0x20000), lt::data_type::bf16, 128};
+  p.op_b = lt::operation::transpose;
   p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
   CHECK(lt::bias_length(p.options.epilogue_kind, p.m, p.n) == 128);  // one per column of D
   CHECK(contains(cause_of(p), "writes a bias gradient of 128 elements"));

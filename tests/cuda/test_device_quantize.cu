@@ -594,6 +594,8 @@ TEST_CASE("the device delayed-scaling state = fp8::delayed_scaling_state, step b
             CHECK(mirrored.history(t) == host.history(t));
             CHECK(bits(mirrored.scale(t)) == bits(host.scale(t)));
             CHECK(bits(mirrored.scale_inv(t)) == bits(host.scale_inv(t)));
+            // Each inverse scale can go to a cuBLASLt product as it is (16-byte aligned).
+            CHECK(reinterpret_cast<std::uintptr_t>(device.scale_inv(t)) % 16 == 0);
           }
         }
         // A state uploaded from the host continues identically.

@@ -322,16 +322,17 @@ TEST_CASE("bias: the fprop epilogue, and BGRADB where cuBLASLt has it (BF16 wgra
   plan = fp8::cuda::make_linear_plan(c, 32);
   CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::column_sum);
   CHECK(plan.gemm(gemm_kind::wgrad).problem.options.epilogue_kind == lt::epilogue::none);
-  // A fake_fp8 wgrad is a BF16 product on the decoded dYᵀ: BGRADB in every recipe, so dbias sums the
-  // same fake-quantized dY as dW.
+  // A fake_fp8 wgrad is a BF16 product on the decoded dYᵀ in TN form, which BGRADB does not take
+  // (B not transposed): dbias is the column sum of dY in every recipe, as for an FP8 wgrad.
   c.fuse_bias_gradient = true;
   c.precision = linear_precision::fake_fp8();
   for (const auto& recipe : {fp8::gemm_recipe{}, fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
     c.recipe = recipe;
     plan = fp8::cuda::make_linear_plan(c, 32);
-    CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue);
-    CHECK(plan.gemm(gemm_kind::wgrad).bias == linear_buffer::bias_gradient);
+    CHECK(plan.bias_gradient == fp8::cuda::bias_gradient_method::column_sum);
+    CHECK(plan.gemm(gemm_kind::wgrad).bias == linear_buffer::none);
     CHECK(plan.gemm(gemm_kind::wgrad).b == linear_buffer::dy_t_fake);
+    CHECK(plan.gemm(gemm_kind::wgrad).problem.options.epilogue_kind == lt::epilogue::none);
     CHECK(plan.gemm(gemm_kind::fprop).problem.options.epilogue_kind == lt::epilogue::bias);
   }
 }

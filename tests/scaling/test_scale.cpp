@@ -78,7 +78,8 @@ TEST_CASE("margins of 128 and more (2^margin infinite in float) never give a NaN
     }
   }
   CHECK(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 140) == FLT_MIN);  // 448 * 2^-140: clamped up
-  CHECK(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 128) == std::ldexp(448.0f, -128));  // 2^-119.2: normal, exact
+  CHECK(fp8::scale_from_amax(1.0f, fp8_format::e4m3, 128) ==
+        std::ldexp(448.0f, -128));  // 2^-119.2: normal, exact
 }
 
 TEST_CASE("denormal amaxes that do not overflow the division") {

@@ -211,7 +211,7 @@ class full_folder(unittest.TestCase):
             self.assertIn(f"| {rf.markdown_cell(name)} | {PROFILE_MS['bf16'][i]:.1f} | {PROFILE_MS['fp8'][i]:.1f} |", self.page)
 
     def test_parity(self):
-        self.assertIn("## Loss parity (d_model 1024, 8 blocks, 600 steps, documentation.txt)", self.page)
+        self.assertIn("## Loss parity (d_model 1024, 8 blocks, lr 1e-3, 600 steps, documentation.txt)", self.page)
         for p, (loss, baseline, steps, time) in FINAL.items():
             self.assertIn(f"| {p} | {loss:.4f} | {baseline:.4f} | {steps} | {time} |", self.page)
         self.assertIn(f"FP8 less BF16: {FINAL['fp8'][0] - FINAL['bf16'][0]:+.4f} nats/byte.", self.page)

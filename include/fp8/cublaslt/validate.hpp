@@ -61,8 +61,12 @@ inline std::string version_text(std::size_t version) {
   return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
          std::to_string(version % 100);
 }
-// One scale or amax float needs only its own alignment.
+// The D scale and amax floats need only their own alignment. An operand's tensorwise inverse scale
+// needs 16 bytes: cuBLASLt 13.1 on an H100 took a product whose A or B scale sat 4 bytes past such a
+// boundary through the heuristic and then refused it in every candidate algorithm
+// (CUBLAS_STATUS_NOT_SUPPORTED), measured with split accumulation.
 inline constexpr std::uintptr_t scalar_alignment = alignof(float);
+inline constexpr std::uintptr_t tensorwise_scale_alignment = 16;
 
 namespace detail {
 
@@ -102,7 +106,7 @@ inline std::optional<rejection> check_scale_pointer(const char* operand, const i
                                                      " but its scale_inv pointer is null");
   }
   const std::uintptr_t alignment =
-      matrix.scaling == scale_mode::tensorwise ? scalar_alignment : fp8_pointer_alignment;
+      matrix.scaling == scale_mode::tensorwise ? tensorwise_scale_alignment : fp8_pointer_alignment;
   if (!is_aligned(matrix.scale_inv, alignment)) {
     return reject(rejection_kind::invalid_value,
                   std::string("misaligned pointer: the scale_inv of operand ") + operand + " is at " +
@@ -276,6 +280,21 @@ inline std::optional<rejection> find_epilogue_rejection(const gemm_problem& prob
   const gemm_options& options = problem.options;
   const epilogue kind = options.epilogue_kind;
   const output_matrix& d = problem.d;
+  // cuBLASLt's two rules for BGRADB (its log, 13.1 on sm_90), checked here so that the refusal names
+  // them instead of an empty heuristic: FP8's TN layout can satisfy neither.
+  if (kind == epilogue::bias_gradient_b) {
+    if (is_fp8(problem.a.type) || is_fp8(problem.b.type)) {
+      return reject(
+          rejection_kind::not_supported,
+          "epilogue bias_gradient_b takes f16, bf16 or f32 operands, not FP8 (cuBLASLt has no FP8 "
+          "kernel with it): sum the gradient's columns separately, as fp8::cuda::linear_layer does");
+    }
+    if (problem.op_b != operation::transpose) {
+      return reject(rejection_kind::not_supported,
+                    "epilogue bias_gradient_b needs op_b = transpose (cuBLASLt sums op(B) only when B is "
+                    "transposed): store B the other way round");
+    }
+  }
   if (needs_bias_pointer(kind)) {
     if (options.bias == nullptr) {
       return reject(rejection_kind::invalid_value,

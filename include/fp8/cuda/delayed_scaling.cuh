@@ -27,11 +27,16 @@ namespace fp8::cuda {
 namespace detail {
 
 inline constexpr int history_threads = 128;
+// The inverse scales lie 4 floats (16 bytes) apart: cuBLASLt refuses a tensorwise inverse scale that
+// is not 16-byte aligned (cublaslt::tensorwise_scale_alignment), so that each scale_inv(i) can go
+// to a product as it is.
+inline constexpr std::size_t scale_inv_stride = 4;
 
 // One block per tensor (grid-stride). The history is [length][tensors], row 0 the current step:
 //  1. the window amax: NaN-dominant maximum of the column (max) or its row 0 (most_recent);
 //  2. roll: row k takes row k - 1, from the oldest row down, and row 0 becomes 0;
-//  3. scale = scale_from_amax(amax, format's rule, previous scale), scale_inv = 1 / scale.
+//  3. scale = scale_from_amax(amax, format's rule, previous scale), scale_inv = 1 / scale (at
+//     scale_inv[t * scale_inv_stride]).
 // The shift runs in passes of `Threads` rows from the bottom: a pass reads rows [top - Threads, top)
 // and, after a barrier, writes rows (top - Threads, top], so no row is overwritten before it is read.
 template <int Threads>
@@ -64,7 +69,7 @@ __global__ void __launch_bounds__(Threads)
       const scale_rule rule{format == fp8_format::e5m2 ? e5m2_max : e4m3_max, margin, power_of_two};
       const float next = scale_from_amax(__uint_as_float(bits), rule, scale[t]);
       scale[t] = next;
-      scale_inv[t] = 1.0f / next;
+      scale_inv[t * scale_inv_stride] = 1.0f / next;
     }
     __syncthreads();
   }
@@ -106,9 +111,12 @@ class device_array {
 
 }  // namespace detail
 
-// The delayed-scaling state of a set of tensors in device memory, Transformer Engine's layout:
+// The delayed-scaling state of a set of tensors in device memory, Transformer Engine's layout but
+// for the spacing of the inverse scales:
 //   amax_history  [history_length][tensor_count] floats, row 0 = the current step;
-//   scale, scale_inv  [tensor_count] floats (start at 1).
+//   scale  [tensor_count] floats (start at 1);
+//   scale_inv  [tensor_count] floats 16 bytes apart (start at 1), so that each is aligned as
+//   cuBLASLt needs.
 // Per step:
 //   fp8::cuda::quantize(x, n, state.format(i), {state.scale(i), nullptr, state.amax(i)}, x_fp8, stream);
 //   ... GEMMs read state.scale_inv(i) ...
@@ -130,9 +138,10 @@ class delayed_scaling_device_state {
     }
     allocate();
     const std::vector<float> ones(formats_.size(), 1.0f);
+    const std::vector<float> spaced_ones = spaced(ones);
     FP8_CUDA_CHECK(cudaMemset(history_.data(), 0, history_.size() * sizeof(float)));
     copy_in(scale_, ones, nullptr);
-    copy_in(scale_inv_, ones, nullptr);
+    copy_in(scale_inv_, spaced_ones, nullptr);
     FP8_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
@@ -154,7 +163,10 @@ class delayed_scaling_device_state {
   float* current_amaxes() const noexcept { return history_.data(); }
   float* amax_history() const noexcept { return history_.data(); }
   const float* scale(std::size_t i) const { return scale_.data() + checked_index(i); }
-  const float* scale_inv(std::size_t i) const { return scale_inv_.data() + checked_index(i); }
+  // 16-byte aligned (see detail::scale_inv_stride).
+  const float* scale_inv(std::size_t i) const {
+    return scale_inv_.data() + checked_index(i) * detail::scale_inv_stride;
+  }
 
   // Ends the step on `stream`: window amaxes, roll, new scales (see update_history_kernel).
   void update(cudaStream_t stream = nullptr) {
@@ -179,11 +191,12 @@ class delayed_scaling_device_state {
   delayed_scaling_state download(cudaStream_t stream = nullptr) const {
     const std::size_t tensors = formats_.size();
     const std::size_t length = config_.history_length;
-    std::vector<float> rows(history_.size()), scales(tensors), inverses(tensors);
+    std::vector<float> rows(history_.size()), scales(tensors), spaced_inverses(scale_inv_.size());
     copy_out(rows, history_, stream);
     copy_out(scales, scale_, stream);
-    copy_out(inverses, scale_inv_, stream);
+    copy_out(spaced_inverses, scale_inv_, stream);
     FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> inverses = unspaced(spaced_inverses);
     std::vector<delayed_scaling_state::tensor> parts;
     for (std::size_t t = 0; t < tensors; ++t) {
       std::vector<float> newest_first(length);
@@ -215,9 +228,10 @@ class delayed_scaling_device_state {
       scales[t] = host[t].scales.scale;
       inverses[t] = host[t].scales.scale_inv;
     }
+    const std::vector<float> spaced_inverses = spaced(inverses);
     copy_in(history_, rows, stream);
     copy_in(scale_, scales, stream);
-    copy_in(scale_inv_, inverses, stream);
+    copy_in(scale_inv_, spaced_inverses, stream);
     FP8_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors must outlive the copies
   }
 
@@ -235,12 +249,23 @@ class delayed_scaling_device_state {
   void allocate() {
     history_ = detail::device_array<float>(formats_.size() * config_.history_length);
     scale_ = detail::device_array<float>(formats_.size());
-    scale_inv_ = detail::device_array<float>(formats_.size());
+    scale_inv_ = detail::device_array<float>(formats_.size() * detail::scale_inv_stride);
     formats_device_ = detail::device_array<fp8_format>(formats_.size());
     if (!formats_.empty()) {
       FP8_CUDA_CHECK(cudaMemcpy(formats_device_.data(), formats_.data(), formats_.size() * sizeof(fp8_format),
                                 cudaMemcpyHostToDevice));
     }
+  }
+  // One value per tensor, laid out as scale_inv_ holds them (the gaps 0), and back.
+  static std::vector<float> spaced(const std::vector<float>& values) {
+    std::vector<float> out(values.size() * detail::scale_inv_stride, 0.0f);
+    for (std::size_t t = 0; t < values.size(); ++t) out[t * detail::scale_inv_stride] = values[t];
+    return out;
+  }
+  static std::vector<float> unspaced(const std::vector<float>& spaced_values) {
+    std::vector<float> out(spaced_values.size() / detail::scale_inv_stride);
+    for (std::size_t t = 0; t < out.size(); ++t) out[t] = spaced_values[t * detail::scale_inv_stride];
+    return out;
   }
   // Copies queued on `stream`; the caller synchronises it before the host vectors go away.
   template <class T>

@@ -81,9 +81,8 @@ struct linear_config {
   bool bias = false;
   gemm_recipe recipe{};  // per operand: delayed / current scaling, format, granularity
   linear_precision precision{};
-  // The bias gradient from the wgrad GEMM's BGRADB epilogue where cuBLASLt has it (a BF16 wgrad;
-  // it refuses the epilogue for FP8 products on sm_90); false, or an FP8 wgrad: a column sum of the
-  // BF16 dY.
+  // The bias gradient from the wgrad GEMM's BGRADB epilogue where cuBLASLt has it (a BF16 wgrad in
+  // NT form; no FP8 product takes it); false, or an FP8 or fake FP8 wgrad: a column sum of the BF16 dY.
   bool fuse_bias_gradient = true;
   // In a call that records amaxes, the operands of BF16 classes record theirs too, so that their
   // histories stay warm for a later switch of the class to FP8 (and a checkpoint carries them). Where

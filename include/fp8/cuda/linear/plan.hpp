@@ -485,12 +485,14 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   wgrad.problem.c.ld = plan.k;
 
   // dbias: BGRADB sums op(B) = dY (M x N as the product reads it) over the tokens, one per feature.
-  // cuBLASLt (13.1, sm_90) refuses it for every FP8 product (CUBLAS_STATUS_NOT_SUPPORTED from the
-  // heuristic, tensorwise scales included): only a BF16 wgrad fuses it.
+  // cuBLASLt (13.1, sm_90) has it for BF16 products with B transposed only (the wrapper's checks
+  // name both rules): a BF16 wgrad in NT form fuses it; an FP8 wgrad, and a fake_fp8 one (TN, on
+  // the decoded transposed copies), sum dY's columns, which is also what an FP8 layer's dbias is.
   if (config.bias) {
     const bool bf16_inputs = wgrad.problem.a.type == cublaslt::data_type::bf16 &&
                              wgrad.problem.b.type == cublaslt::data_type::bf16;
-    if (config.fuse_bias_gradient && bf16_inputs) {
+    const bool b_transposed = wgrad.problem.op_b == cublaslt::operation::transpose;
+    if (config.fuse_bias_gradient && bf16_inputs && b_transposed) {
       plan.bias_gradient = bias_gradient_method::epilogue;
       wgrad.problem.options.epilogue_kind = cublaslt::epilogue::bias_gradient_b;
       wgrad.bias = linear_buffer::bias_gradient;
