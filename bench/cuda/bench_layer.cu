@@ -1,5 +1,6 @@
 // One transformer layer's GEMM set with its quantization, FP8 against BF16: hidden 4096, FFN 16384,
-// 15,872 tokens (the shape Transformer Engine publishes figures for), current per-tensor scaling.
+// 15,872 tokens (the shape Transformer Engine publishes figures for), current per-tensor scaling, and
+// the same with delayed-scaling casts (Transformer Engine publishes both: 1.58x and 1.69x on an H200).
 //
 //   bench_layer <output-folder> [--quick]
 //
@@ -8,11 +9,12 @@
 //  - FP8: the casts a training step makes — X and W to E4M3 with their transposes (one fused
 //    cast + transpose each, scales from the current amax), dY to E5M2 with its transpose — then the
 //    same three products in cuBLASLt's TN layout (split accumulation for the gradients).
+//  - FP8 delayed: the same copies from given scales, one read of each tensor, then the products.
 // Inputs are random normal; about a second of warm-up; CUDA-event medians. The buffers (hundreds of
 // MiB) are far larger than L2.
 //
-// layer.csv: linear,variant,ms — variants "bf16", "fp8 gemms", "fp8 casts", "fp8 total"; a line
-// "layer" sums the four linears.
+// layer.csv: linear,variant,ms — variants "bf16", "fp8 gemms", "fp8 casts", "fp8 total", "fp8 delayed
+// total"; a line "layer" sums the four linears.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -68,11 +70,18 @@ struct linear_buffers {
     fill_normal(x.as<__nv_bfloat16>(), t * i, 1.0f, 1);
     fill_normal(w.as<__nv_bfloat16>(), o * i, 0.02f, 2);
     fill_normal(dy.as<__nv_bfloat16>(), t * o, 1e-3f, 3);
+    // The delayed casts' given scales: 1 keeps these inputs in range (X ~ N(0, 1) under E4M3's 448,
+    // W ~ N(0, 0.02), dY ~ N(0, 1e-3) in E5M2's range).
+    const float one = 1.0f;
+    for (int which = 0; which < 3; ++which) {
+      FP8_CUDA_CHECK(cudaMemcpy(scale(which), &one, sizeof(float), cudaMemcpyHostToDevice));
+    }
   }
-  // Each slot 16-byte aligned: cuBLASLt may read a scale with a vector load.
+  // Each slot 16-byte aligned, as cuBLASLt needs a tensorwise scale (fp8::cublaslt's check).
   float* scale_inv(int which) const { return scalars.as<float>() + 16 * which; }
   float* scale_inv_t(int which) const { return scalars.as<float>() + 16 * which + 4; }
   float* amax(int which) const { return scalars.as<float>() + 16 * which + 8; }
+  float* scale(int which) const { return scalars.as<float>() + 16 * which + 12; }  // delayed: given
 };
 
 // BF16: the three products of one linear.
@@ -124,11 +133,29 @@ void fp8_casts(const linear_buffers& b) {
                                 b.scale_inv(2), b.dy8t.as<std::uint8_t>(), b.scale_inv_t(2), b.amax(2));
 }
 
-// FP8: the three products in TN form from the cast copies.
-void fp8_gemms(lt::handle& handle, const linear_buffers& b) {
+// FP8 casts under delayed scaling: the same copies from given scales, one read of each tensor
+// (scale_inv, one per tensor, written by the cast for both copies).
+void fp8_casts_delayed(const linear_buffers& b) {
+  const auto given = [&](int which) {
+    return fp8::cuda::tensor_scale{b.scale(which), b.scale_inv(which), b.amax(which)};
+  };
+  fp8::cuda::quantize_transpose(b.x.as<__nv_bfloat16>(), b.tokens, b.in, fp8::fp8_format::e4m3, given(0),
+                                b.x8.as<std::uint8_t>(), b.x8t.as<std::uint8_t>());
+  fp8::cuda::quantize_transpose(b.w.as<__nv_bfloat16>(), b.out, b.in, fp8::fp8_format::e4m3, given(1),
+                                b.w8.as<std::uint8_t>(), b.w8t.as<std::uint8_t>());
+  fp8::cuda::quantize_transpose(b.dy.as<__nv_bfloat16>(), b.tokens, b.out, fp8::fp8_format::e5m2, given(2),
+                                b.dy8.as<std::uint8_t>(), b.dy8t.as<std::uint8_t>());
+}
+
+// FP8: the three products in TN form from the cast copies; the transposed copies' inverse scales are
+// their own (current scaling) or the tensor's one (delayed).
+void fp8_gemms(lt::handle& handle, const linear_buffers& b, bool one_scale_per_tensor) {
   const auto t = std::int64_t(b.tokens), i = std::int64_t(b.in), o = std::int64_t(b.out);
   const auto operand = [](const device_memory& codes, lt::data_type type, const float* scale_inv) {
     return lt::input_matrix{codes.as<void>(), type, 0, lt::scale_mode::tensorwise, scale_inv};
+  };
+  const auto scale_inv_t = [&](int which) {
+    return one_scale_per_tensor ? b.scale_inv(which) : b.scale_inv_t(which);
   };
   lt::linear_problem fprop{};  // Y[t, o] = X8[t, i] · W8[o, i]ᵀ
   fprop.m = t;
@@ -143,7 +170,7 @@ void fp8_gemms(lt::handle& handle, const linear_buffers& b) {
   dgrad.n = i;
   dgrad.k = o;
   dgrad.x = operand(b.dy8, lt::data_type::e5m2, b.scale_inv(2));
-  dgrad.w = operand(b.w8t, lt::data_type::e4m3, b.scale_inv_t(1));
+  dgrad.w = operand(b.w8t, lt::data_type::e4m3, scale_inv_t(1));
   dgrad.y = {b.dx.as<void>(), lt::data_type::bf16};
   dgrad.options.purpose = lt::gemm_purpose::gradient;
   handle.linear(dgrad);
@@ -151,8 +178,8 @@ void fp8_gemms(lt::handle& handle, const linear_buffers& b) {
   wgrad.m = o;
   wgrad.n = i;
   wgrad.k = t;
-  wgrad.x = operand(b.dy8t, lt::data_type::e5m2, b.scale_inv_t(2));
-  wgrad.w = operand(b.x8t, lt::data_type::e4m3, b.scale_inv_t(0));
+  wgrad.x = operand(b.dy8t, lt::data_type::e5m2, scale_inv_t(2));
+  wgrad.w = operand(b.x8t, lt::data_type::e4m3, scale_inv_t(0));
   wgrad.y = {b.dw.as<void>(), lt::data_type::bf16};
   wgrad.options.purpose = lt::gemm_purpose::gradient;
   handle.linear(wgrad);
@@ -180,17 +207,21 @@ int main(int argc, char** argv) {
         {"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
     std::ofstream csv(folder + "/layer.csv");
     csv << "linear,variant,ms\n";
-    double total_bf16 = 0.0, total_gemms = 0.0, total_casts = 0.0, total_fp8 = 0.0;
+    double total_bf16 = 0.0, total_gemms = 0.0, total_casts = 0.0, total_fp8 = 0.0, total_delayed = 0.0;
     bool warmed = false;
     const int repetitions = quick ? 5 : 11;
     for (const linear& l : linears) {
       const linear_buffers b(tokens, l.in, l.out);
       const std::function<void()> bf16 = [&] { bf16_step(handle, b); };
       const std::function<void()> casts = [&] { fp8_casts(b); };
-      const std::function<void()> gemms = [&] { fp8_gemms(handle, b); };
+      const std::function<void()> gemms = [&] { fp8_gemms(handle, b, false); };
       const std::function<void()> both = [&] {
         fp8_casts(b);
-        fp8_gemms(handle, b);
+        fp8_gemms(handle, b, false);
+      };
+      const std::function<void()> delayed = [&] {
+        fp8_casts_delayed(b);
+        fp8_gemms(handle, b, true);
       };
       warm_up(both, warmed ? 0.1 : (quick ? 0.5 : 1.0));
       warm_up(bf16, 0.1);
@@ -199,24 +230,33 @@ int main(int argc, char** argv) {
       const double ms_casts = median_ms(casts, repetitions);
       const double ms_gemms = median_ms(gemms, repetitions);
       const double ms_fp8 = median_ms(both, repetitions);
+      warm_up(delayed, 0.1);
+      const double ms_delayed = median_ms(delayed, repetitions);
       csv << l.name << ",bf16," << ms_bf16 << '\n'
           << l.name << ",fp8 gemms," << ms_gemms << '\n'
           << l.name << ",fp8 casts," << ms_casts << '\n'
-          << l.name << ",fp8 total," << ms_fp8 << '\n';
+          << l.name << ",fp8 total," << ms_fp8 << '\n'
+          << l.name << ",fp8 delayed total," << ms_delayed << '\n';
       csv.flush();  // a run cut short by its time limit keeps the rows so far
-      std::printf("%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx\n", l.name,
-                  ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8);
+      std::printf(
+          "%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx"
+          " | delayed casts: %8.3f ms, %.2fx\n",
+          l.name, ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8, ms_delayed, ms_bf16 / ms_delayed);
       std::fflush(stdout);
       total_bf16 += ms_bf16;
       total_gemms += ms_gemms;
       total_casts += ms_casts;
       total_fp8 += ms_fp8;
+      total_delayed += ms_delayed;
     }
     csv << "layer,bf16," << total_bf16 << "\nlayer,fp8 gemms," << total_gemms << "\nlayer,fp8 casts,"
-        << total_casts << "\nlayer,fp8 total," << total_fp8 << '\n';
-    std::printf("layer: bf16 %.3f ms, fp8 with casts %.3f ms: %.2fx (casts %.0f%% of the fp8 time)\n",
-                total_bf16, total_fp8, total_bf16 / total_fp8,
-                100.0 * total_casts / (total_casts + total_gemms));
+        << total_casts << "\nlayer,fp8 total," << total_fp8 << "\nlayer,fp8 delayed total," << total_delayed
+        << '\n';
+    std::printf(
+        "layer: bf16 %.3f ms, fp8 with casts %.3f ms: %.2fx (casts %.0f%% of the fp8 time); with "
+        "delayed-scaling casts %.3f ms: %.2fx\n",
+        total_bf16, total_fp8, total_bf16 / total_fp8, 100.0 * total_casts / (total_casts + total_gemms),
+        total_delayed, total_bf16 / total_delayed);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_layer: %s\n", e.what());
     return 1;

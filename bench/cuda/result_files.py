@@ -61,6 +61,7 @@ LAYER = "layer.csv"
 LAYER_COLUMNS = ("linear", "variant", "ms")
 LAYER_SUM = "layer"  # the line that sums the four linears
 LAYER_BF16, LAYER_GEMMS, LAYER_CASTS, LAYER_TOTAL = "bf16", "fp8 gemms", "fp8 casts", "fp8 total"
+LAYER_DELAYED_TOTAL = "fp8 delayed total"  # the GEMMs with delayed-scaling casts (one read each)
 
 # What gpu_check.sh's log folder should hold after a full run, and which program writes each file.
 GPU_CHECK_FILES = {
