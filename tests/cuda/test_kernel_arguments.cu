@@ -260,10 +260,10 @@ TEST_CASE("64x64 cast + transpose: row and micro-tile coverage, no bank conflict
 
 // A launch that fails reports the kernel, what it was given and the grid; a fault of device code,
 // which the next CUDA call reports whichever it is, says so and how to find the kernel.
-TEST_CASE("tile positions stepped by addition equal the tile number divided by the tiles per row") {
-  // The 1x128 and MX tile kernels step (row, column) instead of dividing each tile's number: over
-  // every start and step a grid can give, each position must be the division's.
-  using fp8::cuda::detail::tile_position;
+TEST_CASE("row positions stepped by addition equal the item number divided by the items per row") {
+  // The tile quantize and the dequantize kernels step (row, column) instead of dividing each item's
+  // number: over every start and step a grid can give, each position must be the division's.
+  using fp8::cuda::detail::row_position;
   for (const std::size_t per_row : {std::size_t(1), std::size_t(3), std::size_t(8), std::size_t(56),
                                     std::size_t(57), std::size_t(1000)}) {
     for (const std::size_t step : {std::size_t(1), std::size_t(2), per_row - 1 + (per_row == 1), per_row,
@@ -272,8 +272,8 @@ TEST_CASE("tile positions stepped by addition equal the tile number divided by t
         CAPTURE(per_row);
         CAPTURE(step);
         CAPTURE(start);
-        tile_position at = tile_position::of(std::uint32_t(start), per_row);
-        const tile_position by = tile_position::of(std::uint32_t(step), per_row);
+        row_position at = row_position::of(std::uint32_t(start), per_row);
+        const row_position by = row_position::of(std::uint32_t(step), per_row);
         std::size_t wrong = 0;
         for (std::size_t t = start; t < start + 200 * step; t += step) {
           if (at.row != t / per_row || at.column != t % per_row) ++wrong;

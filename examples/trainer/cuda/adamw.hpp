@@ -60,6 +60,8 @@ inline constexpr int norm_blocks = 1024;
 double gradient_norm(device_parameters& params, cudaStream_t stream);
 
 // Scales all gradients by max_norm / norm when norm > max_norm (max_norm <= 0 disables clipping).
+// The optimizer step clips inside adamw_update instead (adamw_fusion); this separate pass is what
+// that fused one is checked against.
 void clip_gradients(device_parameters& params, double norm, double max_norm, cudaStream_t stream);
 
 // What an AdamW update also does in its one pass over the parameters, each bit-identical to the

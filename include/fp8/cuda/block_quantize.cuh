@@ -75,28 +75,29 @@ __global__ void __launch_bounds__(Threads)
   if (threadIdx.x == 0) atomic_max_amax(amax, tensor_bits);
 }
 
-// A tile's place in row order: its row and its index within the row, moved on by a fixed number of
-// tiles without a division. The tile kernel first divided a 64-bit tile number by the tiles per row
-// four times per tile, which made it bound by instructions rather than memory (on an H100, 1x128
-// tiles of bf16 ran at 0.42 of copy, slower than f32 for half the bytes).
-struct tile_position {
+// The place of an item (a tile, or four elements) in row order: its row and its index within the
+// row, moved on by a fixed number of items without a division. The grid-stride loops of the tile
+// quantize and the dequantize kernels step with it: the tile kernel first divided a 64-bit tile
+// number by the tiles per row four times per tile, which made it bound by instructions rather than
+// memory (on an H100, 1x128 tiles of bf16 ran at 0.42 of copy, slower than f32 for half the bytes).
+struct row_position {
   std::size_t row;
-  std::size_t column;  // the tile's index within its row, < tiles_per_row
+  std::size_t column;  // the item's index within its row, < per_row
 
-  // For the first tiles of a grid only (below 2^32): a 32-bit division, or none where the tile lies
+  // For the first items of a grid only (below 2^32): a 32-bit division, or none where the item lies
   // in the first row. (A 64-bit division is a subroutine call on the GPU, whose saved registers
   // spilled.)
-  FP8_HOST_DEVICE static tile_position of(std::uint32_t tile, std::size_t tiles_per_row) noexcept {
-    if (tile < tiles_per_row) return {0, tile};
-    const auto per_row = std::uint32_t(tiles_per_row);  // <= tile < 2^32
-    return {tile / per_row, tile % per_row};
+  FP8_HOST_DEVICE static row_position of(std::uint32_t item, std::size_t per_row) noexcept {
+    if (item < per_row) return {0, item};
+    const auto divisor = std::uint32_t(per_row);  // <= item < 2^32
+    return {item / divisor, item % divisor};
   }
-  // Moves on by `step`, itself a position (step.column < tiles_per_row): an addition and a carry.
-  FP8_HOST_DEVICE void advance(tile_position step, std::size_t tiles_per_row) noexcept {
+  // Moves on by `step`, itself a position (step.column < per_row): an addition and a carry.
+  FP8_HOST_DEVICE void advance(row_position step, std::size_t per_row) noexcept {
     row += step.row;
     column += step.column;
-    if (column >= tiles_per_row) {
-      column -= tiles_per_row;
+    if (column >= per_row) {
+      column -= per_row;
       ++row;
     }
   }
@@ -120,14 +121,14 @@ __global__ void __launch_bounds__(Threads)
   const std::size_t per_row = layout.grid_cols;
   if (per_row == 0) return;  // no tiles (and no division by 0 below); the same for the whole block
   std::uint32_t tensor_bits = 0;
-  const auto first_column = [&](tile_position at) { return at.column * length + 4 * std::size_t(member); };
-  const auto load = [&](std::size_t t, tile_position at) {
+  const auto first_column = [&](row_position at) { return at.column * length + 4 * std::size_t(member); };
+  const auto load = [&](std::size_t t, row_position at) {
     return t < tiles ? load4_guarded(in + at.row * cols, first_column(at), cols, vector)
                      : float4{0.0f, 0.0f, 0.0f, 0.0f};
   };
   // Every lane takes part in the group's shuffles, also one past the last tile (whose zeros leave
   // the maximum alone); only then do lanes without a tile stop.
-  const auto finish = [&](std::size_t t, tile_position at, float4 v) {
+  const auto finish = [&](std::size_t t, row_position at, float4 v) {
     const std::uint32_t bits = group_max<Lanes>(amax_bits(v));
     if (t >= tiles) return;
     tensor_bits = max(tensor_bits, bits);
@@ -145,11 +146,11 @@ __global__ void __launch_bounds__(Threads)
   // below tiles_per_step, which grid_for's cap on the grid keeps far below 2^32.
   const std::size_t first = (blockIdx.x * std::size_t(warps) + threadIdx.x / 32) * tiles_per_warp;
   const std::size_t own = first + std::size_t(lane / Lanes);
-  const tile_position grid_step = tile_position::of(std::uint32_t(tiles_per_step), per_row);
-  tile_position at = tile_position::of(std::uint32_t(own), per_row);
-  tile_position at2 = at;
+  const row_position grid_step = row_position::of(std::uint32_t(tiles_per_step), per_row);
+  row_position at = row_position::of(std::uint32_t(own), per_row);
+  row_position at2 = at;
   at2.advance(grid_step, per_row);
-  tile_position step = grid_step;  // 2 * tiles_per_step
+  row_position step = grid_step;  // 2 * tiles_per_step
   step.advance(grid_step, per_row);
   for (std::size_t base = first; base < tiles; base += 2 * tiles_per_step) {
     const std::size_t t = base + std::size_t(lane / Lanes);
@@ -360,9 +361,9 @@ void launch_mx_quantize(const T* in, std::size_t rows, std::size_t cols, fp8_for
 
 // out = T(decode(code) * the scale_inv of the element's block), four elements of a row per step.
 // Scale is float (1 / scale) or std::uint8_t (an E8M0 code: X = 2^(code - 127)).
-// The grid-stride loop steps its (row, quad) position by the stride's own row and quad parts, so
-// each thread divides by quads_per_row only before the loop: a 64-bit division per four elements
-// would cost more than their memory traffic.
+// The grid-stride loop steps its (row, quad) position (row_position), so each thread divides by
+// quads_per_row only before the loop: a 64-bit division per four elements would cost more than
+// their memory traffic.
 template <class Format, class T, int Threads, class Scale>
 __global__ void __launch_bounds__(Threads)
     block_dequantize_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
@@ -370,14 +371,14 @@ __global__ void __launch_bounds__(Threads)
   __shared__ float table[byte_codes];
   fill_decode_table<Format>(table);
   const std::size_t quads_per_row = (cols + 3) / 4;
-  const std::size_t first = blockIdx.x * std::size_t(Threads) + threadIdx.x;
-  const std::size_t stride = std::size_t(gridDim.x) * Threads;
-  const std::size_t stride_rows = stride / quads_per_row;
-  const std::size_t stride_quads = stride % quads_per_row;
-  std::size_t r = first / quads_per_row;
-  std::size_t quad = first % quads_per_row;
-  while (r < rows) {
-    const std::size_t c = 4 * quad;
+  // Both below the grid's thread count, which grid_for's cap keeps far below 2^32.
+  const auto first = std::uint32_t(blockIdx.x * Threads + threadIdx.x);
+  const auto stride = std::uint32_t(gridDim.x * Threads);
+  const row_position step = row_position::of(stride, quads_per_row);
+  for (row_position at = row_position::of(first, quads_per_row); at.row < rows;
+       at.advance(step, quads_per_row)) {
+    const std::size_t r = at.row;
+    const std::size_t c = 4 * at.column;
     // Block widths (32, 128, cols) are multiples of 4 or the whole row, so the 4 share one scale.
     const float s = block_scale_inv(scales[layout.index_of_element(r, c)]);
     const std::size_t base = r * cols + c;
@@ -386,12 +387,6 @@ __global__ void __launch_bounds__(Threads)
     } else {
       for (std::size_t j = 0; j < 4 && c + j < cols; ++j)
         out[base + j] = narrow<T>(dequantize_one<Format>(table, in[base + j], s));
-    }
-    r += stride_rows;
-    quad += stride_quads;
-    if (quad >= quads_per_row) {
-      quad -= quads_per_row;
-      ++r;
     }
   }
 }

@@ -94,9 +94,10 @@ inline void column_sum(const __nv_bfloat16* dy, std::size_t rows, std::size_t co
     check_launch("fp8::cuda::detail::column_partials_kernel", rows, cols, grid.x * grid.y, block_threads);
   }
   // No rows: the sum is 0 (dbias kept, or overwritten with zeros).
+  const unsigned totals_grid = grid_for(cols);
   column_totals_kernel<block_threads>
-      <<<grid_for(cols), block_threads, 0, stream>>>(partials, chunks, cols, accumulate, dbias);
-  check_launch("fp8::cuda::detail::column_totals_kernel", cols, grid_for(cols), block_threads);
+      <<<totals_grid, block_threads, 0, stream>>>(partials, chunks, cols, accumulate, dbias);
+  check_launch("fp8::cuda::detail::column_totals_kernel", cols, totals_grid, block_threads);
 }
 
 // to[i] (+)= from[i]: the BGRADB epilogue writes (it cannot accumulate), the caller's dbias sums.

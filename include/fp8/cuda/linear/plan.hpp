@@ -484,15 +484,15 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   wgrad.problem.c.type = cublaslt::data_type::fp32;
   wgrad.problem.c.ld = plan.k;
 
-  // dbias: BGRADB sums op(B) = dY (M x N as the product reads it) over the tokens, one per feature.
-  // cuBLASLt (13.1, sm_90) has it for BF16 products with B transposed only (the wrapper's checks
-  // name both rules): a BF16 wgrad in NT form fuses it; an FP8 wgrad, and a fake_fp8 one (TN, on
-  // the decoded transposed copies), sum dY's columns, which is also what an FP8 layer's dbias is.
+  // dbias: BGRADB sums op(B) = dY (M x N as the product reads it) over the tokens, one per feature,
+  // where the wrapper's epilogue rules (cuBLASLt's: f16, bf16 or f32 operands, B transposed) take it
+  // on this wgrad: a BF16 wgrad in NT form. An FP8 wgrad, and a fake_fp8 one (TN, on the decoded
+  // transposed copies), sum dY's columns, which is also what an FP8 layer's dbias is.
   if (config.bias) {
-    const bool bf16_inputs = wgrad.problem.a.type == cublaslt::data_type::bf16 &&
-                             wgrad.problem.b.type == cublaslt::data_type::bf16;
-    const bool b_transposed = wgrad.problem.op_b == cublaslt::operation::transpose;
-    if (config.fuse_bias_gradient && bf16_inputs && b_transposed) {
+    cublaslt::gemm_problem with_epilogue = wgrad.problem;
+    with_epilogue.options.epilogue_kind = cublaslt::epilogue::bias_gradient_b;
+    with_epilogue.options.bias = detail::placeholder();
+    if (config.fuse_bias_gradient && !cublaslt::find_epilogue_rejection(with_epilogue).has_value()) {
       plan.bias_gradient = bias_gradient_method::epilogue;
       wgrad.problem.options.epilogue_kind = cublaslt::epilogue::bias_gradient_b;
       wgrad.bias = linear_buffer::bias_gradient;
