@@ -161,9 +161,8 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   r.precision = p;
   const auto train = [&](cuda::phase_profile* profile) {
     model.set_profile(profile);
-    model.parameters().zero_grad(nullptr);
     r.loss = model.forward_device(in, target, cuda::pass_kind::train);
-    model.backward();
+    model.backward(cuda::gradient_mode::overwrite);
     cuda::optimizer_step(model, adamw, 1e-4f, step++, 1.0f, profile);
   };
   for (int s = 0; s < o.warmup; ++s) train(nullptr);

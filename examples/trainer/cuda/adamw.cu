@@ -25,7 +25,8 @@ struct adamw_constants {
 // is an IEEE-rounded intrinsic, so nvcc does not contract a * b + c into an FMA; the host compiler may
 // still contract the CPU loop (GCC does with -march=native), which is why the test allows a few ulp.
 // With adamw_fusion's work: g clipped first (`clip`: g * clip_factor, the product clip_gradients
-// stores), and the new weight stored into compute (when set) and its BF16 copy (when set).
+// stores), and the new weight as stored (compute_storage) into compute and/or into its BF16 copy,
+// each when set.
 __global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const float* grad,
                              std::size_t begin, std::size_t end, adamw_constants k, float decay, bool clip,
                              float clip_factor, float* compute, storage compute_storage,
@@ -44,11 +45,9 @@ __global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const 
         __fadd_rn(__fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), k.epsilon)), __fmul_rn(decay, w));
     const float updated = __fsub_rn(w, __fmul_rn(k.learning_rate, step));
     master[i] = updated;
-    if (compute != nullptr) {
-      const float stored = detail::store_value(compute_storage, updated);
-      compute[i] = stored;
-      if (weights16 != nullptr) weights16[i] = __float2bfloat16_rn(stored);
-    }
+    const float stored = detail::store_value(compute_storage, updated);
+    if (compute != nullptr) compute[i] = stored;
+    if (weights16 != nullptr) weights16[i] = __float2bfloat16_rn(stored);
   }
 }
 
@@ -125,10 +124,6 @@ void device_parameters::refresh_compute(storage compute_storage, cudaStream_t st
   store_copy(compute_storage, compute.data(), master.data(), size(), stream);
 }
 
-void device_parameters::zero_grad(cudaStream_t stream) {
-  if (size() > 0) FP8_CUDA_CHECK(cudaMemsetAsync(grad.data(), 0, size() * sizeof(float), stream));
-}
-
 double gradient_norm(device_parameters& params, cudaStream_t stream) {
   double* partials = params.norm_partials.data();
   squares_kernel<<<norm_blocks, detail::block_threads, 0, stream>>>(partials, params.grad.data(),
@@ -164,7 +159,7 @@ void adamw_update(device_parameters& params, const adamw_options& options, float
                           options.epsilon,
                           learning_rate};
   float* compute = fused.refresh_compute ? params.compute.data() : nullptr;
-  auto* weights16 = fused.refresh_compute ? reinterpret_cast<__nv_bfloat16*>(fused.weights16) : nullptr;
+  auto* weights16 = reinterpret_cast<__nv_bfloat16*>(fused.weights16);
   // One launch per run of consecutive tensors with the same decay.
   const std::vector<tensor_spec>& specs = params.specs();
   std::size_t first = 0;

@@ -33,7 +33,6 @@ class device_parameters {
 
   // compute = master, rounded to BF16 when compute_storage is bf16 (after every optimizer step).
   void refresh_compute(storage compute_storage, cudaStream_t stream);
-  void zero_grad(cudaStream_t stream);
 
   device_buffer<float> master;          // FP32 master weights           [size()]
   device_buffer<float> compute;         // weights as the GEMMs read them [size()]
@@ -67,14 +66,17 @@ void clip_gradients(device_parameters& params, double norm, double max_norm, cud
 // What an AdamW update also does in its one pass over the parameters, each bit-identical to the
 // separate pass it replaces: the gradients it reads multiplied by `clip_factor` first
 // (clip_gradients' product, made in registers: the gradient buffer keeps the unclipped values), and
-// each new weight stored into the compute copy (refresh_compute) and into `weights16`, the compute
-// copy's BF16 copy (to_bf16), as it is written. The step then reads and writes the parameters once:
-// apart, the clipping, the update, the compute copy and its BF16 copy each go over them again.
+// each new weight, as compute_storage stores it, written into the compute copy (refresh_compute)
+// and/or into `weights16`, its BF16 copy (to_bf16 of the compute copy), as it is written. The step
+// then reads and writes the parameters once: apart, the clipping, the update, the compute copy and
+// its BF16 copy each go over them again. A model whose layers read only the BF16 copy of most
+// tensors writes just that, and widens the few tensors it reads as floats afterwards
+// (device_model::weights_updated).
 struct adamw_fusion {
   std::optional<float> clip_factor;  // ../adamw.hpp's clip_factor; none: no clipping
   bool refresh_compute = false;
   storage compute_storage = storage::fp32;
-  std::uint16_t* weights16 = nullptr;  // [size()], written with refresh_compute only; null: none
+  std::uint16_t* weights16 = nullptr;  // [size()]; null: none
 };
 
 // One AdamW update at step `step` (0-based; bias correction uses step + 1), the CPU layer's formula

@@ -2,7 +2,9 @@
 #include "device_model.cuh"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fp8/cuda/error.hpp>
 
@@ -151,7 +153,7 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
 
 void device_linears::backward(std::size_t linear, linear_output dx, float* dw, linear_input dy,
                               linear_input x, const float* w, const __nv_bfloat16* w16, int m,
-                              cudaStream_t stream) {
+                              gradient_mode mode, cudaStream_t stream) {
   const int k = int(features_.at(linear).in), n = int(features_.at(linear).out);
   const std::size_t mk = std::size_t(m) * std::size_t(k), mn = std::size_t(m) * std::size_t(n);
   if (fp32_) {
@@ -161,10 +163,12 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
     mark(phase::linear);
     // dx[M, K] = dy[M, N] . W[N, K]  (W read as its transpose [K, N]).
     batched_gemm(cublas_.get(), gemm_mode::fp32, {dy32, m, n}, {w, n, k, true}, dx32, 0, 1, stream);
-    // dW[N, K] += dy^T[N, M] . x[M, K]: the product, then added to the gradient.
-    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy32, m, n, true}, {x32, m, k, true}, wgrad_scratch_.data(),
-                 0, 1, stream);
-    residual_forward(dw, dw, wgrad_scratch_.data(), std::size_t(n) * std::size_t(k), storage::fp32, stream);
+    // dW[N, K] = dy^T[N, M] . x[M, K]; accumulating: the product, then added to the gradient.
+    const bool add = mode == gradient_mode::accumulate;
+    batched_gemm(cublas_.get(), gemm_mode::fp32, {dy32, m, n, true}, {x32, m, k, true},
+                 add ? wgrad_scratch_.data() : dw, 0, 1, stream);
+    if (add)
+      residual_forward(dw, dw, wgrad_scratch_.data(), std::size_t(n) * std::size_t(k), storage::fp32, stream);
     return;
   }
   const linear_bf16_operands& planned = bf16_operands_.at(linear);
@@ -183,7 +187,7 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.dx = layer_result(dx, dx16_);
   args.dw = dw;
   args.m = m;
-  args.accumulate = true;  // into the gradients zero_grad() cleared, as the CPU's wgrad does
+  args.accumulate = mode == gradient_mode::accumulate;  // else beta = 0: nothing to clear or read
   args.record_amax = true;
   args.statistics = statistics_;
   mark(phase::linear);
@@ -215,6 +219,65 @@ device_model::device_model(const parameter_set& host, const std::vector<linear_f
       weights16_(policy.base == precision::fp32 ? 0 : host.size()),
       linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer, bf16_operands) {
   if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
+}
+
+void device_model::weights_updated() {
+  if (!linears_.fp32()) {
+    for (const auto& [offset, count] : other_ranges_) {
+      from_bf16(params_.compute.data() + offset, weights16_.data() + offset, count, stream_);
+    }
+  }
+  linears_.drop_weight_copies();
+}
+
+void device_model::set_linear_weights(std::vector<std::size_t> weight_of_linear) {
+  const std::size_t tensors = params_.specs().size();
+  std::vector<bool> written(tensors, false);
+  for (const std::size_t tensor : weight_of_linear) {
+    if (tensor >= tensors || written[tensor]) {
+      throw std::logic_error("trainer::cuda::device_model::set_linear_weights: tensor " +
+                             std::to_string(tensor) +
+                             (tensor >= tensors ? " does not exist" : " is the weight of two linear layers"));
+    }
+    written[tensor] = true;
+  }
+  linear_weight_ = std::move(weight_of_linear);
+  other_ranges_.clear();
+  for (std::size_t t = 0; t < tensors; ++t) {
+    const std::size_t offset = params_.offset(t), count = params_.specs()[t].size();
+    if (written[t] || count == 0) continue;
+    if (!other_ranges_.empty() && other_ranges_.back().first + other_ranges_.back().second == offset) {
+      other_ranges_.back().second += count;
+    } else {
+      other_ranges_.emplace_back(offset, count);
+    }
+  }
+}
+
+void device_model::backward(gradient_mode mode) {
+  if (linear_weight_.empty()) {
+    throw std::logic_error("trainer::cuda::device_model::backward: the model did not set_linear_weights");
+  }
+  if (mode == gradient_mode::overwrite) {
+    // The linear weights' gradients are written by their wgrads; the rest are added into by kernels.
+    for (const auto& [offset, count] : other_ranges_) {
+      FP8_CUDA_CHECK(cudaMemsetAsync(params_.grad.data() + offset, 0, count * sizeof(float), stream_));
+    }
+  }
+  mode_ = mode;
+  backward_pass();
+}
+
+void device_model::linear_backward(std::size_t linear, linear_output dx, std::size_t weight, linear_input dy,
+                                   linear_input x, int m) {
+  if (linear >= linear_weight_.size() || linear_weight_[linear] != weight) {
+    // An overwriting pass cleared only the other tensors: a gradient written through another layer
+    // than set_linear_weights said would be added to stale values.
+    throw std::logic_error("trainer::cuda::device_model::linear_backward: linear layer " +
+                           std::to_string(linear) + " was given tensor " + std::to_string(weight) +
+                           ", not the weight set_linear_weights named");
+  }
+  linears_.backward(linear, dx, grad(weight), dy, x, compute(weight), weight16(weight), m, mode_, stream_);
 }
 
 const __nv_bfloat16* device_model::weight16(std::size_t tensor) const {
@@ -254,7 +317,7 @@ double optimizer_step(device_model& model, const adamw_options& options, float l
   adamw_fusion fused = model.weights_fusion();
   fused.clip_factor = clip_factor(norm, clip_norm);
   adamw_update(params, options, learning_rate, step, model.stream(), fused);
-  model.drop_weight_copies();
+  model.weights_updated();
   if (model.records_scaling()) model.scaling().end_step(model.stream());
   if (profile != nullptr) profile->stop();
   return norm;

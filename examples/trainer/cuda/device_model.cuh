@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fp8/cublaslt/handle.hpp>
@@ -29,6 +30,12 @@ namespace trainer::cuda {
 // What a forward pass is for: a training step records amaxes (and its backward follows), an
 // evaluation records nothing, a shadow pass runs every GEMM in BF16 and records nothing.
 enum class pass_kind { train, evaluate, shadow };
+
+// What a backward pass does with parameters().grad: overwrite it (the first pass of a step: the
+// linear layers' wgrad products write their dW with beta = 0, and only the other gradients, which
+// their kernels add into, are cleared first) or accumulate into it (a later pass of the same step:
+// every gradient adds, the wgrads with beta = 1, in FP32).
+enum class gradient_mode { overwrite, accumulate };
 
 // An operand or a result of a linear layer as the model holds it: floats holding BF16 values (a
 // stored tensor, copied to or from __nv_bfloat16 around the layer: the staging phase) or BF16 (raw
@@ -89,10 +96,10 @@ class device_linears {
   // (staged) or BF16 (passed through); fp32 runs refuse BF16 ones.
   void forward(std::size_t linear, pass_kind kind, linear_output y, linear_input x, const float* w,
                const __nv_bfloat16* w16, int m, cudaStream_t stream);
-  // dx[M, K] = dy[M, N] . W; dw[N, K] += dy^T . x (FP32, into gradients zero_grad cleared). dx, dy
+  // dx[M, K] = dy[M, N] . W; dw[N, K] = dy^T . x (overwrite) or += (accumulate), in FP32. dx, dy
   // and x each floats or BF16, as in forward().
   void backward(std::size_t linear, linear_output dx, float* dw, linear_input dy, linear_input x,
-                const float* w, const __nv_bfloat16* w16, int m, cudaStream_t stream);
+                const float* w, const __nv_bfloat16* w16, int m, gradient_mode mode, cudaStream_t stream);
   // The weights changed (or an evaluation cast them without recording): W's FP8 copies are remade
   // at their next use.
   void drop_weight_copies();
@@ -169,23 +176,32 @@ class device_model {
   // inputs, targets: host [B, T] bytes. Returns the mean cross-entropy; keeps the activations and
   // the loss gradient for backward() (waits for the stream: the loss is read on the host).
   virtual double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) = 0;
-  // Accumulates the gradients of the last training forward pass into parameters().grad.
-  virtual void backward() = 0;
+  // The gradients of the last training forward pass into parameters().grad, written or added
+  // (gradient_mode). A step of several passes overwrites in its first and accumulates in the
+  // others, so it neither clears the gradients nor sums them in a buffer of its own.
+  void backward(gradient_mode mode);
   // How the model's attention runs, for the run's description (empty: a model without attention).
   virtual std::string attention_description() const { return {}; }
 
-  // After the optimizer (or a load): compute = master (in BF16 unless fp32), its BF16 copy for the
-  // layers, and every layer's FP8 weight copies dropped (remade, with their amaxes recorded, at the
-  // next use).
+  // After a load: compute = master (in BF16 unless fp32), its BF16 copy for the layers, and every
+  // layer's FP8 weight copies dropped (remade, with their amaxes recorded, at the next use).
   void weights_changed();
   // Drops the FP8 weight copies only (after an evaluation, which casts W without recording its
-  // amax: the next training step casts it again and records; or after an AdamW update that made
-  // the compute copies itself, with weights_fusion()).
+  // amax: the next training step casts it again and records).
   void drop_weight_copies() { linears_.drop_weight_copies(); }
-  // An AdamW update's fusion that leaves compute and its BF16 copy as weights_changed() makes them.
+  // An AdamW update's fusion that leaves the weights as weights_changed() makes them once
+  // weights_updated() has run: fp32 runs write the compute copy; bf16 and fp8 runs write only its
+  // BF16 copy, which is all the linear layers read (their float compute copies then stay as the last
+  // weights_changed() left them: nothing on the device reads them, and a checkpoint saves the master
+  // weights), saving 4 of the update's bytes per parameter.
   adamw_fusion weights_fusion() {
-    return {std::nullopt, true, stored_, linears_.fp32() ? nullptr : weights16_.data()};
+    return {std::nullopt, linears_.fp32(), stored_, linears_.fp32() ? nullptr : weights16_.data()};
   }
+  // After an AdamW update with weights_fusion(): the tensors the model reads as floats (all but the
+  // linear weights: norm gains, the embedding; small) widened from the BF16 copy into the compute
+  // copy (bit-identical: in bf16 and fp8 runs the compute copy holds BF16 values), and every layer's
+  // FP8 weight copies dropped.
+  void weights_updated();
 
   // Statistics of the casts (device_linears::set_statistics, read_statistics).
   void collect_statistics(bool on) { linears_.set_statistics(on); }
@@ -203,6 +219,13 @@ class device_model {
                cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
                const std::vector<linear_bf16_operands>& bf16_operands = {});
 
+  // The model's backward pass (backward() has cleared what it adds into when it overwrites).
+  virtual void backward_pass() = 0;
+  // The parameter tensor each linear layer reads as W, in layer order: their gradients are the
+  // wgrad products' (written or added as the pass's gradient_mode says); every other gradient is
+  // added by a kernel, so an overwriting pass clears those first. Derived constructors call it once.
+  void set_linear_weights(std::vector<std::size_t> weight_of_linear);
+
   float* compute(std::size_t tensor) { return params_.compute.data() + params_.offset(tensor); }
   float* grad(std::size_t tensor) { return params_.grad.data() + params_.offset(tensor); }
   const __nv_bfloat16* weight16(std::size_t tensor) const;
@@ -219,9 +242,7 @@ class device_model {
     linears_.forward(linear, kind, y, x, compute(weight), weight16(weight), m, stream_);
   }
   void linear_backward(std::size_t linear, linear_output dx, std::size_t weight, linear_input dy,
-                       linear_input x, int m) {
-    linears_.backward(linear, dx, grad(weight), dy, x, compute(weight), weight16(weight), m, stream_);
-  }
+                       linear_input x, int m);
 
   cudaStream_t stream_;
   storage stored_;            // activations and compute weights: fp32, or BF16 values in floats
@@ -230,6 +251,14 @@ class device_model {
   device_buffer<std::uint16_t> weights16_;  // [size] BF16 copy of the compute weights (not in fp32 runs)
   device_linears linears_;
   phase_profile* profile_ = nullptr;
+
+ private:
+  std::vector<std::size_t> linear_weight_;  // set_linear_weights
+  // [offset, count) ranges of every tensor but the linear weights, merged where adjacent: the
+  // gradients kernels add into (an overwriting pass clears them) and the weights the model reads as
+  // floats (weights_updated widens them).
+  std::vector<std::pair<std::size_t, std::size_t>> other_ranges_;
+  gradient_mode mode_ = gradient_mode::overwrite;  // of the backward pass running
 };
 
 // The device model of the host model `host` (a transformer or an MLP) for batches of `batch`
@@ -248,7 +277,7 @@ std::unique_ptr<device_model> make_device_model(const model_options& shape, int 
 // `learning_rate`, the new compute weights, and the end of the FP8 scaling step (amax histories roll,
 // next scales; not in fp32 runs). The CPU run's order and arithmetic (../trainer.cpp), in two passes
 // over the parameters: the norm, then one AdamW pass that also clips and writes the compute copies
-// (adamw_fusion; the gradients stay unclipped in memory, the next step clears them).
+// (adamw_fusion; the gradients stay unclipped in memory, the next step's first pass overwrites them).
 double optimizer_step(device_model& model, const adamw_options& options, float learning_rate, long step,
                       float clip_norm, phase_profile* profile = nullptr);
 

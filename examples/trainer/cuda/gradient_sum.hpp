@@ -1,12 +1,12 @@
-// The packed gradient sum of a sharded GPU step (several passes on one GPU, or one rank of several):
-// the CPU step's buffer and arithmetic (../data_parallel.cpp) on the device. The first pass's
-// gradients are copied, later passes added in pass order, the losses summed on the host in float;
-// after the sum over the ranks every gradient is divided by the number of passes of the whole step.
+// The end of a sharded GPU step (several passes on one GPU, or one rank of several): the CPU step's
+// sum and mean (../data_parallel.cpp) on the device. The passes have already summed their gradients
+// in parameters().grad, in pass order (device_model::backward: the first pass writes, the others
+// add), so no gradient buffer of the step's own is needed; the losses are summed on the host in
+// float. After the sum over the ranks every gradient is divided by the number of passes of the
+// whole step.
 #pragma once
 
 #include <cuda_runtime_api.h>
-
-#include <cstddef>
 
 #include "adamw.hpp"
 #include "device_buffer.hpp"
@@ -22,16 +22,17 @@ class device_gradient_sum {
     float shadow = 0.0f;
   };
 
-  // Adds the gradients of pass `pass` (0: the first, copied) and its losses (host floats).
-  void add_pass(const device_parameters& params, int pass, float loss, float shadow, cudaStream_t stream);
-  // Sums the packed buffer [gradients, loss, shadow loss] over `group`'s ranks (null: one rank) with
-  // one all-reduce, then params.grad = sum / shards (float division, as the CPU), and returns the
-  // mean losses (waits for the stream).
+  // The losses of pass `pass` (0: the first of the step, which starts the sums).
+  void add_pass_losses(int pass, float loss, float shadow);
+  // Sums params.grad and the losses over `group`'s ranks (null: one rank) with one all-reduce each,
+  // then params.grad /= shards in place (float division, as the CPU; skipped for one shard, where it
+  // changes nothing), and returns the mean losses (waits for the stream).
   mean_losses finish(device_parameters& params, int shards, device_group* group, cudaStream_t stream);
 
  private:
-  device_buffer<float> sum_;  // [size + 2]
+  device_buffer<float> losses_;  // [2]: the all-reduce's copy of the losses
   float loss_ = 0.0f, shadow_ = 0.0f;
+  bool started_ = false;
 };
 
 }  // namespace trainer::cuda

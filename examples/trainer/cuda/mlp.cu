@@ -32,6 +32,7 @@ device_mlp::device_mlp(const model_options& shape, int batch, const parameter_se
   }
   for (int l = 0; l < layers_; ++l) weights_.push_back(host.index_of("fc" + std::to_string(l + 1)));
   weights_.push_back(host.index_of("head"));
+  set_linear_weights(weights_);
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t WE = std::size_t(window_) * std::size_t(embed_), M = std::size_t(hidden_);
   windows_host_.resize(N * std::size_t(window_));
@@ -80,7 +81,7 @@ double device_mlp::forward(const std::int32_t* inputs, const std::int32_t* targe
   return loss;
 }
 
-void device_mlp::backward() {
+void device_mlp::backward_pass() {
   const int N = batch_ * context_, W = window_, E = embed_, M = hidden_, V = vocab_;
   const std::size_t NM = std::size_t(N) * std::size_t(M);
   // The head, then the hidden layers from the top; dpost_ holds the gradient of the current output.

@@ -21,9 +21,10 @@ class device_mlp final : public device_model {
              fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
 
   double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
-  void backward() override;
 
  private:
+  void backward_pass() override;
+
   // Notation: N = B * T predictions, W window, E embedding width, M hidden width, V vocabulary.
   int batch_, context_, window_, embed_, hidden_, layers_, vocab_;
   std::size_t wte_;

@@ -65,9 +65,8 @@ class cuda_training_run final : public training_run {
       gpu_sharded_gradients(record);
     } else {
       loader_->next(inputs_.data(), targets_.data());
-      device_->parameters().zero_grad(stream_);
       record.train_loss = device_->forward(inputs_.data(), targets_.data(), pass_kind::train);
-      device_->backward();
+      device_->backward(gradient_mode::overwrite);
       device_->collect_statistics(false);
       if (shadow_step()) {
         // The same batch and weights through BF16 GEMMs, forward only; the scaling state is not touched.
@@ -145,12 +144,12 @@ class cuda_training_run final : public training_run {
     for (int p = 0; p < split_.passes(); ++p) {
       const std::int32_t* inputs = inputs_.data() + std::size_t(p) * pass_tokens;
       const std::int32_t* targets = targets_.data() + std::size_t(p) * pass_tokens;
-      device_->parameters().zero_grad(stream_);
       const float loss = float(device_->forward(inputs, targets, pass_kind::train));
-      device_->backward();
+      // The first pass writes the gradients, the others add theirs in pass order (the CPU's sum).
+      device_->backward(p == 0 ? gradient_mode::overwrite : gradient_mode::accumulate);
       device_->collect_statistics(false);  // the first pass only
       const float shadow_loss = shadow ? float(device_->forward(inputs, targets, pass_kind::shadow)) : 0.0f;
-      gradient_sum_.add_pass(device_->parameters(), p, loss, shadow_loss, stream_);
+      gradient_sum_.add_pass_losses(p, loss, shadow_loss);
     }
     const device_gradient_sum::mean_losses mean =
         gradient_sum_.finish(device_->parameters(), split_.shards(), devices_.get(), stream_);
@@ -161,7 +160,7 @@ class cuda_training_run final : public training_run {
   cudaStream_t stream_ = nullptr;          // the legacy default stream: the host copies order with it
   std::unique_ptr<device_group> devices_;  // NCCL over the ranks (null on one rank); outlives device_
   std::unique_ptr<device_model> device_;
-  device_gradient_sum gradient_sum_;  // sharded steps: [gradients, loss, shadow loss]
+  device_gradient_sum gradient_sum_;  // sharded steps: the losses, the sum over ranks and the mean
 };
 
 }  // namespace

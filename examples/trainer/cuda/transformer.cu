@@ -120,6 +120,11 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                        host.index_of(prefix + "wo"), host.index_of(prefix + "mlp_norm"),
                        host.index_of(prefix + "w_gate_up"), host.index_of(prefix + "w_down")});
   }
+  std::vector<std::size_t> weights;  // in linear-layer order: per block wqkv, wo, w_gate_up, w_down; the head
+  for (const block_parameters& p : blocks_)
+    weights.insert(weights.end(), {p.wqkv, p.wo, p.w_gate_up, p.w_down});
+  weights.push_back(lm_head_);
+  set_linear_weights(std::move(weights));
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
@@ -224,7 +229,7 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
   return loss;
 }
 
-void device_transformer::backward() {
+void device_transformer::backward_pass() {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
   const storage stored = stored_;
   const gemm_mode attention_mode = attention_mode_;

@@ -73,10 +73,12 @@ class device_transformer final : public device_model {
   double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
   // inputs, targets already on the device ([B, T], int32).
   double forward_device(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind);
-  void backward() override;
+
   std::string attention_description() const override { return attention_path_.description; }
 
  private:
+  void backward_pass() override;
+
   // The public constructor's work, with `attention` already resolved: the linear layers' BF16 plan
   // (the base, built first) depends on the path.
   device_transformer(const model_options& shape, int batch, const parameter_set& host,

@@ -783,6 +783,25 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
     expect_same_bits("fused master (no clipping)", fused_plain.master.to_host(), plain.master.to_host());
     expect_same_bits("fused compute (fp32)", fused_plain.compute.to_host(), plain.compute.to_host());
   }
+  SUBCASE("the BF16 copy alone, as bf16 and fp8 runs update") {
+    // device_model::weights_fusion in bf16 and fp8 runs: the BF16 copy written, the float compute
+    // copy left as it was (weights_updated widens the few tensors read as floats afterwards).
+    cuda::device_parameters separate(host), only16(host);
+    const std::vector<float> compute_before = only16.compute.to_host();
+    host.grad = random_values(host.size(), 71, 0.5f);
+    separate.grad.upload(host.grad);
+    only16.grad.upload(host.grad);
+    cuda::adamw_update(separate, options, 1e-3f, 3, nullptr);
+    separate.refresh_compute(storage::bf16, nullptr);
+    cuda::device_buffer<std::uint16_t> expected16(host.size()), written16(host.size());
+    cuda::to_bf16(expected16.data(), separate.compute.data(), separate.size(), nullptr);
+    cuda::adamw_update(only16, options, 1e-3f, 3, nullptr,
+                       cuda::adamw_fusion{std::nullopt, false, storage::bf16, written16.data()});
+    synchronize();
+    expect_same_bits("master (BF16 copy only)", only16.master.to_host(), separate.master.to_host());
+    CHECK(written16.to_host() == expected16.to_host());
+    expect_same_bits("compute copy left as it was", only16.compute.to_host(), compute_before);
+  }
   SUBCASE("a round trip through the host keeps every buffer") {
     parameter_set copy(host.specs());
     device.download(copy);
