@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <math_constants.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -215,46 +216,40 @@ struct token_pairs {
   __host__ __device__ std::size_t count() const { return tokens * per_token(); }
 };
 
-// Pair p of q and k in the token layout [B, T, 3C]: where its first element sits (the second is D/2
-// further) and the table row of its angle (position t, frequency i).
-struct token_pair_at {
-  std::size_t first;
-  std::size_t angle;
-
-  __device__ token_pair_at(const token_pairs& w, std::size_t p) {
-    const std::size_t half_channels = std::size_t(w.channels) / 2, half_dim = std::size_t(w.head_dim) / 2;
-    const std::size_t token = p / w.per_token(), j = p % w.per_token();
-    const std::size_t tensor = j / half_channels, r = j % half_channels;  // tensor: 0 q, 1 k
-    const std::size_t head = r / half_dim, i = r % half_dim;
-    first = token * 3 * std::size_t(w.channels) + tensor * std::size_t(w.channels) +
-            head * std::size_t(w.head_dim) + i;
-    angle = (token % std::size_t(w.context)) * half_dim + i;
-  }
-};
-
 // q and k of qkv16: [B, T, 3C] BF16 turned in place by RoPE (rope.cu's rotation, in FP32) or, with
 // `inverse`, turned back (the backward pass: the angle's sine negated), each result rounded to BF16
 // as stored (store_element: the bits the float form's stored value gives when staged). v is not
-// touched. One thread per pair, grid-stride; each pair is read and written by its thread only.
+// touched. A block per token (grid-stride), its C pairs (C/2 of q, then C/2 of k; pair i of a head
+// is (i, i + D/2)) over the threads; each pair is read and written by its thread only. The token's
+// position is found once per token, and a pair's head with one 32-bit division: a 64-bit division
+// per pair (seven of them) made this kernel bound by instructions, not memory.
 __global__ void rotate_qk_kernel(__nv_bfloat16* qkv16, const float* cos_table, const float* sin_table,
                                  token_pairs pairs, bool inverse) {
-  const std::size_t count = pairs.count(), half = std::size_t(pairs.head_dim) / 2;
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t p = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; p < count; p += stride) {
-    const token_pair_at at(pairs, p);
-    const float sine = inverse ? -sin_table[at.angle] : sin_table[at.angle];
-    const detail::rotated_pair r =
-        detail::rotate_pair(detail::load_element(qkv16, at.first),
-                            detail::load_element(qkv16, at.first + half), cos_table[at.angle], sine);
-    detail::store_element(qkv16, at.first, r.first, storage::bf16);
-    detail::store_element(qkv16, at.first + half, r.second, storage::bf16);
+  const int half_channels = pairs.channels / 2, half_dim = pairs.head_dim / 2;
+  for (std::size_t token = blockIdx.x; token < pairs.tokens; token += gridDim.x) {
+    __nv_bfloat16* row = qkv16 + token * 3 * std::size_t(pairs.channels);
+    const std::size_t position = token % std::size_t(pairs.context);
+    for (int j = int(threadIdx.x); j < pairs.channels; j += int(blockDim.x)) {
+      const int tensor = j < half_channels ? 0 : 1;  // 0 q, 1 k
+      const int r = j - tensor * half_channels;
+      const int head = r / half_dim, i = r - head * half_dim;
+      __nv_bfloat16* first = row + tensor * pairs.channels + head * pairs.head_dim + i;
+      const std::size_t angle = position * std::size_t(half_dim) + std::size_t(i);
+      const float sine = inverse ? -sin_table[angle] : sin_table[angle];
+      const detail::rotated_pair rotated = detail::rotate_pair(
+          detail::load_element(first, 0), detail::load_element(first, half_dim), cos_table[angle], sine);
+      detail::store_element(first, 0, rotated.first, storage::bf16);
+      detail::store_element(first, half_dim, rotated.second, storage::bf16);
+    }
   }
 }
 
 void rotate_qk(std::uint16_t* qkv16, const device_rope_table& rope, const attention_shape& shape,
                bool inverse, cudaStream_t stream) {
   const token_pairs pairs(shape);
-  rotate_qk_kernel<<<detail::grid_for(pairs.count()), detail::block_threads, 0, stream>>>(
+  if (pairs.tokens == 0) return;
+  const unsigned blocks = unsigned(std::min<std::size_t>(pairs.tokens, detail::grid_for(pairs.count())));
+  rotate_qk_kernel<<<blocks, detail::block_threads, 0, stream>>>(
       reinterpret_cast<__nv_bfloat16*>(qkv16), rope.cos.data(), rope.sin.data(), pairs, inverse);
   detail::check_launch("rotate_qk_kernel");
 }

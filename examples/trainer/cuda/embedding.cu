@@ -1,7 +1,8 @@
-// Embedding lookup (one thread per output element) and a deterministic scatter-add: each thread owns
+// Embedding lookup (a block per token) and a deterministic scatter-add: each thread owns
 // one table element (v, j) and walks the tokens in order, adding the rows whose token is v.
 #include "embedding.hpp"
 
+#include <algorithm>
 #include <cstddef>
 
 #include <math_constants.h>
@@ -12,15 +13,18 @@ namespace trainer::cuda {
 
 namespace {
 
-// out: [N, C]; table: [V, C]; tokens: [N].
+// out: [N, C]; table: [V, C]; tokens: [N]. A block per token (grid-stride), its C columns over the
+// threads (no division per element).
 __global__ void embedding_forward_kernel(float* out, const float* table, const std::int32_t* tokens, int n,
                                          int c, int v) {
-  const std::size_t count = std::size_t(n) * std::size_t(c);
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    const std::size_t row = i / std::size_t(c), column = i % std::size_t(c);
+  for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const std::int32_t token = tokens[row];
-    out[i] = (token >= 0 && token < v) ? table[std::size_t(token) * std::size_t(c) + column] : CUDART_NAN_F;
+    const bool known = token >= 0 && token < v;
+    const float* from = table + (known ? std::size_t(token) * std::size_t(c) : 0);
+    float* to = out + std::size_t(row) * std::size_t(c);
+    for (int column = int(threadIdx.x); column < c; column += int(blockDim.x)) {
+      to[column] = known ? from[column] : CUDART_NAN_F;
+    }
   }
 }
 
@@ -69,8 +73,8 @@ void embedding_forward(float* out, const float* table, const std::int32_t* token
   check_shapes("trainer::cuda::embedding_forward", out, table, tokens, n, c, v);
   const std::size_t count = std::size_t(n) * std::size_t(c);
   if (count == 0) return;
-  embedding_forward_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(out, table, tokens,
-                                                                                          n, c, v);
+  const unsigned blocks = unsigned(std::min<std::size_t>(std::size_t(n), detail::grid_for(count)));
+  embedding_forward_kernel<<<blocks, detail::block_threads, 0, stream>>>(out, table, tokens, n, c, v);
   detail::check_launch("embedding_forward_kernel");
 }
 

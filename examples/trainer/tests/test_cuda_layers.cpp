@@ -523,20 +523,24 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
 }
 
 TEST_CASE("swiglu forward and backward match the CPU layer") {
-  const int n = 301, f = 150;
-  for (storage stored : {storage::fp32, storage::bf16}) {
-    CAPTURE(name_of(stored));
-    const std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 40, 2.0f, stored);
-    const std::vector<float> dout = random_values(std::size_t(n) * f, 41, 1.0f, stored);
-    std::vector<float> out(std::size_t(n) * f), dinp(inp.size());
-    swiglu_forward(out.data(), inp.data(), n, f, stored);
-    swiglu_backward(dinp.data(), dout.data(), inp.data(), n, f, stored);
-    device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), dinp_d(dinp.size());
-    cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
-    cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
-    synchronize();
-    expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
-    expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
+  // f = 150 takes the kernels' one-element path, f = 152 their 16-byte chunks (rows stay aligned).
+  const int n = 301;
+  for (const int f : {150, 152}) {
+    for (storage stored : {storage::fp32, storage::bf16}) {
+      CAPTURE(f);
+      CAPTURE(name_of(stored));
+      const std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 40, 2.0f, stored);
+      const std::vector<float> dout = random_values(std::size_t(n) * f, 41, 1.0f, stored);
+      std::vector<float> out(std::size_t(n) * f), dinp(inp.size());
+      swiglu_forward(out.data(), inp.data(), n, f, stored);
+      swiglu_backward(dinp.data(), dout.data(), inp.data(), n, f, stored);
+      device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), dinp_d(dinp.size());
+      cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
+      cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
+      synchronize();
+      expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
+      expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
+    }
   }
 }
 
@@ -573,32 +577,36 @@ void expect_same_as_float_form(const char* what, const device_buffer<std::uint16
 TEST_CASE("swiglu's BF16 forms equal the float forms with BF16 storage, bit for bit") {
   // The transformer's MLP half keeps these tensors as BF16 in bf16 and fp8 runs: the values must be
   // the float forms' (which the test above holds to the CPU layer), including overflow, infinities,
-  // NaN, signed zeros and subnormals (in the first row).
-  const int n = 301, f = 150;
-  std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 42, 2.0f, storage::bf16);
-  std::vector<float> dout = random_values(std::size_t(n) * f, 43, 1.0f, storage::bf16);
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float gates[] = {inf, -inf, nan, 0.0f, -0.0f, 3.0e38f, -3.0e38f, 1.0e-39f, 90.0f, -90.0f, 2.0f};
-  const float ups[] = {2.0f, 3.0f, 1.0f, nan, inf, 3.0e38f, 1.0f, -1.0e-39f, 3.0e38f, 5.0f, -0.0f};
-  const float douts[] = {1.0f, -1.0f, 1.0f, 2.0f, inf, 3.0e38f, 0.5f, 3.0e38f, 1.0f, nan, -0.0f};
-  for (std::size_t j = 0; j < std::size(gates); ++j) {
-    inp[j] = gates[j];
-    inp[std::size_t(f) + j] = ups[j];
-    dout[j] = douts[j];
-  }
-  store(storage::bf16, inp.data(), inp.size());
-  store(storage::bf16, dout.data(), dout.size());
+  // NaN, signed zeros and subnormals (in the first row); f = 150 through the kernels' one-element
+  // path, f = 152 through their 16-byte chunks.
+  const int n = 301;
+  for (const int f : {150, 152}) {
+    CAPTURE(f);
+    std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 42, 2.0f, storage::bf16);
+    std::vector<float> dout = random_values(std::size_t(n) * f, 43, 1.0f, storage::bf16);
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const float gates[] = {inf, -inf, nan, 0.0f, -0.0f, 3.0e38f, -3.0e38f, 1.0e-39f, 90.0f, -90.0f, 2.0f};
+    const float ups[] = {2.0f, 3.0f, 1.0f, nan, inf, 3.0e38f, 1.0f, -1.0e-39f, 3.0e38f, 5.0f, -0.0f};
+    const float douts[] = {1.0f, -1.0f, 1.0f, 2.0f, inf, 3.0e38f, 0.5f, 3.0e38f, 1.0f, nan, -0.0f};
+    for (std::size_t j = 0; j < std::size(gates); ++j) {
+      inp[j] = gates[j];
+      inp[std::size_t(f) + j] = ups[j];
+      dout[j] = douts[j];
+    }
+    store(storage::bf16, inp.data(), inp.size());
+    store(storage::bf16, dout.data(), dout.size());
 
-  device_buffer<float> inp_d(inp), dout_d(dout), out_d(dout.size()), dinp_d(inp.size());
-  cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, storage::bf16, nullptr);
-  cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, storage::bf16, nullptr);
-  device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
-      dinp16(inp.size());
-  cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
-  cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr);
-  synchronize();
-  expect_same_as_float_form("swiglu out", out16, out_d);
-  expect_same_as_float_form("swiglu dinp", dinp16, dinp_d);
+    device_buffer<float> inp_d(inp), dout_d(dout), out_d(dout.size()), dinp_d(inp.size());
+    cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, storage::bf16, nullptr);
+    cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, storage::bf16, nullptr);
+    device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
+        dinp16(inp.size());
+    cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
+    cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr);
+    synchronize();
+    expect_same_as_float_form("swiglu out", out16, out_d);
+    expect_same_as_float_form("swiglu dinp", dinp16, dinp_d);
+  }
 }
 
 TEST_CASE("rmsnorm's BF16 form equals the float form with BF16 storage, bit for bit") {

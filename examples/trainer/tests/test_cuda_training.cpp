@@ -147,14 +147,17 @@ void expect_gpu_follows_cpu(run_options o, const char* what) {
   // Training moves both far below the start (ln 256 = 5.5): the comparison is not of two flat lines.
   CHECK(validation[0][1] < validation[0][0] - 2.0);
   // Afterwards the two trajectories drift apart like two runs of different rounding: compare 20-step
-  // means of the training loss and the final validation loss. Tolerances: 0.1 and 0.05 nats, about
-  // 4x the spread of the final validation loss over seeds at 600 steps (0.008 to 0.014 nats in
-  // docs/trainer_results.md), which differ in far more than rounding.
+  // means of the training loss and the final validation loss, 0.1 nats each. How far rounding alone
+  // moves the final validation loss at 200 steps, measured on the CPU: this setup in FP8 against
+  // fake quantization (the same casts; only the BF16 rounding of the decoded operands differs),
+  // seeds 1 to 7, ended 0.006 to 0.041 nats apart, root mean square 0.025 (docs/trainer_cuda.md);
+  // an H100's fake-quantization run ended 0.067 from the CPU's. 0.1 is 4 of those root mean squares;
+  // a wiring mistake (a gradient lost or doubled, a wrong transpose) moves the loss by far more.
   for (std::size_t begin = 0; begin + 20 <= losses[0].size(); begin += 20) {
     CAPTURE(begin);
     CHECK(std::abs(mean(losses[1], begin, begin + 20) - mean(losses[0], begin, begin + 20)) < 0.1);
   }
-  CHECK(std::abs(validation[1][1] - validation[0][1]) < 0.05);
+  CHECK(std::abs(validation[1][1] - validation[0][1]) < 0.1);
   std::printf("%sfinal validation loss: cpu %.4f, cuda %.4f\n", what, validation[0][1], validation[1][1]);
 }
 
