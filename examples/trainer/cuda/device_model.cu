@@ -265,7 +265,16 @@ void device_model::backward(gradient_mode mode) {
     }
   }
   mode_ = mode;
+  backward_done_.assign(linear_weight_.size(), false);
   backward_pass();
+  for (std::size_t linear = 0; linear < backward_done_.size(); ++linear) {
+    if (!backward_done_[linear]) {
+      // Its gradient would keep the last step's values (overwrite) or miss this pass (accumulate).
+      throw std::logic_error(
+          "trainer::cuda::device_model::backward: the pass ran no backward of linear layer " +
+          std::to_string(linear));
+    }
+  }
 }
 
 void device_model::linear_backward(std::size_t linear, linear_output dx, std::size_t weight, linear_input dy,
@@ -278,6 +287,7 @@ void device_model::linear_backward(std::size_t linear, linear_output dx, std::si
                            ", not the weight set_linear_weights named");
   }
   linears_.backward(linear, dx, grad(weight), dy, x, compute(weight), weight16(weight), m, mode_, stream_);
+  backward_done_[linear] = true;
 }
 
 const __nv_bfloat16* device_model::weight16(std::size_t tensor) const {

@@ -259,6 +259,7 @@ class device_model {
   // floats (weights_updated widens them).
   std::vector<std::pair<std::size_t, std::size_t>> other_ranges_;
   gradient_mode mode_ = gradient_mode::overwrite;  // of the backward pass running
+  std::vector<bool> backward_done_;                // per linear layer, in the backward pass running
 };
 
 // The device model of the host model `host` (a transformer or an MLP) for batches of `batch`
