@@ -223,35 +223,16 @@ device_model::device_model(const parameter_set& host, const std::vector<linear_f
 
 void device_model::weights_updated() {
   if (!linears_.fp32()) {
-    for (const auto& [offset, count] : other_ranges_) {
-      from_bf16(params_.compute.data() + offset, weights16_.data() + offset, count, stream_);
+    for (const parameter_range& r : other_ranges_) {
+      from_bf16(params_.compute.data() + r.offset, weights16_.data() + r.offset, r.count, stream_);
     }
   }
   linears_.drop_weight_copies();
 }
 
 void device_model::set_linear_weights(std::vector<std::size_t> weight_of_linear) {
-  const std::size_t tensors = params_.specs().size();
-  std::vector<bool> written(tensors, false);
-  for (const std::size_t tensor : weight_of_linear) {
-    if (tensor >= tensors || written[tensor]) {
-      throw std::logic_error("trainer::cuda::device_model::set_linear_weights: tensor " +
-                             std::to_string(tensor) +
-                             (tensor >= tensors ? " does not exist" : " is the weight of two linear layers"));
-    }
-    written[tensor] = true;
-  }
+  other_ranges_ = ranges_except(params_.specs(), weight_of_linear);
   linear_weight_ = std::move(weight_of_linear);
-  other_ranges_.clear();
-  for (std::size_t t = 0; t < tensors; ++t) {
-    const std::size_t offset = params_.offset(t), count = params_.specs()[t].size();
-    if (written[t] || count == 0) continue;
-    if (!other_ranges_.empty() && other_ranges_.back().first + other_ranges_.back().second == offset) {
-      other_ranges_.back().second += count;
-    } else {
-      other_ranges_.emplace_back(offset, count);
-    }
-  }
 }
 
 void device_model::backward(gradient_mode mode) {
@@ -260,8 +241,8 @@ void device_model::backward(gradient_mode mode) {
   }
   if (mode == gradient_mode::overwrite) {
     // The linear weights' gradients are written by their wgrads; the rest are added into by kernels.
-    for (const auto& [offset, count] : other_ranges_) {
-      FP8_CUDA_CHECK(cudaMemsetAsync(params_.grad.data() + offset, 0, count * sizeof(float), stream_));
+    for (const parameter_range& r : other_ranges_) {
+      FP8_CUDA_CHECK(cudaMemsetAsync(params_.grad.data() + r.offset, 0, r.count * sizeof(float), stream_));
     }
   }
   mode_ = mode;

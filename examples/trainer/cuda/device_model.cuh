@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <fp8/cublaslt/handle.hpp>
@@ -254,10 +253,10 @@ class device_model {
 
  private:
   std::vector<std::size_t> linear_weight_;  // set_linear_weights
-  // [offset, count) ranges of every tensor but the linear weights, merged where adjacent: the
-  // gradients kernels add into (an overwriting pass clears them) and the weights the model reads as
-  // floats (weights_updated widens them).
-  std::vector<std::pair<std::size_t, std::size_t>> other_ranges_;
+  // Every tensor but the linear weights (ranges_except): the gradients kernels add into (an
+  // overwriting pass clears them) and the weights the model reads as floats (weights_updated widens
+  // them).
+  std::vector<parameter_range> other_ranges_;
   gradient_mode mode_ = gradient_mode::overwrite;  // of the backward pass running
   std::vector<bool> backward_done_;                // per linear layer, in the backward pass running
 };

@@ -1,6 +1,7 @@
 // The GPU transformer's linear-layer planning (host code).
 #include "linear_policy.hpp"
 
+#include <stdexcept>
 #include <string>
 
 #include <fp8/error.hpp>
@@ -69,6 +70,32 @@ fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, 
   p.dgrad = precision_of(policy.linear_mode(unit, fp8::gemm_kind::dgrad), fp8::gemm_kind::dgrad);
   p.wgrad = precision_of(policy.linear_mode(unit, fp8::gemm_kind::wgrad), fp8::gemm_kind::wgrad);
   return p;
+}
+
+std::vector<parameter_range> ranges_except(const std::vector<tensor_spec>& specs,
+                                           const std::vector<std::size_t>& linear_weights) {
+  std::vector<bool> excluded(specs.size(), false);
+  for (const std::size_t tensor : linear_weights) {
+    if (tensor >= specs.size() || excluded[tensor]) {
+      throw std::logic_error("trainer::cuda::ranges_except: tensor " + std::to_string(tensor) +
+                             (tensor >= specs.size()
+                                  ? " does not exist (" + std::to_string(specs.size()) + " tensors)"
+                                  : " is the weight of two linear layers"));
+    }
+    excluded[tensor] = true;
+  }
+  std::vector<parameter_range> ranges;
+  std::size_t offset = 0;
+  for (std::size_t t = 0; t < specs.size(); offset += specs[t].size(), ++t) {
+    const std::size_t count = specs[t].size();
+    if (excluded[t] || count == 0) continue;
+    if (!ranges.empty() && ranges.back().offset + ranges.back().count == offset) {
+      ranges.back().count += count;
+    } else {
+      ranges.push_back({offset, count});
+    }
+  }
+  return ranges;
 }
 
 fp8::gemm_recipe device_recipe(const fp8::gemm_recipe& recipe, const fp8::delayed_scaling& delayed) {

@@ -11,6 +11,7 @@
 #include <fp8/scaling/recipe.hpp>
 
 #include "../model.hpp"
+#include "../parameters.hpp"
 #include "../precision.hpp"
 
 namespace trainer::cuda {
@@ -33,6 +34,19 @@ std::vector<linear_features> linear_features_of(const model_options& shape, std:
 // --first-last-bf16, the LM head unless --fp8-head, --fprop/--dgrad/--wgrad fake|bf16, --fake-quant).
 // An fp32 run has no layer form: fp8::invalid_argument.
 fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, int unit);
+
+// [offset, offset + count) of the packed parameter buffers (a parameter_set's element order).
+struct parameter_range {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+// The elements of every tensor in `specs` (packed in that order) but `linear_weights` (the tensors
+// the linear layers read as W, each named once), adjacent ones merged into one range: what a device
+// model's kernels add gradients into and read as floats, while each linear weight's gradient is
+// its layer's wgrad product and its weight the layer's BF16 copy. Throws std::logic_error for a
+// tensor that does not exist or is named twice.
+std::vector<parameter_range> ranges_except(const std::vector<tensor_spec>& specs,
+                                           const std::vector<std::size_t>& linear_weights);
 
 // `recipe`'s operands with `delayed` as its delayed-scaling configuration (the host scaling state's),
 // so that the device state converts to and from the checkpoint's host state even when every operand

@@ -197,6 +197,52 @@ TEST_CASE("fake quantization maps to the layer's fake_fp8 class, per class and u
   CHECK(bf16.wgrad == gemm_precision::bf16);
 }
 
+TEST_CASE("the tensors beside the linear weights are found as merged ranges of the packed buffers") {
+  // The device model clears these gradients before a pass that overwrites (the linear weights'
+  // gradients are written by their wgrads) and widens these weights to floats after AdamW.
+  const std::vector<tensor_spec> specs = {{"a", {3}, false},    {"w1", {2, 4}, true}, {"b", {5}, false},
+                                          {"c", {0}, false},    {"d", {2}, false},    {"w2", {4, 4}, true},
+                                          {"w3", {1, 2}, true}, {"e", {1}, false}};
+  // Offsets: a 0, w1 3, b 11, c 16 (empty), d 16, w2 18, w3 34, e 36.
+  const std::vector<cuda::parameter_range> ranges = cuda::ranges_except(specs, {1, 6, 5});
+  REQUIRE(ranges.size() == 3);
+  CHECK(ranges[0].offset == 0);
+  CHECK(ranges[0].count == 3);
+  CHECK(ranges[1].offset == 11);  // b and d, with the empty c between them, merged
+  CHECK(ranges[1].count == 7);
+  CHECK(ranges[2].offset == 36);
+  CHECK(ranges[2].count == 1);
+  const std::vector<cuda::parameter_range> all = cuda::ranges_except(specs, {});
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].count == 37);
+  CHECK(cuda::ranges_except(specs, {0, 1, 2, 3, 4, 5, 6, 7}).empty());
+  CHECK_THROWS_WITH_AS(cuda::ranges_except(specs, {1, 1}), doctest::Contains("tensor 1 is the weight of two"),
+                       std::logic_error);
+  CHECK_THROWS_WITH_AS(cuda::ranges_except(specs, {8}),
+                       doctest::Contains("tensor 8 does not exist (8 tensors)"), std::logic_error);
+  // The transformer's: everything but wqkv, wo, w_gate_up, w_down of each block and the head.
+  model_options shape;
+  shape.layers = 2;
+  const std::unique_ptr<model> host = make_model(shape, 2);
+  const parameter_set& params = host->parameters();
+  std::vector<std::size_t> weights;
+  std::size_t weight_elements = 0;
+  for (const linear_layer_info& l : host->linear_layers()) {
+    weights.push_back(params.index_of(l.name));
+    weight_elements += params.specs()[weights.back()].size();
+  }
+  std::size_t covered = 0;
+  for (const cuda::parameter_range& r : cuda::ranges_except(params.specs(), weights)) {
+    covered += r.count;
+    for (const std::size_t w : weights) {
+      const bool overlaps =
+          r.offset < params.offset(w) + params.specs()[w].size() && params.offset(w) < r.offset + r.count;
+      CHECK_FALSE(overlaps);
+    }
+  }
+  CHECK(covered + weight_elements == params.size());
+}
+
 TEST_CASE("the GPU's statistics become the CPU's stats.csv rows") {
   // Fractions as the CPU computes them: saturated of all elements, flushed of the nonzero ones.
   fp8::cuda::cast_statistics counted;
