@@ -6,7 +6,6 @@
 #include <cuda_bf16.h>
 #include <math_constants.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -212,8 +211,6 @@ struct token_pairs {
         channels(s.channels),
         head_dim(s.head_dim()),
         tokens(std::size_t(s.batch) * std::size_t(s.context)) {}
-  __host__ __device__ std::size_t per_token() const { return std::size_t(channels); }
-  __host__ __device__ std::size_t count() const { return tokens * per_token(); }
 };
 
 // q and k of qkv16: [B, T, 3C] BF16 turned in place by RoPE (rope.cu's rotation, in FP32) or, with
@@ -248,8 +245,7 @@ void rotate_qk(std::uint16_t* qkv16, const device_rope_table& rope, const attent
                bool inverse, cudaStream_t stream) {
   const token_pairs pairs(shape);
   if (pairs.tokens == 0) return;
-  const unsigned blocks = unsigned(std::min<std::size_t>(pairs.tokens, detail::grid_for(pairs.count())));
-  rotate_qk_kernel<<<blocks, detail::block_threads, 0, stream>>>(
+  rotate_qk_kernel<<<detail::grid_for_rows(pairs.tokens), detail::block_threads, 0, stream>>>(
       reinterpret_cast<__nv_bfloat16*>(qkv16), rope.cos.data(), rope.sin.data(), pairs, inverse);
   detail::check_launch("rotate_qk_kernel");
 }

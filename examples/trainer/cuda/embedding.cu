@@ -2,7 +2,6 @@
 // one table element (v, j) and walks the tokens in order, adding the rows whose token is v.
 #include "embedding.hpp"
 
-#include <algorithm>
 #include <cstddef>
 
 #include <math_constants.h>
@@ -73,8 +72,8 @@ void embedding_forward(float* out, const float* table, const std::int32_t* token
   check_shapes("trainer::cuda::embedding_forward", out, table, tokens, n, c, v);
   const std::size_t count = std::size_t(n) * std::size_t(c);
   if (count == 0) return;
-  const unsigned blocks = unsigned(std::min<std::size_t>(std::size_t(n), detail::grid_for(count)));
-  embedding_forward_kernel<<<blocks, detail::block_threads, 0, stream>>>(out, table, tokens, n, c, v);
+  embedding_forward_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+      out, table, tokens, n, c, v);
   detail::check_launch("embedding_forward_kernel");
 }
 

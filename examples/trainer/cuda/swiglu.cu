@@ -7,7 +7,6 @@
 
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -105,11 +104,6 @@ bool rows_vectorizable(int f, std::initializer_list<const void*> buffers) {
   return true;
 }
 
-// One block per row up to the grid cap (grid-stride beyond it).
-unsigned grid_for_rows(int n) {
-  return std::min(unsigned(n), detail::grid_for(std::size_t(n) * detail::block_threads));
-}
-
 // wide: the [N, 2F] buffers (inp, and dinp in the backward pass); narrow: the [N, F] buffer.
 void check(const char* function, const void* wide, const void* other_wide, const void* narrow, int n, int f) {
   detail::require(n >= 0 && f >= 0, function,
@@ -128,11 +122,11 @@ void launch_forward(const char* function, T* out, const T* inp, int n, int f, st
   if (count == 0) return;
   constexpr int V = vector_elements<T>;
   if (rows_vectorizable<T>(f, {out, inp})) {
-    swiglu_forward_kernel<T, V>
-        <<<grid_for_rows(n), detail::block_threads, 0, stream>>>(out, inp, n, f, out_storage);
+    swiglu_forward_kernel<T, V><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+        out, inp, n, f, out_storage);
   } else {
-    swiglu_forward_kernel<T, 1>
-        <<<grid_for_rows(n), detail::block_threads, 0, stream>>>(out, inp, n, f, out_storage);
+    swiglu_forward_kernel<T, 1><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+        out, inp, n, f, out_storage);
   }
   detail::check_launch("swiglu_forward_kernel");
 }
@@ -145,11 +139,11 @@ void launch_backward(const char* function, T* dinp, const T* dout, const T* inp,
   if (count == 0) return;
   constexpr int V = vector_elements<T>;
   if (rows_vectorizable<T>(f, {dinp, dout, inp})) {
-    swiglu_backward_kernel<T, V>
-        <<<grid_for_rows(n), detail::block_threads, 0, stream>>>(dinp, dout, inp, n, f, dinp_storage);
+    swiglu_backward_kernel<T, V><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+        dinp, dout, inp, n, f, dinp_storage);
   } else {
-    swiglu_backward_kernel<T, 1>
-        <<<grid_for_rows(n), detail::block_threads, 0, stream>>>(dinp, dout, inp, n, f, dinp_storage);
+    swiglu_backward_kernel<T, 1><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
+        dinp, dout, inp, n, f, dinp_storage);
   }
   detail::check_launch("swiglu_backward_kernel");
 }
