@@ -3,15 +3,25 @@
 // their FP8 casts, float <-> BF16 staging, attention, other layers, optimizer).
 //
 //   bench_trainer [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
-//                 [--batch 2] [--warmup 3] [--steps 10] [--profile-steps 3] [--precisions bf16,fp8]
-//                 [--attention auto|fused|materialized] [--out DIR]
+//                 [--batch 2] [--passes 1] [--warmup 3] [--steps 10] [--profile-steps 3]
+//                 [--precisions bf16,fp8] [--attention auto|fused|materialized] [--out DIR]
 //
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
 // byte vocabulary, 4 blocks (0.975 B parameters, about the issue's 1 B). Attention as fp8_trainer's
 // --attention (auto: cuDNN's fused attention where this build has it; the line printed per precision
 // says which ran). The BF16 run is plain BF16 (no amaxes recorded for a later FP8 switch, unlike the
-// trainer's bf16 runs); the FP8 run is the trainer's. Random tokens; weights drawn once, the same for both
-// precisions. Writes DIR/speed.csv and DIR/profile.csv with --out, and prints both as Markdown tables.
+// trainer's bf16 runs); the FP8 run is the trainer's. Random tokens; weights drawn once, the same for
+// both precisions.
+//
+// --passes P: gradient accumulation, as the trainer's --micro-batch takes it: every optimizer step
+// runs P forward/backward passes of --batch sequences, each on its own tokens (the first pass writes
+// the gradients, the others add theirs), divides the sum by P and updates the weights once, so that
+// the optimizer's fixed cost is spread over P times the tokens, as in a real run. Steps (--warmup,
+// --steps, --profile-steps) are optimizer steps; tokens/s and model TFLOP/s count the tokens of all P
+// passes; the profile is per optimizer step (the division by P in its optimizer phase).
+//
+// Writes DIR/speed.csv (each row with the pass count and the tokens per optimizer step) and
+// DIR/profile.csv with --out, and prints both as Markdown tables.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -26,6 +36,7 @@
 #include <vector>
 
 #include "cuda/device_memory.hpp"
+#include "cuda/gradient_sum.hpp"
 #include "cuda/phase_profile.hpp"
 #include "cuda/transformer.cuh"
 #include "options.hpp"
@@ -37,6 +48,7 @@ namespace {
 struct bench_options {
   trainer::model_options shape;
   int batch = 2;
+  int passes = 1;  // forward/backward passes per optimizer step
   int warmup = 3;
   int steps = 10;
   int profile_steps = 3;
@@ -44,6 +56,9 @@ struct bench_options {
   trainer::attention_kernel attention = trainer::attention_kernel::automatic;
   std::string out;
 };
+
+// Tokens of one optimizer step (all passes): far more than any run accumulates, small enough to hold.
+constexpr std::int64_t max_step_tokens = std::int64_t(1) << 28;
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "bench_trainer: %s\n(see the comment at the top of bench/cuda/bench_trainer.cu)\n",
@@ -81,6 +96,8 @@ bench_options parse(int argc, char** argv) {
       o.shape.layers = positive(option, value);
     else if (option == "--batch")
       o.batch = positive(option, value);
+    else if (option == "--passes")
+      o.passes = positive(option, value);
     else if (option == "--warmup")
       o.warmup = positive(option, value);
     else if (option == "--steps")
@@ -113,6 +130,12 @@ bench_options parse(int argc, char** argv) {
       }
     } else
       usage("unknown option '" + option + "'");
+  }
+  // Every pass's tokens are drawn and uploaded at the start (4 bytes each).
+  const double step_tokens = double(o.passes) * double(o.batch) * double(o.shape.context);
+  if (step_tokens > double(max_step_tokens)) {
+    usage("--passes x --batch x --context is " + std::to_string(std::int64_t(step_tokens)) +
+          " tokens per optimizer step; at most " + std::to_string(max_step_tokens));
   }
   return o;
 }
@@ -153,16 +176,26 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   std::printf("bench_trainer: %s: attention %s%s\n", to_string(p), model.attention_description().c_str(),
               p == precision::bf16 ? "; no amax recording (plain BF16)" : "");
   cuda::device_buffer<std::int32_t> inputs(tokens);
-  const std::int32_t* in = inputs.data();
-  const std::int32_t* target = inputs.data() + 1;  // the next byte; tokens holds n + 1
+  const std::size_t pass_tokens = std::size_t(o.batch) * std::size_t(o.shape.context);
   adamw_options adamw;
+  cuda::device_gradient_sum gradient_sum;
   long step = 0;
   result r;
   r.precision = p;
+  // One optimizer step as the trainer's GPU run takes it with --micro-batch (trainer_cuda.cu).
   const auto train = [&](cuda::phase_profile* profile) {
     model.set_profile(profile);
-    r.loss = model.forward_device(in, target, cuda::pass_kind::train);
-    model.backward(cuda::gradient_mode::overwrite);
+    for (int pass = 0; pass < o.passes; ++pass) {
+      const std::int32_t* in = inputs.data() + std::size_t(pass) * pass_tokens;
+      const std::int32_t* target = in + 1;  // the next byte; tokens holds one more than the passes
+      const float loss = float(model.forward_device(in, target, cuda::pass_kind::train));
+      model.backward(pass == 0 ? cuda::gradient_mode::overwrite : cuda::gradient_mode::accumulate);
+      gradient_sum.add_pass_losses(pass, loss, 0.0f);
+    }
+    // The mean over the passes (a division of every gradient; nothing for one pass) is the
+    // optimizer's share of accumulation: it is paid once per step, like the update.
+    if (profile != nullptr) profile->mark(cuda::phase::optimizer);
+    r.loss = gradient_sum.finish(model.parameters(), o.passes, nullptr, model.stream()).loss;
     cuda::optimizer_step(model, adamw, 1e-4f, step++, 1.0f, profile);
   };
   for (int s = 0; s < o.warmup; ++s) train(nullptr);
@@ -177,7 +210,7 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
   r.seconds_per_step =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o.steps;
-  const double step_tokens = double(o.batch) * double(o.shape.context);
+  const double step_tokens = double(o.passes) * double(pass_tokens);
   r.tokens_per_second = step_tokens / r.seconds_per_step;
   r.tflops = flops_per_token(o.shape) * r.tokens_per_second / 1e12;
   cuda::phase_profile profile(nullptr);
@@ -214,22 +247,23 @@ int main(int argc, char** argv) {
       }
     }
     params.refresh_compute(trainer::storage::bf16);
-    const std::size_t n = std::size_t(o.batch) * std::size_t(o.shape.context);
+    const std::size_t n = std::size_t(o.passes) * std::size_t(o.batch) * std::size_t(o.shape.context);
     std::vector<std::int32_t> tokens(n + 1);
     for (std::int32_t& t : tokens) t = std::int32_t(generator.below(std::uint64_t(o.shape.vocab)));
 
     std::printf(
         "bench_trainer: %s; d_model %d, SwiGLU %d, %d heads, context %d, %d blocks, vocab %d, "
-        "%zu parameters; batch %d (%zu tokens per step); %d warmup, %d timed, %d profiled steps\n",
+        "%zu parameters; batch %d, passes %d (%zu tokens per optimizer step); %d warmup, %d timed, %d "
+        "profiled steps\n",
         properties.name, o.shape.channels, o.shape.hidden, o.shape.heads, o.shape.context, o.shape.layers,
-        o.shape.vocab, params.size(), o.batch, n, o.warmup, o.steps, o.profile_steps);
+        o.shape.vocab, params.size(), o.batch, o.passes, n, o.warmup, o.steps, o.profile_steps);
     std::vector<result> results;
     for (trainer::precision p : o.precisions) {
       results.push_back(measure(o, p, *host, tokens));
       std::fflush(stdout);
     }
     std::ostringstream speed, profile;
-    speed << "precision,tokens_per_s,model_tflops,ms_per_step,loss\n";
+    speed << "precision,tokens_per_s,model_tflops,ms_per_step,loss,passes,tokens_per_step\n";
     std::printf(
         "\n| precision | tokens/s | model TFLOP/s | ms/step | speedup vs first |\n|---|---|---|---|---|\n");
     for (const result& r : results) {
@@ -237,10 +271,11 @@ int main(int argc, char** argv) {
                   r.tokens_per_second, r.tflops, r.seconds_per_step * 1e3,
                   r.tokens_per_second / results.front().tokens_per_second);
       speed << trainer::to_string(r.precision) << "," << r.tokens_per_second << "," << r.tflops << ","
-            << r.seconds_per_step * 1e3 << "," << r.loss << "\n";
+            << r.seconds_per_step * 1e3 << "," << r.loss << "," << o.passes << "," << n << "\n";
     }
     std::printf(
-        "\nGPU time per step by phase (ms, CUDA events; the FP8 casts are inside the linear layers):\n\n"
+        "\nGPU time per optimizer step by phase (ms, CUDA events; the FP8 casts are inside the linear "
+        "layers):\n\n"
         "| phase |");
     for (const result& r : results) std::printf(" %s |", trainer::to_string(r.precision));
     std::printf("\n|---|");

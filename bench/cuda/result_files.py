@@ -76,8 +76,21 @@ GPU_CHECK_FILES = {
 }
 
 # --- bench_trainer and torch_peer.py (bench/cuda/trainer_tables.sh) ------------------------------------
+# The speed configurations: forward/backward passes of bench_trainer's batch (2 x 2048 tokens) per
+# optimizer step. 1: the optimizer's cost in every step; 8: the accumulation a real run uses, which
+# spreads it over 32768 tokens. Each has its own folder of the files below.
+SPEED_PASSES = (1, 8)
+SPEED_PASS_TOKENS = 2 * 2048  # bench_trainer's and torch_peer.py's default --batch x --context
+
+
+def speed_folder(passes):
+    """The folder (in trainer_tables.sh's output) of the speed runs with `passes` per optimizer step."""
+    return f"speed_passes{passes}"
+
+
 SPEED = "speed.csv"  # bench_trainer: one line per precision
-SPEED_COLUMNS = ("precision", "tokens_per_s", "model_tflops", "ms_per_step", "loss")
+SPEED_COLUMNS = ("precision", "tokens_per_s", "model_tflops", "ms_per_step", "loss")  # what the table needs
+SPEED_HEADER = SPEED_COLUMNS + ("passes", "tokens_per_step")  # what the writers write (per optimizer step)
 PROFILE = "profile.csv"  # bench_trainer: phase,<precision>_ms for each precision
 PROFILE_PHASE = "phase"
 PROFILE_SUFFIX = "_ms"
@@ -85,14 +98,32 @@ TORCH_PEER = "torch_peer.csv"  # torch_peer.py: the columns of speed.csv
 TORCH_PEER_PREFIX = "torch_bf16_"  # + "compile" or "eager"
 BENCH_TRAINER_LOG = "bench_trainer.log"
 TORCH_PEER_LOG = "torch_peer.log"
-PARITY_PRECISIONS = ("bf16", "fp8")
+
+# --- the loss-parity runs of fp8_trainer --device cuda (trainer_tables.sh) -------------------------
+# (name, label, trainer switches): each trained with every seed of PARITY_SEEDS, the first is the
+# reference the others are measured against.
+PARITY_CONFIGS = (
+    ("bf16", "BF16", "--precision bf16"),
+    ("fp8-delayed", "FP8 delayed (the default recipe)", "--precision fp8"),
+    ("fp8-current", "FP8 current", "--precision fp8 --scaling current"),
+    ("fp8-blocks", "FP8 blocks (1x128 tiles, 128x128 weight blocks)",
+     "--precision fp8 --scaling current --granularity block"),
+)
+PARITY_SEEDS = (1, 2, 3)
+PARITY_TOLERANCE = 0.005  # the aim: each FP8 mean within 0.5% of the BF16 mean
 
 
-def parity_log(precision):
+def parity_run(name, seed):
+    """The name of one loss-parity run: its folder under runs/ and its log's stem."""
+    return f"{name}-s{seed}"
+
+
+def parity_log(name, seed):
     """The stdout + stderr of one loss-parity run of fp8_trainer."""
-    return f"parity_{precision}.log"
+    return f"parity_{parity_run(name, seed)}.log"
 
 
+PARITY_RUNS = "runs"  # the runs' --out folders: runs/<name>-s<seed>
 FINAL_PREFIX = "final:"  # fp8_trainer's last line after a finished run
 LOSS_PLOT = "loss_parity.png"
 TRAINER_LOG = "log.csv"  # fp8_trainer --out DIR: one line per step

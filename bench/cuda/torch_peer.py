@@ -6,7 +6,12 @@ steps on random bytes.
 
 Usage:
   torch_peer.py [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
-                [--batch 2] [--warmup 3] [--steps 10] [--no-compile] [--out DIR]
+                [--batch 2] [--passes 1] [--warmup 3] [--steps 10] [--no-compile] [--out DIR]
+
+--passes P: gradient accumulation, as bench_trainer's: every optimizer step runs P forward/backward
+passes of --batch sequences, each with its own tokens and its loss scaled by 1/P (so that the
+gradients are the mean over the passes), then clips and updates once. Steps are optimizer steps;
+tokens/s count the tokens of all P passes.
 
 The model TFLOP/s count the same FLOPs as bench_trainer (6 per linear parameter per token plus 12 T C
 per token and block for attention's two products in full), although PyTorch's fused attention
@@ -27,6 +32,17 @@ except ImportError:
     sys.exit("torch_peer.py: PyTorch is not installed (pip install torch); this peer needs it with CUDA")
 
 
+def positive(text):
+    """A whole number above zero, for argparse (--passes: a count, where 0 would time nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expects a positive whole number; got {text!r}")
+    return value
+
+
 def parse():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--d-model", type=int, default=4096)
@@ -35,7 +51,8 @@ def parse():
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--batch", type=int, default=2, help="sequences per pass")
+    p.add_argument("--passes", type=positive, default=1, help="forward/backward passes per optimizer step")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--no-compile", action="store_true", help="eager mode (torch.compile off)")
@@ -115,17 +132,21 @@ def main():
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
                                   lr=1e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    tokens = torch.randint(0, a.vocab, (a.batch, a.context + 1), device="cuda")
-    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    tokens = torch.randint(0, a.vocab, (a.passes, a.batch, a.context + 1), device="cuda")
+    batches = [(t[:, :-1].contiguous(), t[:, 1:].contiguous()) for t in tokens]
 
     def step(m):
+        """One optimizer step of a.passes passes; returns their mean loss (a tensor: no host wait)."""
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = m(inputs, targets)
-        loss.backward()
+        total = 0.0
+        for inputs, targets in batches:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = m(inputs, targets)
+            (loss / a.passes).backward()  # backward() adds into .grad: the mean over the passes
+            total = total + loss.detach()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        return loss
+        return total / a.passes
 
     compiled = not a.no_compile
     compile_failed = False
@@ -154,21 +175,23 @@ def main():
         loss = step(runner)
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / a.steps
-    tokens_per_s = a.batch * a.context / seconds
+    step_tokens = a.passes * a.batch * a.context
+    tokens_per_s = step_tokens / seconds
     tflops = flops_per_token(a) * tokens_per_s / 1e12
     params = sum(p.numel() for p in model.parameters())
     mode = "torch.compile" if compiled else "eager"
     print(f"torch_peer: {torch.cuda.get_device_name()}, torch {torch.__version__}, {mode}, BF16 autocast; "
-          f"{params} parameters, batch {a.batch} x context {a.context}")
+          f"{params} parameters, batch {a.batch} x context {a.context}, passes {a.passes} "
+          f"({step_tokens} tokens per optimizer step)")
     print(f"| PyTorch BF16 ({mode}) | {tokens_per_s:.0f} tokens/s | {tflops:.1f} model TFLOP/s | "
           f"{seconds * 1e3:.1f} ms/step | loss {loss.item():.3f} |")
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         # The columns of bench_trainer's speed.csv, so that trainer_results.py puts both in one table.
         (a.out / rf.TORCH_PEER).write_text(
-            ",".join(rf.SPEED_COLUMNS) + "\n"
+            ",".join(rf.SPEED_HEADER) + "\n"
             f"{rf.TORCH_PEER_PREFIX}{'compile' if compiled else 'eager'},{tokens_per_s},{tflops},{seconds * 1e3},"
-            f"{loss.item()}\n")
+            f"{loss.item()},{a.passes},{step_tokens}\n")
     if compile_failed:
         sys.exit("torch_peer.py: the figures above are eager mode: torch.compile failed (see above)")
 

@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
-"""Assembles trainer_cuda_results.md from the output folder of bench/cuda/trainer_tables.sh: the speed
-table (bench_trainer's speed.csv with the PyTorch peer's torch_peer.csv as one more row), the
-per-phase GPU time (profile.csv), the lines bench_trainer printed about its runs (attention kernel,
-memory), and the loss-parity runs' final validation losses with the plot.
+"""Assembles trainer_cuda_results.md from the output folder of bench/cuda/trainer_tables.sh: for each
+speed configuration (passes per optimizer step, a folder of its own), the speed table (bench_trainer's
+speed.csv with the PyTorch peer's torch_peer.csv as one more row), the lines bench_trainer printed
+about its runs (attention kernel, memory) and the per-phase GPU time (profile.csv); then the
+loss-parity runs over seeds: one row per configuration with its validation loss over the seeds
+against BF16's, the per-seed losses, and the plot of the mean curves (drawn here, with plot_loss.py).
+The seed statistics, the table and the plot are examples/trainer/scripts/seed_table.py's, which the
+CPU trainer's results_table.py uses too.
 
     python3 bench/cuda/trainer_results.py <out-dir> --steps N --data-name NAME --device NAME
 
 A part that did not run, or stopped before writing its file, gets a line saying so and naming its
-log, never an empty table: the folder of a run cut short still yields a readable page.
+log, never an empty table: the folder of a run cut short still yields a readable page. Exits 1 only
+when the plot could not be drawn from runs that finished.
 """
 import argparse
 import datetime
-import re
 import sys
 from pathlib import Path
 
 import result_files as rf
 
-# fp8_trainer's last line (trainer.cpp): "final:     validation loss %.4f nats/byte (unigram baseline
-# %.4f) after %ld steps, %s".
-FINAL = re.compile(r"validation loss (?P<loss>\S+) nats/byte \(unigram baseline (?P<baseline>\S+)\) "
-                   r"after (?P<steps>\d+) steps, (?P<time>.+)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/trainer/scripts"))
+import seed_table as st  # noqa: E402
+
 SPEED_SHAPE = "d_model 4096, SwiGLU 14336, 32 heads, context 2048, bytes, 4 blocks"
 PARITY_SHAPE = "d_model 1024, 8 blocks, lr 1e-3"
 
@@ -34,21 +37,23 @@ def last_line(path: Path):
 
 
 def why_missing(out: Path, log_name, program):
-    """Why a program's results are absent, from its log: not run, or what it said last."""
+    """Why a program's results are absent, from its log (log_name relative to out): not run, or what
+    it said last."""
     last = last_line(out / log_name)
     if last is None:
         return f"{program} did not run (`{log_name}` is missing or empty)"
-    return f"{program} stopped before writing its results; last line of `{log_name}`: `{last}`"
+    return f"{program} stopped before writing its results; last line of `{log_name}`: `{rf.markdown_cell(last)}`"
 
 
 def read_speed(path: Path):
-    """[(precision, tokens/s, TFLOP/s, ms/step)] from speed.csv or torch_peer.csv (the same columns)."""
+    """[(precision, tokens/s, TFLOP/s, ms/step, tokens per optimizer step or None)] from speed.csv or
+    torch_peer.csv (the same columns; the last is absent from files written before it was added)."""
     rows, _ = rf.read_table(path, rf.SPEED_COLUMNS)
     table = []
     for row in rows:
         values = [rf.number(row[c]) for c in ("tokens_per_s", "model_tflops", "ms_per_step")]
         if None not in values:
-            table.append((row["precision"], *values))
+            table.append((row["precision"], *values, rf.number(row.get("tokens_per_step"))))
     return table
 
 
@@ -58,54 +63,73 @@ def peer_name(precision):
     return f"PyTorch BF16 ({'torch.compile' if mode == 'compile' else mode})"
 
 
-def speed_section(out: Path):
-    """The speed table: bench_trainer's precisions, then the PyTorch peer, speedups against the first
-    of bench_trainer's; a line for each of the two that is missing, naming its log."""
+def speed_heading(passes, rows):
+    """The heading of one speed configuration, with its tokens per optimizer step: as the programs
+    wrote them, or from the default pass where neither did."""
+    written = [r[4] for r in rows if r[4]]
+    tokens = int(written[0]) if written else passes * rf.SPEED_PASS_TOKENS
+    shape = "batch 2 x context 2048"
+    if passes == 1:
+        return f"### 1 pass per optimizer step: {tokens} tokens per optimizer step ({shape})"
+    return (f"### {passes} passes per optimizer step: {tokens} tokens per optimizer step (gradient accumulation: "
+            f"{passes} passes of {shape})")
+
+
+def speed_table(out: Path, passes):
+    """The heading and table of one configuration: bench_trainer's precisions, then the PyTorch
+    peer, speedups against the first of bench_trainer's; a line for each of the two that is
+    missing, naming its log."""
+    name = rf.speed_folder(passes)
+    folder = out / name
     try:
-        ours = read_speed(out / rf.SPEED)
-        peer = [(peer_name(p), *values) for p, *values in read_speed(out / rf.TORCH_PEER)]
+        ours = read_speed(folder / rf.SPEED)
+        peer = [(peer_name(p), *values) for p, *values in read_speed(folder / rf.TORCH_PEER)]
     except ValueError as error:
-        return [f"Speed: unreadable: {error}.", ""]
-    lines = []
+        return [speed_heading(passes, []), "", f"Speed: unreadable: {error}.", ""]
+    lines = [speed_heading(passes, ours + peer), ""]
     if not ours:
-        lines += [f"Not measured: {why_missing(out, rf.BENCH_TRAINER_LOG, 'bench_trainer')}.", ""]
+        lines += [f"Not measured: {why_missing(out, f'{name}/{rf.BENCH_TRAINER_LOG}', 'bench_trainer')}.", ""]
     if ours or peer:
         base = ours[0] if ours else None
         lines += [f"| precision | tokens/s | model TFLOP/s | ms/step | speedup vs {base[0] if base else '-'} |",
                   "|---|---|---|---|---|"]
-        for name, tokens, tflops, ms in ours + peer:
+        for row_name, tokens, tflops, ms, _ in ours + peer:
             speedup = f"{tokens / base[1]:.2f}x" if base and base[1] > 0 else "-"
-            lines.append(f"| {rf.markdown_cell(name)} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {speedup} |")
+            lines.append(f"| {rf.markdown_cell(row_name)} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {speedup} |")
         lines.append("")
     if not peer:
-        lines += [f"PyTorch peer: not in the table: {why_missing(out, rf.TORCH_PEER_LOG, 'torch_peer.py')}.", ""]
+        lines += [f"PyTorch peer: not in the table: "
+                  f"{why_missing(out, f'{name}/{rf.TORCH_PEER_LOG}', 'torch_peer.py')}.", ""]
     return lines
 
 
-def notes_section(out: Path):
+def notes_section(out: Path, passes):
     """What bench_trainer and the peer said about their runs (device, shape, attention kernel, memory)."""
+    folder = out / rf.speed_folder(passes)
     notes = []
     for log_name, prefix in ((rf.BENCH_TRAINER_LOG, "bench_trainer:"), (rf.TORCH_PEER_LOG, "torch_peer:")):
-        path = out / log_name
+        path = folder / log_name
         if path.is_file():
             notes += [f"- {line.strip()}" for line in path.read_text(errors="replace").splitlines()
                       if line.startswith(prefix)]
     return notes + [""] if notes else []
 
 
-def profile_section(out: Path):
-    """GPU time per step by phase, one column per precision."""
-    path = out / rf.PROFILE
+def profile_section(out: Path, passes):
+    """GPU time per optimizer step by phase, one column per precision."""
+    name = rf.speed_folder(passes)
+    path = out / name / rf.PROFILE
     try:
         rows, _ = rf.read_table(path, (rf.PROFILE_PHASE,))
     except ValueError as error:
-        return [f"GPU time per step by phase: `{rf.PROFILE}` unreadable: {error}.", ""]
+        return [f"GPU time per optimizer step by phase: `{name}/{rf.PROFILE}` unreadable: {error}.", ""]
     columns = [c for c in (rows[0].keys() if rows else []) if c != rf.PROFILE_PHASE]
     if not rows or not columns:
-        return [f"GPU time per step by phase: not measured: {why_missing(out, rf.BENCH_TRAINER_LOG, 'bench_trainer')}.",
-                ""]
+        why = why_missing(out, f"{name}/{rf.BENCH_TRAINER_LOG}", "bench_trainer")
+        return [f"GPU time per optimizer step by phase: not measured: {why}.", ""]
     names = [c[:-len(rf.PROFILE_SUFFIX)] if c.endswith(rf.PROFILE_SUFFIX) else c for c in columns]
-    lines = ["GPU time per step by phase (ms, CUDA events; the FP8 casts are inside the linear layers):", "",
+    lines = ["GPU time per optimizer step by phase (ms, CUDA events; the FP8 casts are inside the linear layers; "
+             "all the step's passes, the optimizer once):", "",
              "| phase | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for row in rows:
         cells = [rf.number(row[c]) for c in columns]
@@ -114,53 +138,100 @@ def profile_section(out: Path):
     return lines + [""]
 
 
-def final_line(path: Path):
-    """The match of fp8_trainer's final: line in a parity log, its raw text, or None when absent."""
-    if not path.is_file():
-        return None
-    for line in reversed(path.read_text(errors="replace").splitlines()):
-        if line.startswith(rf.FINAL_PREFIX):
-            text = line[len(rf.FINAL_PREFIX):].strip()
-            return FINAL.search(text) or text
-    return None
-
-
-def parity_section(out: Path):
-    """Final validation loss of each parity run, FP8 less BF16, and the plot where it was drawn."""
-    lines = ["| precision | validation loss (nats/byte) | unigram baseline | steps | time |", "|---|---|---|---|---|"]
-    losses = {}
-    for precision in rf.PARITY_PRECISIONS:
-        log_name = rf.parity_log(precision)
-        final = final_line(out / log_name)
-        if final is None:
-            last = last_line(out / log_name)
-            state = (f"did not finish; last line of `{log_name}`: `{rf.markdown_cell(last)}`" if last
-                     else f"did not run (`{log_name}` is missing or empty)")
-            lines.append(f"| {precision} | {state} | | | |")
-        elif isinstance(final, str):
-            lines.append(f"| {precision} | {rf.markdown_cell(final)} | | | |")
-        else:
-            losses[precision] = rf.number(final["loss"])
-            lines.append(f"| {precision} | {final['loss']} | {final['baseline']} | {final['steps']} | "
-                         f"{final['time']} |")
-    lines.append("")
-    if losses.get("bf16") is not None and losses.get("fp8") is not None:
-        lines += [f"FP8 less BF16: {losses['fp8'] - losses['bf16']:+.4f} nats/byte.", ""]
-    if (out / rf.LOSS_PLOT).is_file():
-        lines.append(f"![loss parity]({rf.LOSS_PLOT})")
-    else:
-        lines.append(f"(No loss plot: `{rf.LOSS_PLOT}` was not drawn; see the parity runs' logs.)")
+def speed_section(out: Path):
+    """One table, its notes and its profile per speed configuration."""
+    lines = ["Two configurations of the same forward/backward passes (batch 2 x context 2048): one pass per "
+             "optimizer step, where the optimizer (the same in BF16 and FP8) runs every 4096 tokens, and "
+             f"{rf.SPEED_PASSES[-1]} passes accumulated per step, as a real run trains, which spreads it over "
+             f"{rf.SPEED_PASSES[-1]} times the tokens. Tokens/s and model TFLOP/s count every pass; each table's "
+             "speedups are against its own first row.", ""]
+    for passes in rf.SPEED_PASSES:
+        lines += speed_table(out, passes) + notes_section(out, passes) + profile_section(out, passes)
     return lines
 
 
+def run_state(out: Path, name, seed):
+    """Why a parity run has no final loss, from its log."""
+    log_name = rf.parity_log(name, seed)
+    last = last_line(out / log_name)
+    if last is None:
+        return f"seed {seed} did not run (`{log_name}` is missing or empty)"
+    return f"seed {seed} did not finish (last line of `{log_name}`: `{last}`)"
+
+
+def parity_results(out: Path, steps):
+    """{name: seed_table.seed_results} of the parity configurations, in rf.PARITY_CONFIGS' order."""
+    results = {}
+    for name, label, switches in rf.PARITY_CONFIGS:
+        losses = {}
+        for seed in rf.PARITY_SEEDS:
+            row = st.final_row(out / rf.PARITY_RUNS / rf.parity_run(name, seed) / rf.TRAINER_LOG, steps)
+            losses[seed] = float(row["val_loss"]) if row else None
+        results[name] = st.seed_results(label, switches, losses)
+    return results
+
+
+def parity_baseline(out: Path):
+    """The unigram baseline the parity runs printed (the same text for all), or None."""
+    for name, _, _ in rf.PARITY_CONFIGS:
+        for seed in rf.PARITY_SEEDS:
+            path = out / rf.parity_log(name, seed)
+            baseline = st.unigram_baseline(path.read_text(errors="replace")) if path.is_file() else None
+            if baseline is not None:
+                return baseline
+    return None
+
+
+def parity_plot(out: Path, results, steps, baseline):
+    """Draws the mean validation curve of each configuration over its finished seeds; returns the
+    line the page shows and whether drawing failed."""
+    curves = []
+    for name, r in results.items():
+        seeds = [seed for seed, loss in r.losses.items() if loss is not None]
+        label = f"{r.label}, mean of seeds {', '.join(map(str, seeds))}"
+        curves.append((label, [out / rf.PARITY_RUNS / rf.parity_run(name, seed) for seed in seeds]))
+    if not any(folders for _, folders in curves):
+        return f"(No loss plot: no parity run finished; `{rf.LOSS_PLOT}` was not drawn.)", False
+    title = f"fp8_trainer --device cuda, {PARITY_SHAPE}: mean of seeds"
+    plot = st.plot_mean_curves(out / rf.LOSS_PLOT, curves, title, baseline=baseline,
+                               zoom_from=int(steps) // 2 if str(steps).isdigit() else None)
+    if plot.returncode != 0:
+        lines = plot.stderr.strip().splitlines()
+        return f"(No loss plot: plot_loss.py failed: `{rf.markdown_cell(lines[-1] if lines else '?')}`.)", True
+    return f"![loss parity: validation loss, mean over seeds]({rf.LOSS_PLOT})", False
+
+
+def parity_section(out: Path, steps):
+    """The seed table of the parity configurations, the per-seed losses and the plot; returns the
+    lines and whether the plot failed."""
+    results = parity_results(out, steps)
+    baseline = parity_baseline(out)
+    reference = rf.PARITY_CONFIGS[0][0]
+    seeds = ", ".join(map(str, rf.PARITY_SEEDS))
+    runs = len(rf.PARITY_CONFIGS) * len(rf.PARITY_SEEDS)
+    lines = [f"Each configuration trained with seeds {seeds} (the seed draws the weights and the batch order), "
+             f"all {runs} runs at once on the one GPU. Validation loss in nats per byte after the last step"
+             + (f"; the unigram baseline (byte frequencies only) is {baseline:.4f}" if baseline is not None else "")
+             + ". The FP8 rows keep the LM head in BF16 (the trainer's default). A configuration with seeds that "
+             "stopped early is summarised over those that finished (the last column).", ""]
+    lines += st.table(results, reference, rf.PARITY_TOLERANCE, judged=[n for n in results if n != reference],
+                      extra=[("seeds finished", lambda name, r: f"{len(r.finished)} of {len(r.losses)}")])
+    lines += ["", st.verdict_legend(rf.PARITY_TOLERANCE, results[reference].label, "the aim")
+              + f" Final validation loss of each seed ({seeds}):", ""]
+    lines += st.per_seed_lines(results, missing=lambda name, seed: run_state(out, name, seed))
+    plot_line, plot_failed = parity_plot(out, results, steps, baseline)
+    return lines + ["", plot_line], plot_failed
+
+
 def results(out: Path, steps, data_name, device, date):
-    """The whole page, as Markdown."""
+    """The whole page, as Markdown, and whether its plot failed."""
     lines = ["# The trainer on the GPU: measured tables", "",
              f"Generated by `bench/cuda/trainer_tables.sh` on {device}, {date}.", "",
              f"## Speed ({SPEED_SHAPE})", ""]
-    lines += speed_section(out) + notes_section(out) + profile_section(out)
-    lines += [f"## Loss parity ({PARITY_SHAPE}, {steps} steps, {data_name})", ""] + parity_section(out)
-    return "\n".join(lines) + "\n"
+    lines += speed_section(out)
+    parity, plot_failed = parity_section(out, steps)
+    lines += [f"## Loss parity ({PARITY_SHAPE}, {steps} steps, {data_name})", ""] + parity
+    return "\n".join(lines) + "\n", plot_failed
 
 
 def main() -> int:
@@ -175,10 +246,10 @@ def main() -> int:
               file=sys.stderr)
         return 2
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    text = results(args.out, args.steps, args.data_name, args.device or "unknown device", date)
+    text, plot_failed = results(args.out, args.steps, args.data_name, args.device or "unknown device", date)
     (args.out / "trainer_cuda_results.md").write_text(text)
     print(text)
-    return 0
+    return 1 if plot_failed else 0
 
 
 if __name__ == "__main__":

@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Regenerates the tables and the plot of the trainer on the GPU (docs/trainer_cuda.md) in one go:
 #   1. speed: bench_trainer at the issue's shape (d_model 4096, SwiGLU 14336, 32 heads, context 2048,
-#      bytes, 4 blocks = 0.975 B parameters), BF16 vs FP8 tokens/s, model TFLOP/s, per-phase profile;
-#   2. the PyTorch BF16 torch.compile peer of the same model (skipped, and said so, without PyTorch);
-#   3. loss parity: fp8_trainer --device cuda, d_model 1024, 8 blocks, lr 1e-3, FP8 vs BF16, and the plot.
+#      bytes, 4 blocks = 0.975 B parameters), BF16 vs FP8 tokens/s, model TFLOP/s, per-phase profile,
+#      in two configurations of batch 2 x 2048 tokens per forward/backward pass: 1 pass per optimizer
+#      step (4096 tokens: the optimizer's cost in every step) and 8 passes (gradient accumulation,
+#      16 sequences, 32768 tokens per optimizer step: what a real run does, which spreads the
+#      optimizer's cost over 8 times the tokens);
+#   2. the PyTorch BF16 torch.compile peer of the same model in both configurations (skipped, and
+#      said so, without PyTorch);
+#   3. loss parity: fp8_trainer --device cuda, d_model 1024, 8 blocks, lr 1e-3: BF16, FP8 delayed (the
+#      default recipe), FP8 current and FP8 blocks (current scaling, 1x128 / 128x128 block scales),
+#      each with seeds 1, 2 and 3 (a seed's four runs at once on the one GPU); and the plot of the means.
 #
-#   bench/cuda/trainer_tables.sh <build-dir> <out-dir> [--data FILE] [--steps N] [--quick]
-#                                [--archive FILE.tar.gz]
+#   bench/cuda/trainer_tables.sh <build-dir> <out-dir> [--data FILE | --data-dir DIR] [--steps N]
+#                                [--quick] [--archive FILE.tar.gz]
 #
-# --data: the text of the parity runs (default: Debian's fortunes where installed, otherwise the
-# repository's docs/*.md concatenated). --steps: parity steps (default 600). --quick: 2 timed steps
-# and 200 parity steps. --archive: also pack <out-dir> into one .tar.gz at the end, however the
-# script ends. Writes <out-dir>/trainer_cuda_results.md, speed.csv, profile.csv,
-# torch_peer.csv, runs/{bf16,fp8}/log.csv and loss_parity.png. GPU only.
+# --data: a text file for the parity runs. --data-dir: a directory of fortune cookie files (a copy of
+# Debian's fortunes where the package is missing: mkdir -p .deps/fortunes && cp
+# /usr/share/games/fortunes/* .deps/fortunes/), given to the trainer as --data DIR (so is a directory
+# given to --data). Default: Debian's fortunes where installed, otherwise the repository's docs/*.md
+# concatenated. --steps: parity steps; default 1100 on the fortunes, just under one epoch (their
+# 2.31 MB of training text hold 1129 steps of 16 x 128 bytes: no window is seen twice), 600 on other
+# text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --archive: also pack <out-dir> into one .tar.gz at the end, however
+# the script ends. Writes <out-dir>/trainer_cuda_results.md, speed_passes{1,8}/ (speed.csv,
+# profile.csv, torch_peer.csv and the two programs' logs), runs/<config>-s<seed>/log.csv,
+# parity_<config>-s<seed>.log and loss_parity.png. GPU only.
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
-  sed -n '2,16p' "$0"
+  sed -n '2,27p' "$0"
   exit 2
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,19 +35,35 @@ build=$(cd "$1" && pwd) || exit 2
 out=$(mkdir -p "$2" && cd "$2" && pwd) || exit 2
 shift 2
 data=""
+data_dir=""
 archive=""
-steps=600
+steps=""
 timed=10
+profiled=3
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) data=$2; shift ;;
+    --data-dir) data_dir=$2; shift ;;
     --steps) steps=$2; shift ;;
-    --quick) steps=200; timed=2 ;;
+    --quick) steps=${steps:-200}; timed=2; profiled=1 ;;
     --archive) archive=$(mkdir -p "$(dirname "$2")" && cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     *) echo "trainer_tables: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+if [[ -n $data && -d $data && -z $data_dir ]]; then
+  data_dir=$data  # a directory is cookie files, whichever option named it
+  data=""
+fi
+if [[ -n $data && -n $data_dir ]]; then
+  echo "trainer_tables: give --data FILE or --data-dir DIR, not both" >&2
+  exit 2
+fi
+if [[ -n $data_dir && ! -d $data_dir ]]; then
+  echo "trainer_tables: --data-dir $data_dir is not a directory (copy the fortunes there:" \
+    "mkdir -p .deps/fortunes && cp /usr/share/games/fortunes/* .deps/fortunes/)" >&2
+  exit 2
+fi
 # The whole output folder in one archive (--archive), on every exit.
 pack() {
   [[ -n $archive ]] || return 0
@@ -45,47 +73,104 @@ trap pack EXIT
 for program in "$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer"; do
   [[ -x $program ]] || { echo "trainer_tables: $program is missing: cmake --build $build --target bench_trainer fp8_trainer" >&2; exit 1; }
 done
-if [[ -z $data ]]; then
-  if [[ -d /usr/share/games/fortunes ]]; then
-    data_args=()  # the trainer's default text
-    data_name="Debian's fortunes (the trainer's default)"
-  else
-    data=$out/documentation.txt
-    cat "$root"/docs/*.md >"$data"
-  fi
-fi
-if [[ -n $data ]]; then
+# The parity text: a directory of cookie files (read by the trainer as its default is), a file, or
+# the default. About one epoch of the fortunes by default, 600 steps of other text.
+fortunes=0
+if [[ -n $data_dir ]]; then
+  data_dir=$(cd "$data_dir" && pwd)
+  data_args=(--data "$data_dir")
+  data_name="Debian's fortunes (the cookie files in $data_dir)"
+  fortunes=1
+elif [[ -n $data ]]; then
+  data_args=(--data "$data")
+  data_name=$(basename "$data")
+elif [[ -d /usr/share/games/fortunes ]]; then
+  data_args=()  # the trainer's default text
+  data_name="Debian's fortunes (the trainer's default)"
+  fortunes=1
+else
+  data=$out/documentation.txt
+  cat "$root"/docs/*.md >"$data"
   data_args=(--data "$data")
   data_name=$(basename "$data")
 fi
+if [[ -z $steps ]]; then
+  steps=$((fortunes ? 1100 : 600))
+fi
 failures=0
 
-echo "== speed: bench_trainer"
-"$build/bench/cuda/bench_trainer" --steps "$timed" --out "$out" 2>&1 | tee "$out/bench_trainer.log" || failures=$((failures + 1))
-
-echo "== PyTorch peer"
+# Speed, in two configurations of the same passes (bench_trainer's default batch 2 x context 2048):
+# one pass per optimizer step, and eight accumulated, each in its own folder.
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
-  python3 "$root/bench/cuda/torch_peer.py" --steps "$timed" --out "$out" 2>&1 | tee "$out/torch_peer.log" || failures=$((failures + 1))
+  have_torch=1
 else
-  echo "no PyTorch with CUDA here: the peer did not run" | tee "$out/torch_peer.log"
+  have_torch=0
 fi
+for passes in 1 8; do
+  speed=$out/speed_passes$passes
+  mkdir -p "$speed"
+  echo "== speed, passes per optimizer step $passes: bench_trainer"
+  "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" --out "$speed" 2>&1 |
+    tee "$speed/bench_trainer.log" || failures=$((failures + 1))
+  echo "== speed, passes per optimizer step $passes: PyTorch peer"
+  if ((have_torch)); then
+    python3 "$root/bench/cuda/torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |
+      tee "$speed/torch_peer.log" || failures=$((failures + 1))
+  else
+    echo "no PyTorch with CUDA here: the peer did not run" | tee "$speed/torch_peer.log"
+  fi
+done
 
 # Peak learning rate 1e-3, not the trainer's default 3e-3 (tuned on its small default model): 3e-3 is
 # too high for this 103M-parameter model (on an H100, 600 steps: BF16 2.19, FP8 2.36 nats/byte, and
 # a run with the head in FP8 stalled), and the comparison then measures the edge of stability, not
 # FP8; at 1e-3 both train well (BF16 1.485, FP8 1.501). docs/trainer_cuda.md has the runs.
-echo "== loss parity: d_model 1024, 8 blocks, lr 1e-3, FP8 vs BF16, $steps steps on $data_name"
-for precision in bf16 fp8; do
-  "$build/examples/trainer/fp8_trainer" --device cuda --precision "$precision" --d-model 1024 --layers 8 --heads 16 \
-    --hidden 2816 --lr 1e-3 --steps "$steps" "${data_args[@]}" --out "$out/runs/$precision" --overwrite --no-progress \
-    --no-final-save >"$out/parity_$precision.log" 2>&1 || { echo "parity run $precision failed: $out/parity_$precision.log"; failures=$((failures + 1)); }
-  tail -1 "$out/parity_$precision.log"
+# Each configuration with three seeds (weights and batch order), so that an FP8 difference is read
+# against the spread of BF16 itself. The four configurations of a seed share the GPU at once (each
+# is small: 103M parameters, a few GB of GPU memory and about 2 GB of host memory, and one alone
+# leaves most of an H100 idle); the seeds follow one another, which bounds the host memory and the
+# contention of the processes for the GPU. Two host threads each: a GPU run's host work is the data
+# loader and the launches.
+configs=(bf16 fp8-delayed fp8-current fp8-blocks)
+declare -A config_args=(
+  [bf16]="--precision bf16"
+  [fp8-delayed]="--precision fp8"
+  [fp8-current]="--precision fp8 --scaling current"
+  [fp8-blocks]="--precision fp8 --scaling current --granularity block"
+)
+seeds=(1 2 3)
+echo "== loss parity: d_model 1024, 8 blocks, lr 1e-3, ${configs[*]} x seeds ${seeds[*]}, $steps steps on $data_name"
+for seed in "${seeds[@]}"; do
+  pids=()
+  runs=()
+  for config in "${configs[@]}"; do
+    read -ra switches <<<"${config_args[$config]}"
+    run=$config-s$seed
+    "$build/examples/trainer/fp8_trainer" --device cuda "${switches[@]}" --seed "$seed" --threads 2 --d-model 1024 \
+      --layers 8 --heads 16 --hidden 2816 --lr 1e-3 --steps "$steps" "${data_args[@]}" --out "$out/runs/$run" \
+      --overwrite --no-progress --no-final-save >"$out/parity_$run.log" 2>&1 &
+    pids+=($!)
+    runs+=("$run")
+  done
+  for i in "${!pids[@]}"; do
+    run=${runs[$i]}
+    wait "${pids[$i]}"
+    status=$?
+    if ((status == 0)); then
+      echo "$run: $(tail -1 "$out/parity_$run.log")"
+    else
+      # A run killed by a signal (the OOM killer, say) cannot say so itself: its log says it for it.
+      if ((status > 128)); then
+        echo "trainer_tables: fp8_trainer was killed by signal $((status - 128))" >>"$out/parity_$run.log"
+      fi
+      echo "parity run $run failed (exit status $status): $out/parity_$run.log"
+      failures=$((failures + 1))
+    fi
+  done
 done
-python3 "$root/examples/trainer/scripts/plot_loss.py" -o "$out/loss_parity.png" "BF16=$out/runs/bf16" "FP8=$out/runs/fp8" ||
-  failures=$((failures + 1))
 
-# The tables and the plot as Markdown (bench/cuda/trainer_results.py, tested on the CPU); a part
-# that did not run gets a line saying so.
+# The tables and the plot of the parity runs' mean curves as Markdown (bench/cuda/trainer_results.py,
+# tested on the CPU); a part that did not run gets a line saying so.
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 python3 "$root/bench/cuda/trainer_results.py" "$out" --steps "$steps" --data-name "$data_name" \
   --device "${device:-unknown device}" >/dev/null || failures=$((failures + 1))

@@ -52,9 +52,11 @@ text_data load_fortunes(const std::string& directory) {
     if (fs::exists(fs::path(path).concat(".dat"))) files.push_back(path.string());
   }
   if (files.empty()) {
-    throw std::runtime_error("the default training text is missing: no fortune cookie files in " + directory +
-                             ". Install Debian's 'fortunes' package (apt-get install fortunes), or train on "
-                             "any text file with --data FILE");
+    const std::string remedy =
+        "Install Debian's 'fortunes' package (apt-get install fortunes) for the default text, or give --data "
+        "a text file or a directory of cookie files";
+    const std::string what = "no fortune cookie files (files with a .dat index beside them) in " + directory;
+    throw std::runtime_error("the training text is missing: " + what + ". " + remedy);
   }
   std::sort(files.begin(), files.end());
   text_data data;
@@ -70,6 +72,12 @@ text_data load_text_file(const std::string& path) {
   add_source(data, read_bytes(path));
   finish(data);
   return data;
+}
+
+text_data load_text(const std::string& path) {
+  // A path that cannot be examined is read as a file: its error then says why (no such file, ...).
+  std::error_code error;
+  return std::filesystem::is_directory(path, error) ? load_fortunes(path) : load_text_file(path);
 }
 
 double unigram_baseline(const text_data& data) {

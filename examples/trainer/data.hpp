@@ -1,5 +1,6 @@
-// Training text: the default data set (the fortune cookies of Debian's `fortunes` package) or any
-// file given with --data, split into training and validation bytes, served as batches of windows.
+// Training text: the default data set (the fortune cookies of Debian's `fortunes` package), or the
+// file or cookie directory given with --data, split into training and validation bytes, served as
+// batches of windows.
 #pragma once
 
 #include <cstdint>
@@ -21,11 +22,17 @@ struct text_data {
 };
 
 // Reads every cookie file (a file with a `.dat` index beside it) of `directory` except the
-// ASCII-art collection, in name order. Throws std::runtime_error with an install hint if none exist.
+// ASCII-art collection, in name order. Throws std::runtime_error naming the directory, with an
+// install hint, if none exist (a missing or empty directory too).
 text_data load_fortunes(const std::string& directory);
 
 // Reads one text file. Throws std::runtime_error naming the file if it cannot be read.
 text_data load_text_file(const std::string& path);
+
+// The text of --data: a directory is read as fortune cookie files (load_fortunes), so that a copy of
+// the default text on a machine without the package trains on the same bytes; anything else as one
+// text file (load_text_file, which names a path that does not exist).
+text_data load_text(const std::string& path);
 
 // Cross-entropy (nats per byte) of the validation bytes under the training bytes' byte frequencies
 // (add-one smoothed): the loss of the best model that ignores context. A model that learned anything

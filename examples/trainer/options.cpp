@@ -181,10 +181,10 @@ void declare_options(CLI::App& app, parse_state& s) {
       "--precision", "P", r.base_precision, {precision::fp32, precision::bf16, precision::fp8},
       "fp32, bf16 (BF16 weights/activations, FP32 master weights) or fp8 (bf16 + FP8 linear-layer GEMMs); "
       "default fp8");
-  o.text("--data", "FILE", r.data_file,
-         "train on this text file (default: the fortune cookies of Debian's 'fortunes' package); the last "
-         "10% of "
-         "each file is validation text");
+  o.text("--data", "PATH", r.data_file,
+         "train on this text file, or on the fortune cookie files (files with a .dat index beside them) of "
+         "this directory, e.g. a copy of the default (default: the fortune cookies of Debian's 'fortunes' "
+         "package); the last 10% of each file is validation text");
   o.integer("--batch", "B", r.batch, 1, max_extent,
             "sequences per step (default 16); with mpirun the global batch, split among the ranks");
   o.integer("--micro-batch", "M", r.micro_batch, 0, max_extent,
@@ -528,7 +528,10 @@ std::string run_name(const run_options& o) {
   // The rate, the length and the data, so that runs differing in them do not share a directory.
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%g", double(o.learning_rate));
-  std::string data = o.data_file.empty() ? "fortunes" : std::filesystem::path(o.data_file).stem().string();
+  // A directory given with a trailing slash has no file name of its own: it is named by its last part.
+  std::filesystem::path data_path(o.data_file);
+  if (!data_path.has_filename()) data_path = data_path.parent_path();
+  std::string data = o.data_file.empty() ? "fortunes" : data_path.stem().string();
   for (char& c : data) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
   }

@@ -112,8 +112,9 @@ training_run::training_run(run_options options, process_group* group) : options_
   group_ = group != nullptr ? group : own_group_.get();
   split_ = split_batch(options_, group_->rank(), group_->size());
   set_thread_count(options_.threads);
+  // The default directory is read as one even where it is missing, so that its error says to install it.
   data_ = options_.data_file.empty() ? load_fortunes(FP8_TRAINER_DEFAULT_DATA_DIR)
-                                     : load_text_file(options_.data_file);
+                                     : load_text(options_.data_file);
   // The checks of --batch and --context against the text come before the model is allocated: a
   // batch too large for the text must be a usage error, not an out-of-memory kill.
   // A sharded step draws the global batch window by window (the same order, one batch or several).

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""trainer_results.py and the trainer's plot_loss.py on planted output folders of trainer_tables.sh.
+"""trainer_results.py (with the seed table and plot it shares with the CPU trainer's results_table.py)
+on planted output folders of trainer_tables.sh.
 
 The trainer's GPU tables are made once, on a rarely lent GPU machine, from what bench_trainer,
 torch_peer.py and fp8_trainer leave in one folder. This test plants that folder the way those
 programs write it (CSV headers, phase names and printf formats read from their sources by
-writer_sources.py; the trainer's log.csv in its own header and number format), draws the loss plot
-with plot_loss.py as trainer_tables.sh does, and checks the page: the speed table with the peer as one
-more row and speedups from the planted numbers, the phase table, the final losses and their
-difference. A folder cut short (bench_trainer never ran or stopped with an error, a parity run killed
-mid-way, another never started) must give lines that say so, not empty tables or a traceback.
+writer_sources.py; the trainer's log.csv in its own header and number format) and checks the page:
+a speed table per configuration (1 and 8 passes per optimizer step) with the peer as one more row,
+speedups and tokens per optimizer step from the planted numbers, the phase tables; the loss-parity
+table over seeds (mean ± std, min – max, the difference from the BF16 mean against the 0.5% aim,
+worked out here independently), the per-seed losses, and the plot of the mean curves. A folder cut
+short (bench_trainer never ran or stopped with an error, parity runs killed mid-way or never
+started) must give lines that say so, not empty tables or a traceback. trainer_tables.sh itself runs
+against stand-ins for the GPU programs that record their arguments.
 """
 import math
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +31,7 @@ from markdown_tables import ragged_rows  # noqa: E402
 
 RESULTS = HERE.parent / "trainer_results.py"
 TABLES = HERE.parent / "trainer_tables.sh"
-PLOT_LOSS = ws.ROOT / "examples/trainer/scripts/plot_loss.py"
+PEER = HERE.parent / "torch_peer.py"
 BENCH = "bench/cuda/bench_trainer.cu"
 
 try:  # plot_loss.py draws with it; without it the plot half of this test cannot pass
@@ -36,11 +41,20 @@ except ImportError:
              "plot_loss.py cannot be checked")
 
 DEVICE = "NVIDIA H100 80GB HBM3"
-# Planted speed: precision -> (tokens/s, model TFLOP/s, ms/step, loss).
-SPEED = {"bf16": (5000.0, 30.6, 819.2, 5.61), "fp8": (7500.0, 45.9, 546.1, 5.62)}
-PEER = ("torch_bf16_compile", 6100.0, 37.3, 671.4, 5.60)
-PROFILE_MS = {"bf16": (500.0, 60.0, 150.0, 80.0, 29.2), "fp8": (300.0, 40.0, 120.0, 60.0, 26.1)}
-FINAL = {"bf16": (1.2345, 3.4567, 600, "5m 03s"), "fp8": (1.2445, 3.4567, 600, "4m 41s")}
+STEPS = 600  # of each parity run
+# Planted speed per configuration (passes per optimizer step): precision -> (tokens/s, model TFLOP/s,
+# ms/step, loss), and the peer's row.
+SPEED = {1: {"bf16": (67469.3, 421.5, 60.7, 5.61), "fp8": (81486.1, 509.1, 50.3, 5.62)},
+         8: {"bf16": (80123.4, 500.6, 409.0, 5.58), "fp8": (106432.0, 665.0, 307.9, 5.59)}}
+PEER_ROW = {1: ("torch_bf16_compile", 71229.3, 445.0, 57.5, 5.60), 8: ("torch_bf16_compile", 78000.0, 487.3, 420.1, 5.57)}
+PROFILE_MS = {1: {"bf16": (32.6, 1.2, 4.1, 8.3, 14.4), "fp8": (21.9, 1.2, 3.9, 7.8, 14.4)},
+              8: {"bf16": (260.8, 9.6, 32.8, 66.4, 17.1), "fp8": (175.2, 9.6, 31.2, 62.4, 17.2)}}
+# Final validation loss of each parity run: configuration -> (seed 1, seed 2, seed 3).
+LOSSES = {"bf16": (1.4850, 1.4870, 1.4830), "fp8-delayed": (1.4900, 1.4920, 1.4910),
+          "fp8-current": (1.4860, 1.4880, 1.4850), "fp8-blocks": (1.5000, 1.5050, 1.4990)}
+BASELINE = 3.4756
+LABELS = {name: label for name, label, _ in rf.PARITY_CONFIGS}
+SWITCHES = {name: switches for name, _, switches in rf.PARITY_CONFIGS}
 
 
 def cpp(value):
@@ -48,10 +62,10 @@ def cpp(value):
     return f"{value:g}"
 
 
-def bench_trainer_log(precisions=("bf16", "fp8"), error=None):
+def bench_trainer_log(passes, precisions=("bf16", "fp8"), error=None):
     """bench_trainer's stdout (and stderr: trainer_tables.sh sends both to its log)."""
     config = ws.printf_format(BENCH, "bench_trainer: %s; d_model")
-    lines = [config % (DEVICE, 4096, 14336, 32, 2048, 4, 256, 975175680, 2, 4096, 3, 10, 3)]
+    lines = [config % (DEVICE, 4096, 14336, 32, 2048, 4, 256, 975175680, 2, passes, passes * 4096, 3, 10, 3)]
     for p in precisions:
         lines.append(ws.printf_format(BENCH, "bench_trainer: %s: attention") %
                      (p, "fused (cuDNN)", "; no amax recording (plain BF16)" if p == "bf16" else ""))
@@ -61,31 +75,53 @@ def bench_trainer_log(precisions=("bf16", "fp8"), error=None):
     lines.append(ws.printf_format(BENCH, "\n| precision |"))
     row = ws.printf_format(BENCH, "| %s | %.0f |")
     for p in precisions:
-        tokens, tflops, ms, _ = SPEED[p]
-        lines.append(row % (p, tokens, tflops, ms, tokens / SPEED[precisions[0]][0]))
-    return "".join(lines) + "\nGPU time per step by phase (...)\n"
+        tokens, tflops, ms, _ = SPEED[passes][p]
+        lines.append(row % (p, tokens, tflops, ms, tokens / SPEED[passes][precisions[0]][0]))
+    return "".join(lines) + "\nGPU time per optimizer step by phase (...)\n"
 
 
-def plant_speed(out: Path):
-    """speed.csv and profile.csv as bench_trainer --out writes them, with the header from its source."""
+def speed_folder(out: Path, passes):
+    folder = out / rf.speed_folder(passes)
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def plant_speed(out: Path, passes, with_pass_columns=True):
+    """speed.csv and profile.csv as bench_trainer --passes P --out writes them, with the header from
+    its source (without its pass columns: a file written before they were added)."""
+    folder = speed_folder(out, passes)
+    (folder / rf.BENCH_TRAINER_LOG).write_text(bench_trainer_log(passes))
     header = ws.csv_header(BENCH, "speed", "speed.csv")
-    rows = [",".join([p, *(cpp(v) for v in values)]) for p, values in SPEED.items()]
-    (out / rf.SPEED).write_text(",".join(header) + "\n" + "\n".join(rows) + "\n")
+    rows = []
+    for p, values in SPEED[passes].items():
+        cells = {"precision": p, **{c: cpp(v) for c, v in zip(rf.SPEED_COLUMNS[1:], values)},
+                 "passes": str(passes), "tokens_per_step": str(passes * 4096)}
+        rows.append(",".join(cells[c] for c in header))
+    if not with_pass_columns:
+        header = header[:len(rf.SPEED_COLUMNS)]
+        rows = [",".join(r.split(",")[:len(rf.SPEED_COLUMNS)]) for r in rows]
+    (folder / rf.SPEED).write_text(",".join(header) + "\n" + "\n".join(rows) + "\n")
     code = ws.text(BENCH)
     assert 'profile << "phase";' in code and '<< "_ms";' in code and '"/profile.csv"' in code, \
         f"{BENCH}: profile.csv's header is no longer phase,<precision>_ms...: update this test and the reader"
-    lines = ["phase," + ",".join(p + "_ms" for p in PROFILE_MS)]
+    lines = ["phase," + ",".join(p + "_ms" for p in PROFILE_MS[passes])]
     for i, name in enumerate(ws.phase_names()):
-        lines.append(f'"{name}",' + ",".join(cpp(ms[i]) for ms in PROFILE_MS.values()))
-    (out / rf.PROFILE).write_text("\n".join(lines) + "\n")
+        lines.append(f'"{name}",' + ",".join(cpp(ms[i]) for ms in PROFILE_MS[passes].values()))
+    (folder / rf.PROFILE).write_text("\n".join(lines) + "\n")
 
 
-def plant_peer(out: Path):
-    (out / rf.TORCH_PEER).write_text(",".join(rf.SPEED_COLUMNS) + "\n" + ",".join(map(str, PEER)) + "\n")
-    (out / rf.TORCH_PEER_LOG).write_text(
-        f"torch_peer: {DEVICE}, torch 2.5.1, torch.compile, BF16 autocast; 975175680 parameters, batch 2 x "
-        f"context 2048\n| PyTorch BF16 (torch.compile) | 6100 tokens/s | 37.3 model TFLOP/s | 671.4 ms/step | "
-        f"loss 5.600 |\n")
+def plant_peer(out: Path, passes):
+    """torch_peer.csv and torch_peer.log as torch_peer.py --passes P --out writes them."""
+    folder = speed_folder(out, passes)
+    name, tokens, tflops, ms, loss = PEER_ROW[passes]
+    (folder / rf.TORCH_PEER).write_text(",".join(rf.SPEED_HEADER) + "\n" +
+                                        f"{name},{tokens},{tflops},{ms},{loss},{passes},{passes * 4096}\n")
+    (folder / rf.TORCH_PEER_LOG).write_text(
+        f"torch_peer: 3 warm-up steps in 3.1 s (torch.compile included)\n"
+        f"torch_peer: {DEVICE}, torch 2.11.0, torch.compile, BF16 autocast; 975175680 parameters, batch 2 x "
+        f"context 2048, passes {passes} ({passes * 4096} tokens per optimizer step)\n"
+        f"| PyTorch BF16 (torch.compile) | {tokens:.0f} tokens/s | {tflops:.1f} model TFLOP/s | {ms:.1f} ms/step | "
+        f"loss {loss:.3f} |\n")
 
 
 def progress_lines(steps, last):
@@ -94,72 +130,204 @@ def progress_lines(steps, last):
     return "".join(fmt % (s, steps, 2.0 - s / 1000, "", 5000.0, "1m 10s") for s in range(50, last + 1, 50))
 
 
-def plant_parity(out: Path, precision, finished=True, last=600):
-    text = progress_lines(600, last)
-    if finished:
-        text += ws.printf_format("examples/trainer/trainer.cpp", rf.FINAL_PREFIX) % FINAL[precision]
-    (out / rf.parity_log(precision)).write_text(text)
-
-
 def number(value):
     """A log.csv cell as logging.cpp writes it: %.9g, empty for NaN (not measured)."""
     return "" if math.isnan(value) else f"{value:.9g}"
 
 
-def plant_run(folder: Path, offset):
-    """A run folder's log.csv: the trainer's header, a validation loss every 5 steps."""
+def plant_parity(out: Path, name, seed, last=STEPS):
+    """One parity run as fp8_trainer --out runs/<run> leaves it: its log (the data line, progress and,
+    when it finished, the final line) and its log.csv up to step `last`, with a validation loss every
+    50 steps that ends at its planted final loss."""
+    final = LOSSES[name][seed - 1]
+    text = (f"data:      fortunes: 42 cookie files in /usr/share/games/fortunes\n"
+            f"           2313695 training bytes, 257102 validation bytes; unigram baseline {BASELINE} nats/byte\n"
+            + progress_lines(STEPS, last))
+    if last == STEPS:
+        text += ws.printf_format("examples/trainer/trainer.cpp", rf.FINAL_PREFIX) % (final, BASELINE, STEPS, "0:41")
+    (out / rf.parity_log(name, seed)).write_text(text)
+    folder = out / rf.PARITY_RUNS / rf.parity_run(name, seed)
     folder.mkdir(parents=True)
     header = ws.trainer_log_header()
     lines = [",".join(header)]
-    for step in range(1, 31):
-        val = 2.5 - step * 0.03 + offset if step % 5 == 0 else math.nan
-        values = {"step": step, "tokens": step * 4096, "lr": 1e-3, "train_loss": 2.6 - step * 0.03 + offset,
+    for step in range(1, last + 1):
+        val = final + (STEPS - step) * 0.002 if step % 50 == 0 else math.nan
+        values = {"step": step, "tokens": step * 2048, "lr": 1e-3, "train_loss": final + 0.05 + (STEPS - step) * 0.002,
                   "val_loss": val, "grad_norm": 0.8, "shadow_loss": math.nan, "shadow_diff": math.nan,
-                  "tokens_per_s": 51234.5, "elapsed_s": step * 0.1}
+                  "tokens_per_s": 51234.5, "elapsed_s": step * 0.07}
         lines.append(",".join(str(values[c]) if c in ("step", "tokens") else number(values[c]) for c in header))
     (folder / rf.TRAINER_LOG).write_text("\n".join(lines) + "\n")
 
 
-def run(*command):
-    return subprocess.run([str(c) for c in command], capture_output=True, text=True, check=False)
+def run(*command, **kwargs):
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, check=False, **kwargs)
 
 
 def results(out: Path):
     """trainer_results.py as trainer_tables.sh calls it; returns (process, page)."""
-    process = run(sys.executable, RESULTS, out, "--steps", 600, "--data-name", "documentation.txt",
+    process = run(sys.executable, RESULTS, out, "--steps", STEPS, "--data-name", "Debian's fortunes",
                   "--device", DEVICE)
     page = out / "trainer_cuda_results.md"
     return process, page.read_text() if page.exists() else ""
 
 
+def expected_row(name, losses, reference):
+    """A parity table row worked out here: mean ± sample std, min – max, percent from the reference."""
+    mean = statistics.mean(losses)
+    std = statistics.stdev(losses) if len(losses) > 1 else 0.0
+    relative = (mean - statistics.mean(reference)) / statistics.mean(reference)
+    verdict = "" if name == "bf16" else (" ✓" if abs(relative) <= 0.005 else " ✗")
+    return (f"| {LABELS[name]} | `{SWITCHES[name]}` | {mean:.4f} ± {std:.4f} | {min(losses):.4f} – {max(losses):.4f} | "
+            f"{relative * 100:+.2f}%{verdict} | {len(losses)} of 3 |")
+
+
 class tables_script_wiring(unittest.TestCase):
-    """trainer_tables.sh writes the files under the names trainer_results.py reads."""
+    """trainer_tables.sh writes the files under the names trainer_results.py reads, and runs the
+    configurations it renders."""
 
     def test_names(self):
         code = TABLES.read_text()
-        for piece in (f'--out "$out" 2>&1 | tee "$out/{rf.BENCH_TRAINER_LOG}"', f'tee "$out/{rf.TORCH_PEER_LOG}"',
-                      "for precision in " + " ".join(rf.PARITY_PRECISIONS), '>"$out/parity_$precision.log"',
-                      '--out "$out/runs/$precision"', f'-o "$out/{rf.LOSS_PLOT}" "BF16=$out/runs/bf16" '
-                      '"FP8=$out/runs/fp8"', 'trainer_results.py" "$out" --steps "$steps" --data-name "$data_name"'):
+        for piece in ("for passes in " + " ".join(map(str, rf.SPEED_PASSES)) + "; do",
+                      f"speed=$out/{rf.speed_folder('$passes')}",
+                      '"$build/bench/cuda/bench_trainer" --passes "$passes"', '--out "$speed" 2>&1 |',
+                      f'tee "$speed/{rf.BENCH_TRAINER_LOG}"',
+                      'torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |',
+                      f'tee "$speed/{rf.TORCH_PEER_LOG}"',
+                      "configs=(" + " ".join(name for name, _, _ in rf.PARITY_CONFIGS) + ")",
+                      "seeds=(" + " ".join(map(str, rf.PARITY_SEEDS)) + ")",
+                      f"run={rf.parity_run('$config', '$seed')}", '--seed "$seed"',
+                      f'--out "$out/{rf.PARITY_RUNS}/$run"', '>"$out/parity_$run.log" 2>&1 &', 'wait "${pids[$i]}"',
+                      'trainer_results.py" "$out" --steps "$steps" --data-name "$data_name"',
+                      'data_args=(--data "$data_dir")', "--lr 1e-3"):
             self.assertIn(piece, code)
-        self.assertEqual(rf.parity_log("fp8"), "parity_fp8.log")
-        self.assertEqual(list(rf.SPEED_COLUMNS), ws.csv_header(BENCH, "speed", "speed.csv"),
+        for name, _, switches in rf.PARITY_CONFIGS:
+            self.assertIn(f'[{name}]="{switches}"', code)
+        self.assertEqual(rf.parity_log("fp8-current", 2), "parity_fp8-current-s2.log")
+        self.assertEqual(rf.speed_folder(8), "speed_passes8")
+        self.assertEqual(list(rf.SPEED_HEADER), ws.csv_header(BENCH, "speed", "speed.csv"),
                          "torch_peer.csv is written with speed.csv's columns (one table)")
+        self.assertEqual(rf.SPEED_HEADER[:len(rf.SPEED_COLUMNS)], rf.SPEED_COLUMNS)
         header = ws.trainer_log_header()
         self.assertEqual([c for c in rf.TRAINER_LOG_COLUMNS if c not in header], [])
-        precisions = ws.text("examples/trainer/precision.cpp")
-        for p in rf.PARITY_PRECISIONS:
-            self.assertIn(f'return "{p}";', precisions)
+        self.assertIn('return "bf16";', ws.text("examples/trainer/precision.cpp"))
+        options = ws.text("examples/trainer/options.cpp")
+        for switch in ("--scaling", "--granularity", "--seed", "--data"):
+            self.assertIn(f'"{switch}"', options)
+        self.assertIn('o.passes = positive(option, value)', ws.text(BENCH))
+
+    def test_quick_and_defaults(self):
+        """--quick shortens the timed steps; the parity steps default to about one epoch of the fortunes."""
+        code = TABLES.read_text()
+        self.assertIn("--quick) steps=${steps:-200}; timed=2; profiled=1 ;;", code)
+        self.assertIn("steps=$((fortunes ? 1100 : 600))", code)
+        self.assertIn('--steps "$timed" --profile-steps "$profiled"', code)
 
     def test_torch_peer_starts(self):
         """torch_peer.py (run only where PyTorch has a GPU) loads its names; without PyTorch it says so."""
-        started = run(sys.executable, HERE.parent / "torch_peer.py", "--help")
+        started = run(sys.executable, PEER, "--help")
         self.assertNotIn("Traceback", started.stderr)
         self.assertTrue(started.returncode == 0 or "PyTorch is not installed" in started.stderr, started.stderr)
+
+    def test_torch_peer_passes_option(self):
+        """--passes is checked before any GPU work: against a stand-in torch module without CUDA, a
+        bad count is a usage error naming it, a good one gets as far as looking for the GPU."""
+        with tempfile.TemporaryDirectory() as folder:
+            stub = Path(folder) / "torch"
+            (stub / "nn").mkdir(parents=True)
+            (stub / "__init__.py").write_text("class cuda:\n    @staticmethod\n    def is_available():\n"
+                                              "        return False\n")
+            (stub / "nn/__init__.py").write_text("class Module:\n    pass\n")
+            (stub / "nn/functional.py").write_text("")
+            env = {"PYTHONPATH": folder, "PATH": "/usr/bin:/bin"}
+            for bad in ("0", "-2", "two", "1.5"):
+                refused = run(sys.executable, PEER, "--passes", bad, env=env)
+                self.assertEqual(refused.returncode, 2, refused.stderr)
+                self.assertIn(f"argument --passes: expects a positive whole number; got '{bad}'", refused.stderr)
+            accepted = run(sys.executable, PEER, "--passes", "8", env=env)
+            self.assertEqual(accepted.returncode, 1, accepted.stderr)
+            self.assertIn("PyTorch sees no CUDA device", accepted.stderr)
+            self.assertIn("--passes", run(sys.executable, PEER, "--help", env=env).stdout)
 
     def test_shell_syntax(self):
         check = run("bash", "-n", TABLES)
         self.assertEqual(check.returncode, 0, check.stderr)
+
+
+# Stand-ins for the GPU programs, for trainer_tables.sh's plumbing: each records its arguments;
+# bench_trainer fails as it does without a GPU; fp8_trainer writes a finished run's log.csv and final
+# line (its loss from the seed), except the run named by STUB_KILL, which is killed as the OOM killer
+# would.
+STUB_BENCH = """#!/bin/bash
+echo "$*" >>"$STUB_CALLS/bench_trainer"
+echo "bench_trainer: error: no CUDA device" >&2
+exit 1
+"""
+STUB_TRAINER = """#!/bin/bash
+echo "$*" >>"$STUB_CALLS/fp8_trainer"
+args=("$@")
+for ((i = 0; i < $#; i++)); do
+  case ${args[i]} in
+    --out) out=${args[i + 1]} ;;
+    --steps) steps=${args[i + 1]} ;;
+    --seed) seed=${args[i + 1]} ;;
+  esac
+done
+[[ $out == */$STUB_KILL ]] && kill -9 $$
+mkdir -p "$out"
+printf '%s\\n' "$STUB_HEADER" "$steps,0,0.0001,1.5,1.48${seed},0.5,,,1000,5" >"$out/log.csv"
+echo "final:     validation loss 1.48${seed}0 nats/byte (unigram baseline 3.3346) after $steps steps, 0:05"
+"""
+
+
+class tables_script_plumbing(unittest.TestCase):
+    """trainer_tables.sh itself, with stand-ins for the GPU programs: both speed configurations, the
+    twelve parity runs with their switches, seeds and the --data-dir text, a killed run said so in
+    its log, failures counted, and the page from what the runs left."""
+
+    def test_stand_in_programs(self):
+        with tempfile.TemporaryDirectory() as folder:
+            work = Path(folder)
+            for relative, text in (("build/bench/cuda/bench_trainer", STUB_BENCH),
+                                   ("build/examples/trainer/fp8_trainer", STUB_TRAINER)):
+                program = work / relative
+                program.parent.mkdir(parents=True, exist_ok=True)
+                program.write_text(text)
+                program.chmod(0o755)
+            (work / "bin").mkdir()
+            (work / "bin/python3").symlink_to(sys.executable)  # the interpreter with matplotlib
+            (work / "calls").mkdir()
+            (work / "fortunes").mkdir()
+            env = {"PATH": f"{work}/bin:/usr/bin:/bin", "STUB_CALLS": str(work / "calls"), "STUB_KILL": "fp8-current-s2",
+                   "STUB_HEADER": ",".join(ws.trainer_log_header())}
+            done = run("bash", TABLES, work / "build", work / "out", "--data-dir", work / "fortunes", env=env)
+            self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+            self.assertIn("(3 failures)", done.stdout)  # two bench_trainer runs, one killed parity run
+            out = work / "out"
+            bench_calls = (work / "calls/bench_trainer").read_text().splitlines()
+            self.assertEqual(bench_calls, [f"--passes {p} --steps 10 --profile-steps 3 --out {out}/{rf.speed_folder(p)}"
+                                           for p in rf.SPEED_PASSES])
+            trainer_calls = sorted((work / "calls/fp8_trainer").read_text().splitlines())
+            expected = sorted(f"--device cuda {switches} --seed {seed} --threads 2 --d-model 1024 --layers 8 --heads 16 --hidden 2816 "
+                              f"--lr 1e-3 --steps 1100 --data {work}/fortunes --out {out}/runs/{rf.parity_run(name, seed)} "
+                              "--overwrite --no-progress --no-final-save"
+                              for name, _, switches in rf.PARITY_CONFIGS for seed in rf.PARITY_SEEDS)
+            self.assertEqual(trainer_calls, expected)
+            killed = out / rf.parity_log("fp8-current", 2)
+            self.assertEqual(killed.read_text(), "trainer_tables: fp8_trainer was killed by signal 9\n")
+            self.assertIn("parity run fp8-current-s2 failed (exit status 137)", done.stdout)
+            for passes in rf.SPEED_PASSES:
+                peer_log = out / rf.speed_folder(passes) / rf.TORCH_PEER_LOG
+                self.assertIn("no PyTorch with CUDA here", peer_log.read_text())
+            page = (out / "trainer_cuda_results.md").read_text()
+            self.assertIn(f"1100 steps, Debian's fortunes (the cookie files in {work}/fortunes))", page)
+            self.assertIn("| `--precision bf16` | 1.4820 ± 0.0010 | 1.4810 – 1.4830 | +0.00% | 3 of 3 |", page)
+            self.assertIn("| `--precision fp8 --scaling current` | 1.4820 ± 0.0014 | 1.4810 – 1.4830 | +0.00% ✓ | "
+                          "2 of 3 |", page)
+            self.assertIn("seed 2 did not finish (last line of `parity_fp8-current-s2.log`: `trainer_tables: fp8_trainer "
+                          "was killed by signal 9`)", page)
+            self.assertIn("the unigram baseline (byte frequencies only) is 3.3346", page)
+            self.assertEqual((out / rf.LOSS_PLOT).read_bytes()[:4], b"\x89PNG")
+            self.assertEqual(ragged_rows(page), [])
 
 
 class full_folder(unittest.TestCase):
@@ -167,15 +335,12 @@ class full_folder(unittest.TestCase):
     def setUpClass(cls):
         cls.folder = tempfile.TemporaryDirectory()
         out = cls.out = Path(cls.folder.name)
-        (out / rf.BENCH_TRAINER_LOG).write_text(bench_trainer_log())
-        plant_speed(out)
-        plant_peer(out)
-        for precision in rf.PARITY_PRECISIONS:
-            plant_parity(out, precision)
-        plant_run(out / "runs/bf16", 0.0)
-        plant_run(out / "runs/fp8", 0.01)
-        cls.plot = run(sys.executable, PLOT_LOSS, "-o", out / rf.LOSS_PLOT, f"BF16={out}/runs/bf16",
-                       f"FP8={out}/runs/fp8")
+        for passes in rf.SPEED_PASSES:
+            plant_speed(out, passes)
+            plant_peer(out, passes)
+        for name, _, _ in rf.PARITY_CONFIGS:
+            for seed in rf.PARITY_SEEDS:
+                plant_parity(out, name, seed)
         cls.process, cls.page = results(out)
 
     @classmethod
@@ -183,84 +348,141 @@ class full_folder(unittest.TestCase):
         cls.folder.cleanup()
 
     def test_runs_cleanly(self):
-        self.assertEqual(self.plot.returncode, 0, self.plot.stderr)
-        self.assertEqual((self.out / rf.LOSS_PLOT).read_bytes()[:4], b"\x89PNG")
         self.assertEqual(self.process.returncode, 0, self.process.stderr)
         self.assertNotIn("Traceback", self.process.stderr)
         self.assertIn(f"Generated by `bench/cuda/trainer_tables.sh` on {DEVICE}, 20", self.page)
         self.assertEqual(ragged_rows(self.page), [])
-        self.assertNotIn("not run", self.page.lower())
-        self.assertNotIn("not measured", self.page.lower())
+        for absent in ("not run", "not measured", "did not", "no loss plot"):
+            self.assertNotIn(absent, self.page.lower())
 
-    def test_speed_table(self):
-        base = SPEED["bf16"][0]
-        self.assertIn("| precision | tokens/s | model TFLOP/s | ms/step | speedup vs bf16 |", self.page)
-        for p, (tokens, tflops, ms, _) in SPEED.items():
-            self.assertIn(f"| {p} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {tokens / base:.2f}x |", self.page)
-        _, tokens, tflops, ms, _ = PEER
-        self.assertIn(f"| PyTorch BF16 (torch.compile) | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | "
-                      f"{tokens / base:.2f}x |", self.page)
+    def test_speed_tables(self):
+        """One table per configuration, in order, each with its own tokens per step and speedups."""
+        headings = [line for line in self.page.splitlines() if line.startswith("### ")]
+        self.assertEqual(headings, [
+            "### 1 pass per optimizer step: 4096 tokens per optimizer step (batch 2 x context 2048)",
+            "### 8 passes per optimizer step: 32768 tokens per optimizer step (gradient accumulation: 8 passes of "
+            "batch 2 x context 2048)"])
+        sections = self.page.split("### ")[1:]
+        for passes, section in zip(rf.SPEED_PASSES, sections):
+            base = SPEED[passes]["bf16"][0]
+            self.assertIn("| precision | tokens/s | model TFLOP/s | ms/step | speedup vs bf16 |", section)
+            for p, (tokens, tflops, ms, _) in SPEED[passes].items():
+                self.assertIn(f"| {p} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {tokens / base:.2f}x |", section)
+            _, tokens, tflops, ms, _ = PEER_ROW[passes]
+            self.assertIn(f"| PyTorch BF16 (torch.compile) | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | "
+                          f"{tokens / base:.2f}x |", section)
+        self.assertIn("| fp8 | 81486 | 509.1 | 50.3 | 1.21x |", sections[0])
+        self.assertIn("| fp8 | 106432 | 665.0 | 307.9 | 1.33x |", sections[1])
 
-    def test_notes_and_profile(self):
-        for line in bench_trainer_log().splitlines():
-            if line.startswith("bench_trainer:"):
-                self.assertIn(f"- {line}", self.page)
-        self.assertIn("- torch_peer: " + DEVICE, self.page)
-        self.assertIn("| phase | bf16 | fp8 |", self.page)
-        for i, name in enumerate(ws.phase_names()):
-            self.assertIn(f"| {rf.markdown_cell(name)} | {PROFILE_MS['bf16'][i]:.1f} | {PROFILE_MS['fp8'][i]:.1f} |", self.page)
+    def test_notes_and_profiles(self):
+        sections = self.page.split("### ")[1:]
+        for passes, section in zip(rf.SPEED_PASSES, sections):
+            for line in bench_trainer_log(passes).splitlines():
+                if line.startswith("bench_trainer:"):
+                    self.assertIn(f"- {line}", section)
+            self.assertIn(f"batch 2, passes {passes} ({passes * 4096} tokens per optimizer step)", section)
+            self.assertIn(f"- torch_peer: {DEVICE}", section)
+            self.assertIn("| phase | bf16 | fp8 |", section)
+            for i, name in enumerate(ws.phase_names()):
+                ms = PROFILE_MS[passes]
+                self.assertIn(f"| {rf.markdown_cell(name)} | {ms['bf16'][i]:.1f} | {ms['fp8'][i]:.1f} |", section)
 
-    def test_parity(self):
-        self.assertIn("## Loss parity (d_model 1024, 8 blocks, lr 1e-3, 600 steps, documentation.txt)", self.page)
-        for p, (loss, baseline, steps, time) in FINAL.items():
-            self.assertIn(f"| {p} | {loss:.4f} | {baseline:.4f} | {steps} | {time} |", self.page)
-        self.assertIn(f"FP8 less BF16: {FINAL['fp8'][0] - FINAL['bf16'][0]:+.4f} nats/byte.", self.page)
-        self.assertIn(f"![loss parity]({rf.LOSS_PLOT})", self.page)
+    def test_parity_table(self):
+        self.assertIn("## Loss parity (d_model 1024, 8 blocks, lr 1e-3, 600 steps, Debian's fortunes)", self.page)
+        self.assertIn(f"the unigram baseline (byte frequencies only) is {BASELINE:.4f}", self.page)
+        self.assertIn("| configuration | trainer switches | validation loss, mean ± std | min – max | vs BF16 mean | "
+                      "seeds finished |", self.page)
+        for name in LOSSES:
+            self.assertIn(expected_row(name, LOSSES[name], LOSSES["bf16"]), self.page)
+        # The same verdicts written out: delayed and current within 0.5%, blocks not.
+        self.assertIn("| 1.4910 ± 0.0010 | 1.4900 – 1.4920 | +0.40% ✓ | 3 of 3 |", self.page)
+        self.assertIn("| 1.4863 ± 0.0015 | 1.4850 – 1.4880 | +0.09% ✓ | 3 of 3 |", self.page)
+        self.assertIn("| 1.5013 ± 0.0032 | 1.4990 – 1.5050 | +1.10% ✗ | 3 of 3 |", self.page)
+        self.assertIn("| `--precision bf16` | 1.4850 ± 0.0020 | 1.4830 – 1.4870 | +0.00% | 3 of 3 |", self.page)
+        self.assertIn("✓: within 0.5% of the BF16 mean (the aim), ✗: not.", self.page)
+
+    def test_per_seed_losses_and_plot(self):
+        for name, losses in LOSSES.items():
+            self.assertIn(f"- {LABELS[name]}: " + ", ".join(f"{x:.4f}" for x in losses), self.page)
+        self.assertIn(f"![loss parity: validation loss, mean over seeds]({rf.LOSS_PLOT})", self.page)
+        self.assertEqual((self.out / rf.LOSS_PLOT).read_bytes()[:4], b"\x89PNG")
 
 
 class cut_short(unittest.TestCase):
     def test_nothing_finished(self):
-        """bench_trainer's log empty, no PyTorch, one parity run killed, the other never started."""
+        """bench_trainer's log empty, the 8-pass folder never made, no PyTorch, one parity run killed,
+        the others never started."""
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder)
-            (out / rf.BENCH_TRAINER_LOG).write_text("")
-            no_torch = re.search(r'echo "(no PyTorch[^"]*)" \| tee "\$out/torch_peer.log"', TABLES.read_text())
+            (speed_folder(out, 1) / rf.BENCH_TRAINER_LOG).write_text("")
+            no_torch = re.search(r'echo "(no PyTorch[^"]*)" \| tee "\$speed/torch_peer.log"', TABLES.read_text())
             self.assertIsNotNone(no_torch, "trainer_tables.sh's line for a machine without PyTorch")
-            (out / rf.TORCH_PEER_LOG).write_text(no_torch.group(1) + "\n")
-            plant_parity(out, "bf16", finished=False, last=200)
+            (speed_folder(out, 1) / rf.TORCH_PEER_LOG).write_text(no_torch.group(1) + "\n")
+            plant_parity(out, "bf16", 1, last=200)
             process, page = results(out)
             self.assertEqual(process.returncode, 0, process.stderr)
             self.assertNotIn("Traceback", process.stderr)
-            self.assertIn("Not measured: bench_trainer did not run (`bench_trainer.log` is missing or empty).", page)
-            self.assertIn("GPU time per step by phase: not measured: bench_trainer did not run", page)
-            self.assertIn(f"PyTorch peer: not in the table: torch_peer.py stopped before writing its results; last "
-                          f"line of `torch_peer.log`: `{no_torch.group(1)}`.", page)
+            self.assertIn("Not measured: bench_trainer did not run (`speed_passes1/bench_trainer.log` is missing or "
+                          "empty).", page)
+            self.assertIn("Not measured: bench_trainer did not run (`speed_passes8/bench_trainer.log` is missing or "
+                          "empty).", page)
+            self.assertIn("GPU time per optimizer step by phase: not measured: bench_trainer did not run", page)
+            self.assertIn("PyTorch peer: not in the table: torch_peer.py stopped before writing its results; last "
+                          f"line of `speed_passes1/torch_peer.log`: `{no_torch.group(1)}`.", page)
+            self.assertIn("PyTorch peer: not in the table: torch_peer.py did not run "
+                          "(`speed_passes8/torch_peer.log` is missing or empty).", page)
             self.assertNotIn("| precision | tokens/s", page)
-            last = progress_lines(600, 200).splitlines()[-1].replace("|", "\\|")
-            self.assertIn(f"| bf16 | did not finish; last line of `parity_bf16.log`: `{last}` | | | |", page)
-            self.assertIn("| fp8 | did not run (`parity_fp8.log` is missing or empty) | | | |", page)
-            self.assertIn("No loss plot", page)
-            self.assertNotIn("FP8 less BF16", page)
+            for name in LOSSES:
+                self.assertIn(f"| {LABELS[name]} | `{SWITCHES[name]}` | - | - | - | 0 of 3 |", page)
+            last = progress_lines(STEPS, 200).splitlines()[-1]
+            self.assertIn(f"- BF16: seed 1 did not finish (last line of `parity_bf16-s1.log`: `{last}`), seed 2 did "
+                          "not run (`parity_bf16-s2.log` is missing or empty)", page)
+            self.assertIn("No loss plot: no parity run finished", page)
+            self.assertFalse((out / rf.LOSS_PLOT).exists())
             self.assertEqual(ragged_rows(page), [])
-            plot = run(sys.executable, PLOT_LOSS, "-o", out / rf.LOSS_PLOT, f"BF16={out}/runs/bf16",
-                       f"FP8={out}/runs/fp8")
-            self.assertNotEqual(plot.returncode, 0)
-            self.assertIn("does not exist", plot.stderr)
-            self.assertNotIn("Traceback", plot.stderr)
 
-    def test_bench_trainer_stopped(self):
-        """bench_trainer stopped by an error after its first lines; the peer's numbers still shown."""
+    def test_some_seeds_finished(self):
+        """A configuration with a seed killed is summarised over the others, and says so; one with no
+        finished seed has no numbers, and the plot shows the rest."""
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder)
-            error = "out of memory allocating 2.0 GiB (the fp8 run)"
-            (out / rf.BENCH_TRAINER_LOG).write_text(bench_trainer_log(("bf16",), error=error))
-            plant_peer(out)
+            for seed in rf.PARITY_SEEDS:
+                plant_parity(out, "bf16", seed)
+            plant_parity(out, "fp8-delayed", 1)
+            plant_parity(out, "fp8-delayed", 2, last=350)
+            plant_parity(out, "fp8-delayed", 3)
             process, page = results(out)
             self.assertEqual(process.returncode, 0, process.stderr)
+            kept = [LOSSES["fp8-delayed"][0], LOSSES["fp8-delayed"][2]]
+            self.assertIn(expected_row("fp8-delayed", kept, LOSSES["bf16"]), page)
+            self.assertIn("| 2 of 3 |", page)
+            self.assertIn(f"| {LABELS['fp8-current']} | `{SWITCHES['fp8-current']}` | - | - | - | 0 of 3 |", page)
+            self.assertIn(f"- {LABELS['fp8-delayed']}: {kept[0]:.4f}, seed 2 did not finish (last line of "
+                          f"`parity_fp8-delayed-s2.log`: `{progress_lines(STEPS, 350).splitlines()[-1]}`), "
+                          f"{kept[1]:.4f}", page)
+            self.assertEqual((out / rf.LOSS_PLOT).read_bytes()[:4], b"\x89PNG")
+            self.assertEqual(ragged_rows(page), [])
+
+    def test_bench_trainer_stopped(self):
+        """bench_trainer at 8 passes stopped by an error after its first lines: the 1-pass table still
+        whole, the 8-pass one the peer's numbers alone; a speed.csv of the old columns still read."""
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder)
+            plant_speed(out, 1, with_pass_columns=False)
+            error = "out of memory allocating 2.0 GiB (the fp8 run)"
+            (speed_folder(out, 8) / rf.BENCH_TRAINER_LOG).write_text(bench_trainer_log(8, ("bf16",), error=error))
+            plant_peer(out, 8)
+            process, page = results(out)
+            self.assertEqual(process.returncode, 0, process.stderr)
+            one, eight = page.split("### ")[1:3]
+            self.assertIn("| fp8 | 81486 | 509.1 | 50.3 | 1.21x |", one)
+            self.assertIn("4096 tokens per optimizer step", one)
             self.assertIn("Not measured: bench_trainer stopped before writing its results; last line of "
-                          f"`bench_trainer.log`: `bench_trainer: error: {error}`.", page)
-            self.assertIn(f"- bench_trainer: error: {error}", page)
-            self.assertIn(f"| PyTorch BF16 (torch.compile) | {PEER[1]:.0f} | {PEER[2]:.1f} | {PEER[3]:.1f} | - |", page)
+                          f"`speed_passes8/bench_trainer.log`: `bench_trainer: error: {error}`.", eight)
+            self.assertIn(f"- bench_trainer: error: {error}", eight)
+            _, tokens, tflops, ms, _ = PEER_ROW[8]
+            self.assertIn(f"| PyTorch BF16 (torch.compile) | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | - |", eight)
+            self.assertIn("32768 tokens per optimizer step", eight)
             self.assertEqual(ragged_rows(page), [])
 
 

@@ -8,11 +8,11 @@ Usage (from the repository root, after building fp8_trainer):
 Every run uses one thread (--threads 1) and --jobs runs go in parallel, so the results do not depend
 on how many cores the machine has (Eigen's GEMM blocking, and so the FP32 summation order, depends on
 the thread count). Runs whose log.csv is already complete are reused unless --fresh is given.
-Needs only Python's standard library, plus matplotlib for the plot (via plot_loss.py).
+Needs only Python's standard library, plus matplotlib for the plot (via plot_loss.py). The seed
+statistics, the table and the plot are seed_table.py's, which the GPU tables share.
 """
 import argparse
 import concurrent.futures
-import csv
 import datetime
 import os
 import platform
@@ -21,6 +21,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from seed_table import final_row, per_seed_lines, plot_mean_curves, read_log, seed_results, table, \
+    unigram_baseline, verdict_legend
 
 # (label, short name, trainer arguments)
 CONFIGS = [
@@ -36,21 +39,6 @@ REFERENCE = "bf16"
 TOLERANCE = 0.01  # the issue's criterion: FP8 within 1% relative validation loss of BF16
 
 
-def read_log(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def final_row(log_path, steps):
-    """The last row of a finished run (step == steps, with a validation loss), or None."""
-    if not log_path.is_file():
-        return None
-    rows = read_log(log_path)
-    if not rows or int(rows[-1]["step"]) != steps or not rows[-1]["val_loss"]:
-        return None
-    return rows[-1]
-
-
 def run_one(trainer, args, out_dir, seed, steps, extra):
     command = [trainer, *args, "--seed", str(seed), "--steps", str(steps), "--threads", "1", "--no-progress",
                "--log-every", "100", "--no-final-save", "--out", str(out_dir), "--overwrite", *extra]
@@ -61,13 +49,6 @@ def run_one(trainer, args, out_dir, seed, steps, extra):
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed; see {out_dir / 'stdout.txt'}")
     return out_dir
-
-
-def unigram_baseline(run_dir):
-    for line in (run_dir / "stdout.txt").read_text().splitlines():
-        if "unigram baseline" in line:
-            return float(line.split("unigram baseline")[1].split()[0])
-    return None
 
 
 def cpu_name():
@@ -111,24 +92,19 @@ def main():
         for future in concurrent.futures.as_completed(futures):
             print(f"  finished {future.result()}  ({time.time() - started:.0f} s)")
 
-    results = {}
+    results, tokens_per_s = {}, {}
     for label, name, config_args in CONFIGS:
         rows = [final_row(runs_dir / f"{name}-s{seed}" / "log.csv", args.steps) for seed in args.seeds]
         if any(r is None for r in rows):
             sys.exit(f"results_table.py: a run of {name} did not finish; rerun with --fresh")
-        losses = [float(r["val_loss"]) for r in rows]
+        results[name] = seed_results(label, " ".join(config_args),
+                                     {seed: float(r["val_loss"]) for seed, r in zip(args.seeds, rows)})
         speeds = []
         for seed in args.seeds:
             log = read_log(runs_dir / f"{name}-s{seed}" / "log.csv")
             speeds += [float(r["tokens_per_s"]) for r in log if r["tokens_per_s"]]
-        results[name] = {
-            "label": label, "args": " ".join(config_args), "losses": losses,
-            "mean": statistics.mean(losses), "stdev": statistics.stdev(losses) if len(losses) > 1 else 0.0,
-            "min": min(losses), "max": max(losses), "tokens_per_s": statistics.median(speeds),
-            "seconds": statistics.mean(float(r["elapsed_s"]) for r in rows),
-        }
-    reference = results[REFERENCE]["mean"]
-    baseline = unigram_baseline(runs_dir / f"{REFERENCE}-s{args.seeds[0]}")
+        tokens_per_s[name] = statistics.median(speeds)
+    baseline = unigram_baseline((runs_dir / f"{REFERENCE}-s{args.seeds[0]}" / "stdout.txt").read_text())
 
     lines = [
         "# Reference trainer: FP8 against BF16 and FP32",
@@ -147,21 +123,13 @@ def main():
         "the transformer blocks in FP8 and keep the LM head in BF16 (the trainer's default, see trainer.md); "
         "the last row puts the head in FP8 too.",
         "",
-        "| configuration | trainer switches | validation loss, mean ± std | min – max | vs BF16 mean | tokens/s (median) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in results.items():
-        relative = (r["mean"] - reference) / reference
-        verdict = "" if name in ("fp32", REFERENCE) else (" ✓" if abs(relative) <= TOLERANCE else " ✗")
-        lines.append(f"| {r['label']} | `{r['args']}` | {r['mean']:.4f} ± {r['stdev']:.4f} | "
-                     f"{r['min']:.4f} – {r['max']:.4f} | {relative * 100:+.2f}%{verdict} | {r['tokens_per_s']:.0f} |")
-    lines += [
+        *table(results, REFERENCE, TOLERANCE, judged=[n for n in results if n not in ("fp32", REFERENCE)],
+               extra=[("tokens/s (median)", lambda name, r: f"{tokens_per_s[name]:.0f}")]),
         "",
-        f"✓: within {TOLERANCE * 100:.0f}% of the BF16 mean (the issue's criterion), ✗: not. Per-seed losses:",
+        verdict_legend(TOLERANCE, "BF16", "the issue's criterion") + " Per-seed losses:",
         "",
+        *per_seed_lines(results),
     ]
-    for name, r in results.items():
-        lines.append(f"- {r['label']}: " + ", ".join(f"{x:.4f}" for x in r["losses"]))
     lines += [
         "",
         f"Machine: {cpu_name()}, {os.cpu_count()} cores, one thread per run, {args.jobs} runs at a time, "
@@ -175,12 +143,13 @@ def main():
     (docs / "trainer_results.md").write_text("\n".join(lines))
     print(f"wrote {docs / 'trainer_results.md'}")
 
-    plot = Path(__file__).with_name("plot_loss.py")
-    specs = [f"{r['label']}=" + ",".join(str(runs_dir / f"{name}-s{seed}") for seed in args.seeds)
-             for name, r in results.items()]
-    subprocess.run([sys.executable, str(plot), "-o", str(docs / "trainer_loss.png"), "--baseline", str(baseline),
-                    "--title", f"fp8_trainer on fortunes: mean of seeds {', '.join(map(str, args.seeds))}",
-                    "--ymax", "3.6", "--zoom-from", str(args.steps // 2), "--no-train", *specs], check=True)
+    curves = [(r.label, [runs_dir / f"{name}-s{seed}" for seed in args.seeds]) for name, r in results.items()]
+    plot = plot_mean_curves(docs / "trainer_loss.png", curves,
+                            f"fp8_trainer on fortunes: mean of seeds {', '.join(map(str, args.seeds))}",
+                            baseline=baseline, zoom_from=args.steps // 2, extra=["--ymax", "3.6"])
+    print(plot.stdout, end="")
+    if plot.returncode != 0:
+        sys.exit(f"results_table.py: the plot failed: {plot.stderr.strip()}")
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ check "... trains N steps" grep -q "^2," equals/log.csv
 # --- Inputs that are not regular files: refused at once, naming the file. ---
 mkdir a_directory
 mkfifo a_fifo
-expect "--data a directory" 1 "'a_directory' is a directory" -- "$trainer" "${tiny[@]}" --data a_directory --out x
+expect "--data a directory without cookie files" 1 "no fortune cookie files .* in a_directory" -- \
+  "$trainer" "${tiny[@]}" --data a_directory --out x
 expect "--data /dev/zero" 1 "'/dev/zero' is not a regular file" -- "$trainer" "${tiny[@]}" --data /dev/zero --out x
 expect "--data a FIFO" 1 "'a_fifo' is not a regular file" -- "$trainer" "${tiny[@]}" --data a_fifo --out x
 expect "--data missing" 1 "cannot open 'missing.txt'" -- "$trainer" "${tiny[@]}" --data missing.txt --out x

@@ -1,6 +1,6 @@
-// The trainer's files: inputs that are not regular files are refused, every failed write fails the
-// run, a resumed run trims its logs, a finished run is not overwritten unless asked, and the debris
-// of an interrupted save is cleaned up.
+// The trainer's files: a --data directory is read as fortune cookie files, other inputs that are not
+// regular files are refused, every failed write fails the run, a resumed run trims its logs, a
+// finished run is not overwritten unless asked, and the debris of an interrupted save is cleaned up.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -65,6 +65,16 @@ std::map<long, int> rows_per_step(const fs::path& path) {
   return rows;
 }
 
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  REQUIRE(out.flush());
+}
+
+std::string as_text(const std::vector<std::uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
 }  // namespace
 
 TEST_CASE("text that is not a regular file is refused before it is read") {
@@ -77,6 +87,64 @@ TEST_CASE("text that is not a regular file is refused before it is read") {
   CHECK(error_of([&] { load_text_file(fifo.string()); }).find("not a regular file") != std::string::npos);
   CHECK(error_of([&] { load_text_file((dir / "missing.txt").string()); }).find("missing.txt") !=
         std::string::npos);
+}
+
+TEST_CASE("--data takes a directory of fortune cookie files, read as the default text is") {
+  const fs::path dir = fresh_directory("cookies");
+  // Two cookie files (each with the .dat index the fortune program keeps beside it), and the files
+  // load_fortunes skips: an extension (the .dat indexes, .u8 links), no index, the ASCII art.
+  write_text(dir / "beta", std::string(300, 'b'));
+  write_text(dir / "beta.dat", "index");
+  write_text(dir / "alpha", std::string(200, 'a'));
+  write_text(dir / "alpha.dat", "index");
+  write_text(dir / "alpha.u8", std::string(50, 'u'));
+  write_text(dir / "no_index", std::string(70, 'n'));
+  write_text(dir / "ascii-art", std::string(90, '#'));
+  write_text(dir / "ascii-art.dat", "index");
+  const text_data fortunes = load_fortunes(dir.string());
+  const text_data data = load_text(dir.string());
+  CHECK(data.description == fortunes.description);
+  CHECK(data.description.find("2 cookie files in " + dir.string()) != std::string::npos);
+  CHECK(data.train == fortunes.train);
+  CHECK(data.validation == fortunes.validation);
+  CHECK(data.fingerprint == fortunes.fingerprint);
+  // The first 90% of each file, in name order, then the last 10% of each.
+  CHECK(as_text(data.train) == std::string(180, 'a') + std::string(270, 'b'));
+  CHECK(as_text(data.validation) == std::string(20, 'a') + std::string(30, 'b'));
+
+  // The trainer's --data: a directory holding the test text as its one cookie file trains on the
+  // same bytes (the same fingerprint, so its checkpoints resume either way) as the file itself.
+  const fs::path one = fresh_directory("one_cookie");
+  fs::copy_file(FP8_TRAINER_TEST_TEXT, one / "sample");
+  write_text(one / "sample.dat", "index");
+  run_options o = tiny_run(fresh_directory("cookie_run"), 2);
+  o.data_file = one.string() + "/";  // a trailing slash too
+  const training_run from_directory(o);
+  CHECK(from_directory.data().description.find("1 cookie files in " + o.data_file) != std::string::npos);
+  CHECK(from_directory.data().fingerprint == load_text_file(FP8_TRAINER_TEST_TEXT).fingerprint);
+  CHECK(run_name(o).find("-one_cookie-") != std::string::npos);
+}
+
+TEST_CASE("a --data directory without cookie files, or a path that is not there, is a clear error") {
+  const fs::path empty = fresh_directory("no_cookies");
+  const std::string none = error_of([&] { load_text(empty.string()); });
+  CHECK(none.find("no fortune cookie files") != std::string::npos);
+  CHECK(none.find(empty.string()) != std::string::npos);
+  // Text files that have no .dat index are not cookie files: the same error, not a silent mix.
+  const fs::path plain = fresh_directory("plain_text");
+  write_text(plain / "notes", "some text");
+  write_text(plain / "story.txt", "more text");
+  const std::string unindexed = error_of([&] { load_text(plain.string()); });
+  CHECK(unindexed.find("no fortune cookie files") != std::string::npos);
+  CHECK(unindexed.find(plain.string()) != std::string::npos);
+  // In the trainer as well, before the model is made.
+  run_options o = tiny_run(fresh_directory("no_cookie_run"), 2);
+  o.data_file = plain.string();
+  CHECK(error_of([&] { training_run run(o); }).find("no fortune cookie files") != std::string::npos);
+  const std::string missing = (empty / "missing").string();
+  const std::string absent = error_of([&] { load_text(missing); });
+  CHECK(absent.find("cannot open '" + missing + "'") != std::string::npos);
+  CHECK(absent.find("No such file or directory") != std::string::npos);
 }
 
 TEST_CASE("a write that fails is an error, not a silently empty file") {
