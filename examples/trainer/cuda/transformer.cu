@@ -23,8 +23,9 @@ namespace {
 // runs: the norms' outputs as x of wqkv (ln1), w_gate_up (ln2) and the head (lnf), whose input
 // gradients dx stay floats (RMSNorm's backward reads them); the tensors around SwiGLU, which are
 // w_gate_up's y and dy (gate_up and its gradient) and w_down's x and dx (SwiGLU's output and its
-// gradient); and with the fused attention (`fused_attention`) the tensors around cuDNN, which are
-// wqkv's y and dy (qkv and its gradient) and wo's x and dx (the heads' output and its gradient).
+// gradient); wo's and w_down's y, which the residual add reads as BF16; and with the fused attention
+// (`fused_attention`) the tensors around cuDNN, which are wqkv's y and dy (qkv and its gradient) and
+// wo's x and dx (the heads' output and its gradient).
 // Layers per block: wqkv, wo, w_gate_up, w_down; then the head.
 std::vector<linear_bf16_operands> bf16_operands_of(std::size_t linears, const precision_policy& policy,
                                                    bool fused_attention) {
@@ -38,8 +39,10 @@ std::vector<linear_bf16_operands> bf16_operands_of(std::size_t linears, const pr
     wqkv.x = true;
     wqkv.y = wqkv.dy = fused_attention;
     wo.x = wo.dx = fused_attention;
+    wo.y = true;  // the residual add reads it as BF16
     w_gate_up.x = w_gate_up.y = w_gate_up.dy = true;
     w_down.x = w_down.dx = true;
+    w_down.y = true;  // the residual add reads it as BF16
   }
   operands[linears - 1].x = true;  // the head
   return operands;
@@ -52,6 +55,16 @@ void rmsnorm_forward(activation_tensor& out, float* rstd, const float* inp, cons
     cuda::rmsnorm_forward(out.bf16(), rstd, inp, weight, n, c, stream);
   } else {
     cuda::rmsnorm_forward(out.floats(), rstd, inp, weight, n, c, storage::fp32, stream);
+  }
+}
+
+// residual + a linear layer's output in the run's form (BF16 read as it is, without a staging copy).
+void residual_forward(float* out, const float* residual, const activation_tensor& branch, std::size_t count,
+                      storage stored, cudaStream_t stream) {
+  if (branch.is_bf16()) {
+    cuda::residual_forward(out, residual, branch.bf16(), count, stored, stream);
+  } else {
+    cuda::residual_forward(out, residual, branch.floats(), count, stored, stream);
   }
 }
 
@@ -147,15 +160,14 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
       a.att = device_buffer<float>(BH * T * T);
     }
     a.atty = activation_tensor(N * C, attention_form);
-    a.attproj = device_buffer<float>(N * C);
     a.residual2 = device_buffer<float>(N * C);
     a.ln2 = activation_tensor(N * C, stored_);
     a.ln2_rstd = device_buffer<float>(N);
     a.gate_up = activation_tensor(N * 2 * F, stored_);
     a.swiglu = activation_tensor(N * F, stored_);
-    a.mlp_out = device_buffer<float>(N * C);
     a.residual3 = device_buffer<float>(N * C);
   }
+  branch_ = activation_tensor(N * C, stored_);
   lnf_ = activation_tensor(N * C, stored_);
   lnf_rstd_ = device_buffer<float>(N);
   loss_ = device_loss(N, vocab_);
@@ -209,16 +221,16 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
       attention_forward(a.atty.floats(), a.qkvr.data(), a.att.data(), a.qkv.floats(), rope_, shape_,
                         attention_mode, stored, attention_, cublas_.get(), stream_);
     }
-    linear_forward(linear + 1, kind, a.attproj.data(), a.atty.input(), p.wo, N);
+    linear_forward(linear + 1, kind, branch_.output(), a.atty.input(), p.wo, N);
     mark(phase::other);
-    residual_forward(a.residual2.data(), residual, a.attproj.data(), NC, stored, stream_);
+    residual_forward(a.residual2.data(), residual, branch_, NC, stored, stream_);
     rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_);
     linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.input(), p.w_gate_up, N);
     mark(phase::other);
     swiglu_forward(a.swiglu, a.gate_up, N, F, stream_);
-    linear_forward(linear + 3, kind, a.mlp_out.data(), a.swiglu.input(), p.w_down, N);
+    linear_forward(linear + 3, kind, branch_.output(), a.swiglu.input(), p.w_down, N);
     mark(phase::other);
-    residual_forward(a.residual3.data(), a.residual2.data(), a.mlp_out.data(), NC, stored, stream_);
+    residual_forward(a.residual3.data(), a.residual2.data(), branch_, NC, stored, stream_);
     residual = a.residual3.data();
   }
   rmsnorm_forward(lnf_, lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_);

@@ -87,7 +87,7 @@ class device_transformer final : public device_model {
                      fp8::cuda::device_amax_reducer* amax_reducer, attention_path attention);
 
   struct block_activations {
-    device_buffer<float> ln1_rstd, qkvr, att, attproj, residual2, ln2_rstd, mlp_out, residual3;
+    device_buffer<float> ln1_rstd, qkvr, att, residual2, ln2_rstd, residual3;
     activation_tensor ln1, ln2;         // [N, C]: wqkv's and w_gate_up's x
     activation_tensor gate_up, swiglu;  // [N, 2F], [N, F]
     // wqkv's y [N, 3C] and wo's x [N, C]: floats on the materialised path; BF16 on the fused one,
@@ -112,6 +112,9 @@ class device_transformer final : public device_model {
   device_buffer<std::int32_t> inputs_, targets_;  // [N]
   device_buffer<float> encoded_;                  // [N, C]
   std::vector<block_activations> acts_;
+  // [N, C]: wo's and w_down's y, each added into the residual stream at once, so one serves every
+  // block; BF16 in bf16 and fp8 runs, read by the residual add as it is (no staging copy).
+  activation_tensor branch_;
   activation_tensor lnf_;          // [N, C]: the head's x
   device_buffer<float> lnf_rstd_;  // [N]
   device_loss loss_;

@@ -13,6 +13,7 @@
 #include "cuda/cross_entropy.hpp"
 #include "cuda/embedding.hpp"
 #include "cuda/gelu.hpp"
+#include "cuda/residual.hpp"
 #include "cuda/rmsnorm.hpp"
 #include "cuda/rope.hpp"
 #include "cuda/storage.hpp"
@@ -104,6 +105,17 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
   expect_refusal([] { cuda::gelu_backward(some, some, nullptr, 3, storage::bf16, nullptr); },
                  "trainer::cuda::gelu_backward: inp is null");
   expect_refusal([] { cuda::to_bf16(nullptr, some, 3, nullptr); }, "trainer::cuda::to_bf16: out is null");
+  // The residual add with a BF16 branch checks as the float form, and names itself.
+  expect_refusal(
+      [] {
+        cuda::residual_forward(some, some, static_cast<const std::uint16_t*>(nullptr), 3, storage::bf16,
+                               nullptr);
+      },
+      "trainer::cuda::residual_forward (BF16 b): b is null");
+  expect_refusal([] { cuda::residual_forward(nullptr, some, bf16, 3, storage::bf16, nullptr); },
+                 "out is null");
+  expect_refusal([] { cuda::residual_forward(some, nullptr, some, 3, storage::fp32, nullptr); },
+                 "trainer::cuda::residual_forward: a is null");
 }
 
 TEST_CASE("attention's batched products refuse FP8 and mismatched contractions") {
@@ -210,5 +222,7 @@ TEST_CASE("empty work needs no device") {
   cuda::swiglu_forward(static_cast<std::uint16_t*>(nullptr), nullptr, 4, 0, nullptr);
   cuda::swiglu_backward(static_cast<std::uint16_t*>(nullptr), nullptr, nullptr, 0, 8, nullptr);
   cuda::round_to_bf16(nullptr, 0, nullptr);
+  cuda::residual_forward(nullptr, nullptr, static_cast<const std::uint16_t*>(nullptr), 0, storage::bf16,
+                         nullptr);
   CHECK(true);  // reaching here without a CUDA error is the check
 }

@@ -209,6 +209,16 @@ TEST_CASE("the residual add equals the CPU's bit for bit") {
     synchronize();
     expect_same_bits("residual", out_d.to_host(), want);
     expect_same_bits("residual in place", a_d.to_host(), want);
+    if (stored == storage::bf16) {
+      // b as the BF16 bits a linear layer writes (b holds BF16 values): the same sums, bit for bit.
+      device_buffer<float> a16_d(a), out16_d(count);
+      device_buffer<std::uint16_t> b16_d(bf16_bits_of(b));
+      cuda::residual_forward(out16_d.data(), a16_d.data(), b16_d.data(), count, stored, nullptr);
+      cuda::residual_forward(a16_d.data(), a16_d.data(), b16_d.data(), count, stored, nullptr);  // in place
+      synchronize();
+      expect_same_bits("residual with BF16 b", out16_d.to_host(), want);
+      expect_same_bits("residual with BF16 b in place", a16_d.to_host(), want);
+    }
   }
 }
 
