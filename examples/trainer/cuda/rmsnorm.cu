@@ -34,29 +34,35 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const float* inp, co
   }
 }
 
-// dinp, dout, inp: [N, C]; weight: [C]; rstd: [N]. One block per row, as the forward pass.
-__global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
+// dinp, dout, inp: [N, C]; weight: [C]; rstd: [N]. One block per row, as the forward pass. dout
+// floats or BF16 (widened exactly: the values a staging copy would give).
+template <class D>
+__global__ void rmsnorm_backward_input_kernel(float* dinp, const D* dout, const float* inp,
                                               const float* weight, const float* rstd, int n, int c,
                                               storage dinp_storage) {
   __shared__ float scratch[detail::warp_size];
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const std::size_t at = std::size_t(row) * std::size_t(c);
     const float* x = inp + at;
-    const float* dy = dout + at;
+    const D* dy = dout + at;
     float* dx = dinp + at;
     const float s = rstd[row];
     float partial = 0.0f;  // sum over channels of (dout * weight) * (inp * rstd)
-    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) partial += dy[j] * weight[j] * x[j] * s;
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) {
+      partial += detail::load_element(dy, std::size_t(j)) * weight[j] * x[j] * s;
+    }
     const float mean_g_n = detail::block_sum(partial, scratch) / float(c);
     for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) {
-      dx[j] = detail::store_value(dinp_storage, dx[j] + s * (dy[j] * weight[j] - x[j] * s * mean_g_n));
+      const float dy_j = detail::load_element(dy, std::size_t(j));
+      dx[j] = detail::store_value(dinp_storage, dx[j] + s * (dy_j * weight[j] - x[j] * s * mean_g_n));
     }
   }
 }
 
 // partials: [ceil(N / 64), C]; partials[p, j] = sum over rows 64p .. 64p + 63 (in order) of
 // dout * inp * rstd. Grid: x over columns, y over partial rows, both grid-stride.
-__global__ void rmsnorm_weight_partials_kernel(float* partials, const float* dout, const float* inp,
+template <class D>
+__global__ void rmsnorm_weight_partials_kernel(float* partials, const D* dout, const float* inp,
                                                const float* rstd, int n, int c, int partial_count) {
   for (int p = int(blockIdx.y); p < partial_count; p += int(gridDim.y)) {
     for (int j = int(blockIdx.x * blockDim.x + threadIdx.x); j < c; j += int(gridDim.x * blockDim.x)) {
@@ -65,7 +71,7 @@ __global__ void rmsnorm_weight_partials_kernel(float* partials, const float* dou
       float sum = 0.0f;
       for (int row = first; row < last; ++row) {
         const std::size_t at = std::size_t(row) * std::size_t(c) + std::size_t(j);
-        sum += dout[at] * inp[at] * rstd[row];
+        sum += detail::load_element(dout, at) * inp[at] * rstd[row];
       }
       partials[std::size_t(p) * std::size_t(c) + std::size_t(j)] = sum;
     }
@@ -102,23 +108,10 @@ void launch_forward(const char* function, T* out, float* rstd, const float* inp,
   detail::check_launch("rmsnorm_forward_kernel");
 }
 
-}  // namespace
-
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     storage out_storage, cudaStream_t stream) {
-  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, stream);
-}
-
-void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     cudaStream_t stream) {
-  launch_forward("trainer::cuda::rmsnorm_forward (BF16)", reinterpret_cast<__nv_bfloat16*>(out), rstd, inp,
-                 weight, n, c, storage::bf16, stream);
-}
-
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int n, int c, storage dinp_storage, float* workspace,
-                      cudaStream_t stream) {
-  const char* function = "trainer::cuda::rmsnorm_backward";
+template <class D>
+void launch_backward(const char* function, float* dinp, float* dweight, const D* dout, const float* inp,
+                     const float* weight, const float* rstd, int n, int c, storage dinp_storage,
+                     float* workspace, cudaStream_t stream) {
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
   detail::check_pointer(dinp, elements, function, "dinp");
@@ -144,6 +137,34 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   rmsnorm_weight_sum_kernel<<<detail::grid_for(std::size_t(c)), detail::block_threads, 0, stream>>>(
       dweight, workspace, c, partial_count);
   detail::check_launch("rmsnorm_weight_sum_kernel");
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     storage out_storage, cudaStream_t stream) {
+  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, stream);
+}
+
+void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     cudaStream_t stream) {
+  launch_forward("trainer::cuda::rmsnorm_forward (BF16)", reinterpret_cast<__nv_bfloat16*>(out), rstd, inp,
+                 weight, n, c, storage::bf16, stream);
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int n, int c, storage dinp_storage, float* workspace,
+                      cudaStream_t stream) {
+  launch_backward("trainer::cuda::rmsnorm_backward", dinp, dweight, dout, inp, weight, rstd, n, c,
+                  dinp_storage, workspace, stream);
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const std::uint16_t* dout, const float* inp,
+                      const float* weight, const float* rstd, int n, int c, storage dinp_storage,
+                      float* workspace, cudaStream_t stream) {
+  launch_backward("trainer::cuda::rmsnorm_backward (BF16 dout)", dinp, dweight,
+                  reinterpret_cast<const __nv_bfloat16*>(dout), inp, weight, rstd, n, c, dinp_storage,
+                  workspace, stream);
 }
 
 }  // namespace trainer::cuda

@@ -39,5 +39,10 @@ inline std::size_t rmsnorm_backward_workspace_size(int n, int c) {
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                       const float* rstd, int n, int c, storage dinp_storage, float* workspace,
                       cudaStream_t stream);
+// The same with dout as raw __nv_bfloat16 bits (the BF16 dx a linear layer writes, read as it is):
+// the float form's results given dout's widened values, bit for bit.
+void rmsnorm_backward(float* dinp, float* dweight, const std::uint16_t* dout, const float* inp,
+                      const float* weight, const float* rstd, int n, int c, storage dinp_storage,
+                      float* workspace, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -20,8 +20,8 @@ namespace trainer::cuda {
 namespace {
 
 // The linear layers' operands the transformer holds as BF16 (activation_tensor), in bf16 and fp8
-// runs: the norms' outputs as x of wqkv (ln1), w_gate_up (ln2) and the head (lnf), whose input
-// gradients dx stay floats (RMSNorm's backward reads them); the tensors around SwiGLU, which are
+// runs: the norms' outputs as x of wqkv (ln1), w_gate_up (ln2) and the head (lnf), and their
+// gradients as those layers' dx (RMSNorm's backward reads them as BF16); the tensors around SwiGLU, which are
 // w_gate_up's y and dy (gate_up and its gradient) and w_down's x and dx (SwiGLU's output and its
 // gradient); wo's and w_down's y, which the residual add reads as BF16; and with the fused attention
 // (`fused_attention`) the tensors around cuDNN, which are wqkv's y and dy (qkv and its gradient) and
@@ -36,16 +36,27 @@ std::vector<linear_bf16_operands> bf16_operands_of(std::size_t linears, const pr
     linear_bf16_operands& wo = operands[4 * block + 1];
     linear_bf16_operands& w_gate_up = operands[4 * block + 2];
     linear_bf16_operands& w_down = operands[4 * block + 3];
-    wqkv.x = true;
+    wqkv.x = wqkv.dx = true;
     wqkv.y = wqkv.dy = fused_attention;
     wo.x = wo.dx = fused_attention;
     wo.y = true;  // the residual add reads it as BF16
-    w_gate_up.x = w_gate_up.y = w_gate_up.dy = true;
+    w_gate_up.x = w_gate_up.y = w_gate_up.dy = w_gate_up.dx = true;
     w_down.x = w_down.dx = true;
     w_down.y = true;  // the residual add reads it as BF16
   }
-  operands[linears - 1].x = true;  // the head
+  operands[linears - 1].x = operands[linears - 1].dx = true;  // the head
   return operands;
+}
+
+// RMSNorm's backward from an output gradient in the run's form (BF16 read as it is, without a copy).
+void rmsnorm_backward(float* dinp, float* dweight, const activation_tensor& dout, const float* inp,
+                      const float* weight, const float* rstd, int n, int c, storage stored, float* workspace,
+                      cudaStream_t stream) {
+  if (dout.is_bf16()) {
+    cuda::rmsnorm_backward(dinp, dweight, dout.bf16(), inp, weight, rstd, n, c, stored, workspace, stream);
+  } else {
+    cuda::rmsnorm_backward(dinp, dweight, dout.floats(), inp, weight, rstd, n, c, stored, workspace, stream);
+  }
 }
 
 // RMSNorm's forward into a tensor in the run's form (fp32 runs: floats, stored as fp32).
@@ -172,7 +183,8 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   lnf_rstd_ = device_buffer<float>(N);
   loss_ = device_loss(N, vocab_);
   dresidual_ = device_buffer<float>(N * C);
-  dbuffer_c_ = device_buffer<float>(N * C);
+  dnorm_ = activation_tensor(N * C, stored_);
+  if (!fused) dbuffer_c_ = device_buffer<float>(N * C);
   dqkv_ = activation_tensor(N * 3 * C, attention_form);
   if (fused) datty16_ = device_buffer<std::uint16_t>(N * C);
   dswiglu_ = activation_tensor(N * F, stored_);
@@ -246,14 +258,14 @@ void device_transformer::backward_pass() {
   const storage stored = stored_;
   const gemm_mode attention_mode = attention_mode_;
   // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf. In bf16 and fp8 runs the norms'
-  // outputs (lnf, ln2, ln1) are BF16, read as they are; their gradients are floats, as RMSNorm's
-  // backward reads them.
-  linear_backward(std::size_t(4 * layers_), dbuffer_c_.data(), lm_head_, loss_.dlogits(), lnf_.input(), N);
+  // outputs (lnf, ln2, ln1) and their gradients (dnorm_, which RMSNorm's backward reads as BF16) are
+  // BF16, read and written by the layers as they are.
+  linear_backward(std::size_t(4 * layers_), dnorm_.output(), lm_head_, loss_.dlogits(), lnf_.input(), N);
   mark(phase::other);
   FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
   const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();
-  rmsnorm_backward(dresidual_.data(), grad(final_norm_), dbuffer_c_.data(), last, compute(final_norm_),
-                   lnf_rstd_.data(), N, C, stored, norm_workspace_.data(), stream_);
+  rmsnorm_backward(dresidual_.data(), grad(final_norm_), dnorm_, last, compute(final_norm_), lnf_rstd_.data(),
+                   N, C, stored, norm_workspace_.data(), stream_);
   for (int l = layers_ - 1; l >= 0; --l) {
     block_activations& a = acts_[std::size_t(l)];
     const block_parameters& p = blocks_[std::size_t(l)];
@@ -264,10 +276,10 @@ void device_transformer::backward_pass() {
     linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), a.swiglu.input(), N);
     mark(phase::other);
     swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_);
-    linear_backward(linear + 2, dbuffer_c_.data(), p.w_gate_up, dgate_up_.input(), a.ln2.input(), N);
+    linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up_.input(), a.ln2.input(), N);
     mark(phase::other);
-    rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dbuffer_c_.data(), a.residual2.data(),
-                     compute(p.mlp_norm), a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
+    rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dnorm_, a.residual2.data(), compute(p.mlp_norm),
+                     a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
     // Attention branch: residual2 = input + wo(attention(wqkv(rmsnorm(input)))). On the fused path
     // wo's dx and wqkv's dy are BF16 (cuDNN's dO and dq, dk, dv), with qkv and atty as kept.
     if (attention_path_.fused) {
@@ -281,10 +293,10 @@ void device_transformer::backward_pass() {
       attention_backward(dqkv_.floats(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
                          attention_mode, stored, attention_, cublas_.get(), stream_);
     }
-    linear_backward(linear + 0, dbuffer_c_.data(), p.wqkv, dqkv_.input(), a.ln1.input(), N);
+    linear_backward(linear + 0, dnorm_.output(), p.wqkv, dqkv_.input(), a.ln1.input(), N);
     mark(phase::other);
-    rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dbuffer_c_.data(), block_input,
-                     compute(p.attn_norm), a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
+    rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dnorm_, block_input, compute(p.attn_norm),
+                     a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
   }
   embedding_backward(grad(wte_), dresidual_.data(), inputs_.data(), N, C, V, stream_);
   stop_profile();

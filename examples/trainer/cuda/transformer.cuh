@@ -118,7 +118,12 @@ class device_transformer final : public device_model {
   activation_tensor lnf_;          // [N, C]: the head's x
   device_buffer<float> lnf_rstd_;  // [N]
   device_loss loss_;
-  device_buffer<float> dresidual_, dbuffer_c_;
+  device_buffer<float> dresidual_;
+  // [N, C]: the norms' output gradients (the dx of wqkv, w_gate_up and the head), which RMSNorm's
+  // backward reads; BF16 in bf16 and fp8 runs. dbuffer_c_: wo's dx on the materialised path (floats,
+  // the attention's backward reads them; not allocated on the fused path).
+  activation_tensor dnorm_;
+  device_buffer<float> dbuffer_c_;
   // Attention's gradients: wqkv's dy [N, 3C] (floats on the materialised path, BF16 on the fused one,
   // where cuDNN writes it) and, on the fused path only, wo's dx [N, C] as BF16, which cuDNN reads as
   // dO (the materialised path takes wo's dx in dbuffer_c_).

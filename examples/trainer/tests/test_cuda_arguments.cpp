@@ -105,6 +105,16 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
   expect_refusal([] { cuda::gelu_backward(some, some, nullptr, 3, storage::bf16, nullptr); },
                  "trainer::cuda::gelu_backward: inp is null");
   expect_refusal([] { cuda::to_bf16(nullptr, some, 3, nullptr); }, "trainer::cuda::to_bf16: out is null");
+  // RMSNorm's backward from a BF16 dout checks as the float form, and names itself.
+  expect_refusal(
+      [] {
+        cuda::rmsnorm_backward(some, some, static_cast<const std::uint16_t*>(nullptr), some, some, some, 3, 4,
+                               storage::bf16, some, nullptr);
+      },
+      "trainer::cuda::rmsnorm_backward (BF16 dout): dout is null");
+  expect_refusal(
+      [] { cuda::rmsnorm_backward(some, some, bf16, some, some, some, 3, 0, storage::bf16, some, nullptr); },
+      "trainer::cuda::rmsnorm_backward (BF16 dout): needs n >= 0 rows and c > 0 channels");
   // The residual add with a BF16 branch checks as the float form, and names itself.
   expect_refusal(
       [] {

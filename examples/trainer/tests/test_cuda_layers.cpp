@@ -662,6 +662,34 @@ TEST_CASE("rmsnorm's BF16 form equals the float form with BF16 storage, bit for 
   CHECK(std::count_if(out_row(3), out_row(4), [](float x) { return x == 0.0f; }) > c / 2);
 }
 
+TEST_CASE("rmsnorm's backward from a BF16 dout equals the float form, bit for bit") {
+  // The norms' output gradients are the BF16 dx of linear layers in bf16 and fp8 runs, read as they
+  // are: the input and weight gradients must be the float form's given dout's widened values. The
+  // first test's shape (channels not a multiple of the block, rows past one partial), accumulating
+  // into nonzero dinp and dweight as the transformer's backward does.
+  const int n = 301, c = 200;
+  const std::vector<float> inp = random_values(std::size_t(n) * c, 22, 2.0f, storage::bf16);
+  const std::vector<float> weight = random_values(std::size_t(c), 23, 1.0f, storage::bf16);
+  const std::vector<float> dout = random_values(std::size_t(n) * c, 24, 1.0f, storage::bf16);
+  const std::vector<float> dinp0 = random_values(std::size_t(n) * c, 25, 0.5f, storage::bf16);
+  const std::vector<float> dweight0 = random_values(std::size_t(c), 26, 0.5f);
+  const std::size_t rows = std::size_t(n);
+  device_buffer<float> inp_d(inp), weight_d(weight), out_d(inp.size()), rstd_d(rows);
+  cuda::rmsnorm_forward(out_d.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, storage::bf16,
+                        nullptr);
+  device_buffer<float> workspace(cuda::rmsnorm_backward_workspace_size(n, c));
+  device_buffer<float> dout_d(dout), dinp_d(dinp0), dweight_d(dweight0);
+  cuda::rmsnorm_backward(dinp_d.data(), dweight_d.data(), dout_d.data(), inp_d.data(), weight_d.data(),
+                         rstd_d.data(), n, c, storage::bf16, workspace.data(), nullptr);
+  device_buffer<std::uint16_t> dout16_d(bf16_bits_of(dout));
+  device_buffer<float> dinp16_d(dinp0), dweight16_d(dweight0);
+  cuda::rmsnorm_backward(dinp16_d.data(), dweight16_d.data(), dout16_d.data(), inp_d.data(), weight_d.data(),
+                         rstd_d.data(), n, c, storage::bf16, workspace.data(), nullptr);
+  synchronize();
+  expect_same_bits("rmsnorm dinp from BF16 dout", dinp16_d.to_host(), dinp_d.to_host());
+  expect_same_bits("rmsnorm dweight from BF16 dout", dweight16_d.to_host(), dweight_d.to_host());
+}
+
 TEST_CASE("gelu forward and backward match the CPU layer") {
   const std::size_t count = 3001;  // more than one block, not a multiple of 32
   for (storage stored : {storage::fp32, storage::bf16}) {
