@@ -257,7 +257,7 @@ void device_transformer::backward_pass() {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
   const storage stored = stored_;
   const gemm_mode attention_mode = attention_mode_;
-  // The head: dlnf = dlogits . W_head, dW_head += dlogits^T . lnf. In bf16 and fp8 runs the norms'
+  // The head: dlnf = dlogits . W_head, dW_head (+)= dlogits^T . lnf. In bf16 and fp8 runs the norms'
   // outputs (lnf, ln2, ln1) and their gradients (dnorm_, which RMSNorm's backward reads as BF16) are
   // BF16, read and written by the layers as they are.
   linear_backward(std::size_t(4 * layers_), dnorm_.output(), lm_head_, loss_.dlogits(), lnf_.input(), N);
