@@ -208,9 +208,9 @@ def parity_section(out: Path, steps):
     baseline = parity_baseline(out)
     reference = rf.PARITY_CONFIGS[0][0]
     seeds = ", ".join(map(str, rf.PARITY_SEEDS))
-    runs = len(rf.PARITY_CONFIGS) * len(rf.PARITY_SEEDS)
-    lines = [f"Each configuration trained with seeds {seeds} (the seed draws the weights and the batch order), "
-             f"all {runs} runs at once on the one GPU. Validation loss in nats per byte after the last step"
+    lines = [f"Each configuration trained with seeds {seeds} (the seed draws the weights and the batch order); "
+             f"the {len(rf.PARITY_CONFIGS)} runs of a seed at once on the one GPU, the seeds one after another. "
+             "Validation loss in nats per byte after the last step"
              + (f"; the unigram baseline (byte frequencies only) is {baseline:.4f}" if baseline is not None else "")
              + ". The FP8 rows keep the LM head in BF16 (the trainer's default). A configuration with seeds that "
              "stopped early is summarised over those that finished (the last column).", ""]
