@@ -79,8 +79,9 @@ int parse_command_line(int argc, const char* const* argv, generate_options& o, b
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--data", o.data_file,
-                 "text file for calibration and validation (default: the fortunes the trainer uses)")
-      ->check(CLI::ExistingFile);
+                 "text file, or directory of fortune cookie files, for calibration and validation (default: "
+                 "the fortunes the trainer uses); read as fp8_trainer --data reads it")
+      ->check(CLI::ExistingPath);
   add_choice(app, "--weights", o.quant.weights,
              {{"bf16", weight_mode::bf16},
               {"fp8-tensor", weight_mode::fp8_tensor},
@@ -169,7 +170,7 @@ void run_generate(const generate_options& o, std::ostream& out, std::ostream& lo
   trainer::text_data text;
   if (needs_text) {
     text = o.data_file.empty() ? trainer::load_fortunes(FP8_GENERATE_DEFAULT_DATA_DIR)
-                               : trainer::load_text_file(o.data_file);
+                               : trainer::load_text(o.data_file);
     char fingerprint[17];
     std::snprintf(fingerprint, sizeof(fingerprint), "%016llx",
                   static_cast<unsigned long long>(text.fingerprint));

@@ -165,6 +165,32 @@ TEST_CASE("a refused run writes nothing: no model file, no report, no temporary"
   CHECK(std::filesystem::exists(report));
 }
 
+TEST_CASE("--data takes a directory of cookie files as the trainer does") {
+  // The checkpoint was trained on the test text; the same bytes as the one cookie file of a
+  // directory (with its .dat index beside it) have the same fingerprint: no warning.
+  const std::filesystem::path folder = generate_tests::temporary_path("cookie_dir");
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(FP8_GENERATE_TEST_TEXT, folder / "cookies");
+  std::ofstream(folder / "cookies.dat") << "index";
+  const std::vector<std::string> args{"--checkpoint",   generate_tests::checkpoint_path(),
+                                      "--data",         folder.string(),
+                                      "--batch",        "2",
+                                      "--eval-batches", "1",
+                                      "--threads",      "1"};
+  auto [code, log] = run_main(args);
+  CHECK(code == 0);
+  CHECK(log.find("validation: loss") != std::string::npos);  // it evaluated on that text
+  CHECK(log.find("trained on other text") == std::string::npos);
+  // A directory without cookie files: the trainer's error, naming it.
+  const std::filesystem::path empty = generate_tests::temporary_path("empty_cookie_dir");
+  std::filesystem::create_directories(empty);
+  std::tie(code, log) = run_main(
+      {"--checkpoint", generate_tests::checkpoint_path(), "--data", empty.string(), "--eval-batches", "1"});
+  CHECK(code == 1);
+  CHECK(log.find("no fortune cookie files") != std::string::npos);
+}
+
 TEST_CASE("the command line checks ranges and choices") {
   const std::string ckpt = generate_tests::checkpoint_path();
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
