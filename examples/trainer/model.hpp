@@ -14,7 +14,8 @@
 
 namespace trainer {
 
-// A linear layer as the scaling state and the logs name it, e.g. {"blocks.1.w_down", 1}.
+// A linear layer as the scaling state and the logs name it, e.g. {"blocks.1.w_down", 1}: the name of
+// its weight tensor in the model's parameters.
 struct linear_layer_info {
   std::string name;
   int unit = 0;  // precision unit: a transformer block or the head; an MLP layer

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include <fp8/cuda/error.hpp>
 
@@ -218,6 +217,9 @@ device_model::device_model(const parameter_set& host, const std::vector<linear_f
       params_(host),
       weights16_(policy.base == precision::fp32 ? 0 : host.size()),
       linears_(features, infos, max_tokens, policy, recipe, with_shadow, amax_reducer, bf16_operands) {
+  // A linear layer is named after its weight tensor (linear_layer_info).
+  for (const linear_layer_info& info : infos) linear_weight_.push_back(host.index_of(info.name));
+  other_ranges_ = ranges_except(host.specs(), linear_weight_);
   if (!linears_.fp32()) to_bf16(weights16_.data(), params_.compute.data(), params_.size(), stream_);
 }
 
@@ -230,15 +232,7 @@ void device_model::weights_updated() {
   linears_.drop_weight_copies();
 }
 
-void device_model::set_linear_weights(std::vector<std::size_t> weight_of_linear) {
-  other_ranges_ = ranges_except(params_.specs(), weight_of_linear);
-  linear_weight_ = std::move(weight_of_linear);
-}
-
 void device_model::backward(gradient_mode mode) {
-  if (linear_weight_.empty()) {
-    throw std::logic_error("trainer::cuda::device_model::backward: the model did not set_linear_weights");
-  }
   if (mode == gradient_mode::overwrite) {
     // The linear weights' gradients are written by their wgrads; the rest are added into by kernels.
     for (const parameter_range& r : other_ranges_) {
@@ -262,10 +256,10 @@ void device_model::linear_backward(std::size_t linear, linear_output dx, std::si
                                    linear_input x, int m) {
   if (linear >= linear_weight_.size() || linear_weight_[linear] != weight) {
     // An overwriting pass cleared only the other tensors: a gradient written through another layer
-    // than set_linear_weights said would be added to stale values.
+    // than its own would be added to stale values.
     throw std::logic_error("trainer::cuda::device_model::linear_backward: linear layer " +
                            std::to_string(linear) + " was given tensor " + std::to_string(weight) +
-                           ", not the weight set_linear_weights named");
+                           ", not the layer's own weight");
   }
   linears_.backward(linear, dx, grad(weight), dy, x, compute(weight), weight16(weight), m, mode_, stream_);
   backward_done_[linear] = true;

@@ -220,10 +220,6 @@ class device_model {
 
   // The model's backward pass (backward() has cleared what it adds into when it overwrites).
   virtual void backward_pass() = 0;
-  // The parameter tensor each linear layer reads as W, in layer order: their gradients are the
-  // wgrad products' (written or added as the pass's gradient_mode says); every other gradient is
-  // added by a kernel, so an overwriting pass clears those first. Derived constructors call it once.
-  void set_linear_weights(std::vector<std::size_t> weight_of_linear);
 
   float* compute(std::size_t tensor) { return params_.compute.data() + params_.offset(tensor); }
   float* grad(std::size_t tensor) { return params_.grad.data() + params_.offset(tensor); }
@@ -252,7 +248,9 @@ class device_model {
   phase_profile* profile_ = nullptr;
 
  private:
-  std::vector<std::size_t> linear_weight_;  // set_linear_weights
+  // The parameter tensor each linear layer reads as W, in layer order (the tensor of its name): their
+  // gradients are the wgrad products' (written or added as the pass's gradient_mode says).
+  std::vector<std::size_t> linear_weight_;
   // Every tensor but the linear weights (ranges_except): the gradients kernels add into (an
   // overwriting pass clears them) and the weights the model reads as floats (weights_updated widens
   // them).

@@ -32,7 +32,6 @@ device_mlp::device_mlp(const model_options& shape, int batch, const parameter_se
   }
   for (int l = 0; l < layers_; ++l) weights_.push_back(host.index_of("fc" + std::to_string(l + 1)));
   weights_.push_back(host.index_of("head"));
-  set_linear_weights(weights_);
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t WE = std::size_t(window_) * std::size_t(embed_), M = std::size_t(hidden_);
   windows_host_.resize(N * std::size_t(window_));

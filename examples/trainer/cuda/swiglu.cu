@@ -8,9 +8,10 @@
 #include <cuda_bf16.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <initializer_list>
 #include <string>
+
+#include <fp8/quantize/checks.hpp>
 
 #include "kernel_support.cuh"
 
@@ -99,7 +100,7 @@ template <class T>
 bool rows_vectorizable(int f, std::initializer_list<const void*> buffers) {
   if (f % vector_elements<T> != 0) return false;
   for (const void* p : buffers) {
-    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+    if (!fp8::detail::is_aligned(p, 16)) return false;
   }
   return true;
 }

@@ -21,9 +21,9 @@ namespace {
 
 // The linear layers' operands the transformer holds as BF16 (activation_tensor), in bf16 and fp8
 // runs: the norms' outputs as x of wqkv (ln1), w_gate_up (ln2) and the head (lnf), and their
-// gradients as those layers' dx (RMSNorm's backward reads them as BF16); the tensors around SwiGLU, which are
-// w_gate_up's y and dy (gate_up and its gradient) and w_down's x and dx (SwiGLU's output and its
-// gradient); wo's and w_down's y, which the residual add reads as BF16; and with the fused attention
+// gradients as those layers' dx (RMSNorm's backward reads them as BF16); the tensors around SwiGLU,
+// which are w_gate_up's y and dy (gate_up and its gradient) and w_down's x and dx (SwiGLU's output
+// and its gradient); wo's and w_down's y, which the residual add reads as BF16; and with the fused attention
 // (`fused_attention`) the tensors around cuDNN, which are wqkv's y and dy (qkv and its gradient) and
 // wo's x and dx (the heads' output and its gradient).
 // Layers per block: wqkv, wo, w_gate_up, w_down; then the head.
@@ -144,11 +144,6 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
                        host.index_of(prefix + "wo"), host.index_of(prefix + "mlp_norm"),
                        host.index_of(prefix + "w_gate_up"), host.index_of(prefix + "w_down")});
   }
-  std::vector<std::size_t> weights;  // in linear-layer order: per block wqkv, wo, w_gate_up, w_down; the head
-  for (const block_parameters& p : blocks_)
-    weights.insert(weights.end(), {p.wqkv, p.wo, p.w_gate_up, p.w_down});
-  weights.push_back(lm_head_);
-  set_linear_weights(std::move(weights));
   const std::size_t N = std::size_t(batch_) * std::size_t(context_);
   const std::size_t C = std::size_t(channels_), F = std::size_t(hidden_);
   const std::size_t T = std::size_t(context_), BH = std::size_t(batch_) * std::size_t(heads_);
