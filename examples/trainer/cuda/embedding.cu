@@ -1,5 +1,5 @@
 // Embedding lookup (a block per token) and a deterministic scatter-add: each thread owns
-// one table element (v, j) and walks the tokens in order, adding the rows whose token is v.
+// one table element (v, j) and adds the rows of dout whose token is v, in token order.
 #include "embedding.hpp"
 
 #include <cstddef>
@@ -27,12 +27,40 @@ __global__ void embedding_forward_kernel(float* out, const float* table, const s
   }
 }
 
+// The positions of one tile of tokens that hold `row`, in token order: the tile is tokens
+// [start, start + blockDim.x), and each thread looks at one. Writes positions[0 .. count) and returns
+// count (every thread gets it). Every thread of the block must call it; blockDim.x a multiple of 32.
+// `warp_counts`: warps_per_block ints of shared memory; `positions`: blockDim.x ints.
+__device__ int tile_positions_of(int row, const std::int32_t* tokens, int start, int n, int* warp_counts,
+                                 int* positions) {
+  const int lane = int(threadIdx.x) % detail::warp_size;
+  const int warp = int(threadIdx.x) / detail::warp_size;
+  const int position = start + int(threadIdx.x);
+  const bool match = position < n && tokens[position] == row;
+  const unsigned matches = __ballot_sync(detail::full_mask, match);
+  __syncthreads();  // the previous tile's readers are done with warp_counts and positions
+  if (lane == 0) warp_counts[warp] = __popc(matches);
+  __syncthreads();
+  int before = 0, count = 0;  // matches in the warps before this one; in the whole tile
+  for (int w = 0; w < int(blockDim.x) / detail::warp_size; ++w) {
+    if (w < warp) before += warp_counts[w];
+    count += warp_counts[w];
+  }
+  if (match) positions[before + __popc(matches & ((1u << lane) - 1u))] = position;
+  __syncthreads();
+  return count;
+}
+
 // dtable: [V, C]; dout: [N, C]; tokens: [N]. Grid: x over channel chunks of blockDim.x, y over table
-// rows, both grid-stride. The tokens go through shared memory in tiles of blockDim.x; the loops that
-// contain __syncthreads() depend only on block-uniform values, so every thread reaches every barrier.
+// rows, both grid-stride. Each block walks the tokens in tiles of blockDim.x: it lists the tile's
+// positions of its row (a ballot per warp, in token order) and its threads add those rows of dout
+// to their channels, so a row costs a few instructions per tile plus one addition per occurrence
+// (the CPU loop's additions, in its order). The loops that contain __syncthreads() depend only on
+// block-uniform values, so every thread reaches every barrier.
 __global__ void embedding_backward_kernel(float* dtable, const float* dout, const std::int32_t* tokens, int n,
                                           int c, int v) {
-  extern __shared__ std::int32_t tile[];  // [blockDim.x] tokens
+  __shared__ int warp_counts[detail::warps_per_block];
+  __shared__ int positions[detail::block_threads];
   for (int row = int(blockIdx.y); row < v; row += int(gridDim.y)) {
     for (int first = int(blockIdx.x * blockDim.x); first < c; first += int(gridDim.x * blockDim.x)) {
       const int column = first + int(threadIdx.x);
@@ -40,13 +68,10 @@ __global__ void embedding_backward_kernel(float* dtable, const float* dout, cons
       const std::size_t at = std::size_t(row) * std::size_t(c) + std::size_t(active ? column : 0);
       float sum = active ? dtable[at] : 0.0f;
       for (int start = 0; start < n; start += int(blockDim.x)) {
-        __syncthreads();  // the previous tile has been read by every thread
-        if (start + int(threadIdx.x) < n) tile[threadIdx.x] = tokens[start + int(threadIdx.x)];
-        __syncthreads();
-        const int tile_count = min(int(blockDim.x), n - start);
-        for (int t = 0; t < tile_count; ++t) {
-          if (tile[t] == row && active)
-            sum += dout[std::size_t(start + t) * std::size_t(c) + std::size_t(column)];
+        const int count = tile_positions_of(row, tokens, start, n, warp_counts, positions);
+        if (active) {
+          for (int t = 0; t < count; ++t)
+            sum += dout[std::size_t(positions[t]) * std::size_t(c) + std::size_t(column)];
         }
       }
       if (active) dtable[at] = sum;
@@ -81,11 +106,11 @@ void embedding_backward(float* dtable, const float* dout, const std::int32_t* to
                         cudaStream_t stream) {
   check_shapes("trainer::cuda::embedding_backward", dout, dtable, tokens, n, c, v);
   if (n == 0 || c == 0) return;
+  // The kernel's shared arrays are sized for block_threads threads.
   const int threads = detail::block_threads;
   const unsigned chunks = unsigned((c + threads - 1) / threads);
   const dim3 grid(chunks < 65535u ? chunks : 65535u, unsigned(v < 65535 ? v : 65535));
-  embedding_backward_kernel<<<grid, threads, sizeof(std::int32_t) * threads, stream>>>(dtable, dout, tokens,
-                                                                                       n, c, v);
+  embedding_backward_kernel<<<grid, threads, 0, stream>>>(dtable, dout, tokens, n, c, v);
   detail::check_launch("embedding_backward_kernel");
 }
 

@@ -170,6 +170,22 @@ TEST_CASE("embedding forward and backward equal the CPU layer bit for bit") {
   expect_same_bits("embedding out", out_d.to_host(), out);
   expect_same_bits("embedding dtable", dtable_d.to_host(), dtable);
 
+  SUBCASE("a row that holds most tokens: whole tiles of matches, listed in token order") {
+    // 9 tokens in 10 are byte 32 (as spaces are in text), so whole warps and tiles match, and the
+    // sums over those rows run hundreds of additions long in the CPU's order.
+    std::vector<std::int32_t> skewed = tokens;
+    for (std::size_t i = 0; i < skewed.size(); ++i) {
+      if (i % 10 != 3) skewed[i] = 32;
+    }
+    std::vector<float> want = dtable_start;
+    embedding_backward(want.data(), dout.data(), skewed.data(), n, c);
+    device_buffer<std::int32_t> skewed_d(skewed);
+    device_buffer<float> got(dtable_start);
+    cuda::embedding_backward(got.data(), dout_d.data(), skewed_d.data(), n, c, v, nullptr);
+    synchronize();
+    expect_same_bits("embedding dtable, skewed tokens", got.to_host(), want);
+  }
+
   SUBCASE("a token outside the table gives a NaN row and adds nothing") {
     std::vector<std::int32_t> bad = tokens;
     bad[5] = v;
