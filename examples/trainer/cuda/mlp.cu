@@ -64,17 +64,17 @@ double device_mlp::forward(const std::int32_t* inputs, const std::int32_t* targe
   FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, targets_.size() * sizeof(std::int32_t),
                                  cudaMemcpyHostToDevice, stream_));
   FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffers may change after this returns
-  mark(phase::other);
+  mark(phase::embedding);
   embedding_forward(concat_.data(), compute(wte_), windows_.data(), N * W, E, V, stream_);
   const float* x = concat_.data();
   for (int l = 0; l < layers_; ++l) {
     linear_forward(std::size_t(l), kind, pre_[std::size_t(l)].data(), x, weights_[std::size_t(l)], N);
-    mark(phase::other);
+    mark(phase::activation);
     gelu_forward(post_[std::size_t(l)].data(), pre_[std::size_t(l)].data(), NM, stored_, stream_);
     x = post_[std::size_t(l)].data();
   }
   linear_forward(std::size_t(layers_), kind, loss_.logits(), x, weights_.back(), N);
-  mark(phase::other);
+  mark(phase::loss);
   const double loss = loss_.forward_backward(targets_.data(), N, stored_, stream_);
   stop_profile();
   return loss;
@@ -90,12 +90,12 @@ void device_mlp::backward_pass() {
     float* dx = l == 0 ? dconcat_.data() : dpost_.data();
     linear_backward(std::size_t(l), dx, weights_[std::size_t(l)], dy, x, N);
     if (l > 0) {
-      mark(phase::other);
+      mark(phase::activation);
       gelu_backward(dpre_.data(), dpost_.data(), pre_[std::size_t(l - 1)].data(), NM, stored_, stream_);
       dy = dpre_.data();
     }
   }
-  mark(phase::other);
+  mark(phase::embedding);
   // Row by row in window order (n, then w): the CPU loop's additions in its order.
   embedding_backward(grad(wte_), dconcat_.data(), windows_.data(), N * W, E, V, stream_);
   stop_profile();

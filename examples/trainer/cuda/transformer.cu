@@ -210,14 +210,14 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, targets_.size() * sizeof(std::int32_t),
                                    cudaMemcpyDeviceToDevice, stream_));
   }
-  mark(phase::other);
+  mark(phase::embedding);
   embedding_forward(encoded_.data(), compute(wte_), inputs_.data(), N, C, V, stream_);
   const float* residual = encoded_.data();
   for (int l = 0; l < layers_; ++l) {
     block_activations& a = acts_[std::size_t(l)];
     const block_parameters& p = blocks_[std::size_t(l)];
     const std::size_t linear = std::size_t(4 * l);
-    mark(phase::other);
+    mark(phase::norms);
     rmsnorm_forward(a.ln1, a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_);
     linear_forward(linear + 0, kind, a.qkv.output(), a.ln1.input(), p.wqkv, N);
     mark(phase::attention);
@@ -229,20 +229,22 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
                         attention_mode, stored, attention_, cublas_.get(), stream_);
     }
     linear_forward(linear + 1, kind, branch_.output(), a.atty.input(), p.wo, N);
-    mark(phase::other);
+    mark(phase::residual);
     residual_forward(a.residual2.data(), residual, branch_, NC, stored, stream_);
+    mark(phase::norms);
     rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_);
     linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.input(), p.w_gate_up, N);
-    mark(phase::other);
+    mark(phase::activation);
     swiglu_forward(a.swiglu, a.gate_up, N, F, stream_);
     linear_forward(linear + 3, kind, branch_.output(), a.swiglu.input(), p.w_down, N);
-    mark(phase::other);
+    mark(phase::residual);
     residual_forward(a.residual3.data(), a.residual2.data(), branch_, NC, stored, stream_);
     residual = a.residual3.data();
   }
+  mark(phase::norms);
   rmsnorm_forward(lnf_, lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_);
   linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.input(), lm_head_, N);
-  mark(phase::other);
+  mark(phase::loss);
   const double loss = loss_.forward_backward(targets_.data(), N, stored, stream_);
   stop_profile();
   return loss;
@@ -259,6 +261,7 @@ void device_transformer::backward_pass() {
   mark(phase::other);
   FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
   const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();
+  mark(phase::norms);
   rmsnorm_backward(dresidual_.data(), grad(final_norm_), dnorm_, last, compute(final_norm_), lnf_rstd_.data(),
                    N, C, stored, norm_workspace_.data(), stream_);
   for (int l = layers_ - 1; l >= 0; --l) {
@@ -269,10 +272,10 @@ void device_transformer::backward_pass() {
     // MLP branch: residual3 = residual2 + down(swiglu(gate_up(rmsnorm(residual2)))).
     // In bf16 and fp8 runs the [N, F] and [N, 2F] tensors stay BF16 from layer to layer.
     linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), a.swiglu.input(), N);
-    mark(phase::other);
+    mark(phase::activation);
     swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_);
     linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up_.input(), a.ln2.input(), N);
-    mark(phase::other);
+    mark(phase::norms);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dnorm_, a.residual2.data(), compute(p.mlp_norm),
                      a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
     // Attention branch: residual2 = input + wo(attention(wqkv(rmsnorm(input)))). On the fused path
@@ -289,10 +292,11 @@ void device_transformer::backward_pass() {
                          attention_mode, stored, attention_, cublas_.get(), stream_);
     }
     linear_backward(linear + 0, dnorm_.output(), p.wqkv, dqkv_.input(), a.ln1.input(), N);
-    mark(phase::other);
+    mark(phase::norms);
     rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dnorm_, block_input, compute(p.attn_norm),
                      a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
   }
+  mark(phase::embedding);
   embedding_backward(grad(wte_), dresidual_.data(), inputs_.data(), N, C, V, stream_);
   stop_profile();
 }
