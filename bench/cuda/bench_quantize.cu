@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
                                          out.as<std::uint8_t>(), scale_inv.as<float>(),
                                          out_t.as<std::uint8_t>(), scale_inv_t.as<float>(), amax);
          }},
-        {"current tile_1x128 bf16 +transpose (2 reads)", n, n * 4,
+        {"current tile_1x128 bf16 +transpose", n, n * 4,
          [&] {
            fp8::cuda::quantize_transpose(xb, rows, cols, current(fp8::granularity::tile_1x128),
                                          out.as<std::uint8_t>(), scale_inv.as<float>(),

@@ -416,7 +416,9 @@ struct grid_cap {
 };
 
 TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 blocks") {
-  const shape capped_shapes[] = {{1000, 130}, {300, 1024}, {257, 385}, {512, 512}};
+  // {200, 300}: 3 tiles of 128 per row, a count that divides none of the capped grids' tiles per
+  // step (8, 16, 24), so the tile kernel's stepped position carries into the next row.
+  const shape capped_shapes[] = {{1000, 130}, {300, 1024}, {257, 385}, {512, 512}, {200, 300}};
   std::uint32_t seed = 5000;
   for (const std::size_t blocks : {std::size_t(1), std::size_t(2), std::size_t(3)}) {
     const grid_cap cap(blocks);

@@ -175,6 +175,45 @@ inline constexpr int block_passes_2d = int(block_length) / (block_threads_2d / 3
 // conflicts (a row step moves one bank).
 inline constexpr int block_tile_words = int(block_length) / 4 + 1;
 
+// Writes the codes of one 128x128 block of X, which `tile` holds in the block kernels' shared layout
+// (row k of the block at word k * block_tile_words), transposed into out_t (cols x rows), where the
+// block's rows r0.. become columns and its columns c0.. rows. `packed` (a whole block, rows % 4 == 0
+// and out_t 4-aligned): 32 x 32 micro-tiles of 4 x 4 codes, four per thread (transpose_micro_tile),
+// each column's four codes in one 32-bit store; otherwise a byte per element, guarded at the edges.
+// Every thread of the block calls it, after the barrier that completes the tile.
+__device__ __forceinline__ void store_transposed_block(const std::uint32_t* tile, std::size_t r0,
+                                                       std::size_t c0, std::size_t rows, std::size_t cols,
+                                                       bool packed, std::uint8_t* __restrict__ out_t) {
+  const int lane = int(threadIdx.x) % 32;
+  const int warp = int(threadIdx.x) / 32;
+  if (packed) {
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const auto [row_group, column_word] = transpose_micro_tile(warp, lane, g);
+      const std::uint32_t* source = tile + 4 * row_group * block_tile_words + column_word;
+      std::uint32_t columns[4];
+      transpose_4x4_bytes(source[0], source[block_tile_words], source[2 * block_tile_words],
+                          source[3 * block_tile_words], columns);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const std::size_t column = c0 + std::size_t(4 * column_word + k);
+        *reinterpret_cast<std::uint32_t*>(out_t + column * rows + r0 + std::size_t(4 * row_group)) =
+            columns[k];
+      }
+    }
+    return;
+  }
+  const auto* tile_bytes = reinterpret_cast<const std::uint8_t*>(tile);
+  for (int e = int(threadIdx.x); e < int(block_length * block_length); e += block_threads_2d) {
+    const int tc = e / int(block_length);
+    const int tr = e % int(block_length);
+    if (r0 + std::size_t(tr) < rows && c0 + std::size_t(tc) < cols) {
+      out_t[(c0 + std::size_t(tc)) * rows + r0 + std::size_t(tr)] =
+          tile_bytes[tr * 4 * block_tile_words + tc];
+    }
+  }
+}
+
 // out (rows x cols) and, when Transposed, out_t (cols x rows) with the transposed scales
 // scale_inv_t in layout_t, all from the one read of each block: the codes go to a shared tile and
 // come out as columns, four rows per 32-bit store (`packed_t`: rows % 4 == 0 and out_t 4-aligned).
@@ -185,7 +224,6 @@ __global__ void __launch_bounds__(block_threads_2d)
                           float* scale_inv, float* amax, bool packed_t, scale_layout layout_t,
                           std::uint8_t* __restrict__ out_t, float* scale_inv_t) {
   __shared__ std::uint32_t tile[Transposed ? int(block_length) * block_tile_words : 1];
-  std::uint8_t* const tile_bytes = reinterpret_cast<std::uint8_t*>(tile);
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
   constexpr int warps = block_threads_2d / 32;
@@ -257,34 +295,7 @@ __global__ void __launch_bounds__(block_threads_2d)
     }
     if constexpr (Transposed) {
       __syncthreads();
-      const std::size_t r0 = i * block_length;
-      const std::size_t c0 = j * block_length;
-      if (whole && packed_t) {
-        // 32 x 32 micro-tiles of 4 x 4 codes, four per thread (transpose_micro_tile).
-#pragma unroll
-        for (int g = 0; g < 4; ++g) {
-          const auto [row_group, column_word] = transpose_micro_tile(warp, lane, g);
-          const std::uint32_t* source = tile + 4 * row_group * block_tile_words + column_word;
-          std::uint32_t columns[4];
-          transpose_4x4_bytes(source[0], source[block_tile_words], source[2 * block_tile_words],
-                              source[3 * block_tile_words], columns);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const std::size_t column = c0 + std::size_t(4 * column_word + k);
-            *reinterpret_cast<std::uint32_t*>(out_t + column * rows + r0 + std::size_t(4 * row_group)) =
-                columns[k];
-          }
-        }
-      } else {
-        for (int e = int(threadIdx.x); e < int(block_length * block_length); e += block_threads_2d) {
-          const int tc = e / int(block_length);
-          const int tr = e % int(block_length);
-          if (r0 + std::size_t(tr) < rows && c0 + std::size_t(tc) < cols) {
-            out_t[(c0 + std::size_t(tc)) * rows + r0 + std::size_t(tr)] =
-                tile_bytes[tr * 4 * block_tile_words + tc];
-          }
-        }
-      }
+      store_transposed_block(tile, i * block_length, j * block_length, rows, cols, whole && packed_t, out_t);
       __syncthreads();  // the tile is refilled by the next block of this grid-stride loop
     }
   }

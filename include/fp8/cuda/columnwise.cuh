@@ -1,6 +1,7 @@
 // Kernels of the transposed FP8 copy under column-wise scales: the rows of Xᵀ are the columns of X,
-// so Xᵀ's per-row and 1x128 scales come from columns of X (128x128 blocks are transposed by the block
-// kernel itself, block_quantize.cuh).
+// so Xᵀ's per-row and MX 1x32 scales come from columns of X (128x128 blocks are transposed by the
+// block kernel itself, block_quantize.cuh; 1x128 tiles by tile_transpose.cuh, which casts both
+// copies from one read).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -105,15 +106,15 @@ __global__ void __launch_bounds__(column_threads)
 }
 
 // Casts chunks of X with one scale per column and group of rows, and writes them transposed into
-// out_t (cols x rows). Scales: from the chunk's own column amaxes, per group of 128 / Groups rows
-// (the 1x128 tiles of Xᵀ, Groups 1, or its MX 1x32 blocks, Groups 4; the entries go to Scales'
-// buffer in layout_t, padding 0), or from column_amax (per_row of Xᵀ, Groups 1 with float scales:
-// the kernel stores none, finish_columns writes them).
+// out_t (cols x rows). Scales: Groups 1, from column_amax (per_row of Xᵀ, float scales: the kernel
+// stores none, finish_columns writes them); Groups 4, from the chunk's own column amaxes per group of
+// 32 rows (the MX 1x32 blocks of Xᵀ; the entries go to Scales' buffer in layout_t).
 template <class Format, class T, int Groups, class Scales>
 __global__ void __launch_bounds__(column_threads)
     column_quantize_transpose_kernel(const T* __restrict__ in, std::size_t rows, std::size_t cols,
                                      Scales scales, const float* column_amax, scale_layout layout_t,
                                      std::uint8_t* __restrict__ out_t) {
+  static_assert(Groups == 1 || !Scales::padded, "a layout with padding (float scales) has Groups 1 here");
   constexpr std::size_t group_rows = std::size_t(column_chunk_rows) / Groups;
   constexpr int per_group = column_values / Groups;
   __shared__ alignas(4) std::uint8_t codes[column_width][column_stride];
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(column_threads)
     load_column_chunk(in, rows, cols, chunk, v);
     const std::size_t c = chunk.c0 + std::size_t(lane);
     float scale[Groups];
-    if (column_amax != nullptr) {
+    if constexpr (Groups == 1) {
       scale[0] = c < cols ? scales.apply(__float_as_uint(column_amax[c]), 0, false) : 1.0f;
     } else {
       std::uint32_t bits[Groups];
@@ -138,11 +139,6 @@ __global__ void __launch_bounds__(column_threads)
         // A group below the last row has no block in Xᵀ's layout (MX: rows not a multiple of 128).
         const bool store = warp == 0 && c < cols && first_row < rows;
         scale[g] = scales.apply(bits[g], store ? layout_t.index(c, tile) : 0, store);
-        if constexpr (Scales::padded) {
-          if (warp == 0 && lane == 0 && chunk.c0 + column_width >= cols) {
-            for (std::size_t p = cols; p < layout_t.leading; ++p) scales.pad(layout_t.index(p, tile));
-          }
-        }
       }
     }
 #pragma unroll

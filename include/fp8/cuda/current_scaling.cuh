@@ -22,6 +22,7 @@
 #include "launch.cuh"
 #include "quantize.cuh"
 #include "scale.cuh"
+#include "tile_transpose.cuh"
 
 namespace fp8::cuda {
 namespace detail {
@@ -87,7 +88,8 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
 // The rows of Xᵀ are the columns of X, so its per_row and 1x128 scales come from columns of X
 // (Transformer Engine's column-wise scaling); per_tensor and 128x128 scales are shared, transposed.
 // Reads: per_tensor 2 (amax, then one fused cast + transpose); 128x128 1 (the block kernel writes the
-// transposed codes and scales too); 1x128 2 (row-wise and column-wise casts); per_row 4 (two per copy).
+// transposed codes and scales too); 1x128 1 (tile_transpose.cuh: both kinds of tiles from a 128x128
+// block held in registers); per_row 4 (two per copy).
 template <class T>
 void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
                         std::uint8_t* out, float* scale_inv, std::uint8_t* out_t, float* scale_inv_t,
@@ -115,28 +117,28 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
                                   scale_inv_t, &layout_t);
     return;
   }
+  if (q.granularity == granularity::tile_1x128) {
+    detail::launch_tile_quantize_transpose(in, rows, cols, q.format, rule, layout, out, scale_inv, layout_t,
+                                           out_t, scale_inv_t, amax, stream);
+    return;
+  }
+  // per_row: Xᵀ's rows are X's columns, and a column's scale needs all of its rows, so the column
+  // amaxes come first. scale_inv_t holds them, then (finish_columns_kernel) their 1 / scale.
   detail::launch_block_quantize(in, rows, cols, q.format, rule, layout, out, scale_inv, amax, stream);
-  const float* column_amax = nullptr;
-  if (q.granularity == granularity::per_row) {
-    // scale_inv_t first holds the column amaxes, then (finish_columns_kernel) their 1 / scale.
-    FP8_CUDA_CHECK(cudaMemsetAsync(scale_inv_t, 0, cols * sizeof(float), stream));
-    if (rows * cols > 0) {
-      const unsigned grid = detail::grid_for(detail::column_chunk_count(rows, cols), 1);
-      detail::column_amax_kernel<<<grid, detail::column_threads, 0, stream>>>(in, rows, cols, scale_inv_t);
-      detail::check_launch("fp8::cuda::detail::column_amax_kernel", rows, cols, grid, detail::column_threads);
-    }
-    column_amax = scale_inv_t;
+  FP8_CUDA_CHECK(cudaMemsetAsync(scale_inv_t, 0, cols * sizeof(float), stream));
+  if (cols == 0) return;  // Xᵀ has no rows
+  if (rows > 0) {         // else every column's amax is 0 (scale 1)
+    const unsigned grid = detail::grid_for(detail::column_chunk_count(rows, cols), 1);
+    detail::column_amax_kernel<<<grid, detail::column_threads, 0, stream>>>(in, rows, cols, scale_inv_t);
+    detail::check_launch("fp8::cuda::detail::column_amax_kernel", rows, cols, grid, detail::column_threads);
+    detail::launch_column_quantize_transpose<1>(
+        in, rows, cols, q.format, detail::float_block_scales{rule, scale_inv_t}, scale_inv_t, layout_t, out_t,
+        stream, "fp8::cuda::detail::column_quantize_transpose_kernel");
   }
-  detail::launch_column_quantize_transpose<1>(
-      in, rows, cols, q.format, detail::float_block_scales{rule, scale_inv_t}, column_amax, layout_t, out_t,
-      stream, "fp8::cuda::detail::column_quantize_transpose_kernel");
-  if (q.granularity == granularity::per_row && cols > 0) {
-    const unsigned finish_grid = detail::grid_for(cols);
-    detail::finish_columns_kernel<detail::block_threads>
-        <<<finish_grid, detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
-    detail::check_launch("fp8::cuda::detail::finish_columns_kernel", cols, finish_grid,
-                         detail::block_threads);
-  }
+  const unsigned finish_grid = detail::grid_for(cols);
+  detail::finish_columns_kernel<detail::block_threads>
+      <<<finish_grid, detail::block_threads, 0, stream>>>(scale_inv_t, cols, rule);
+  detail::check_launch("fp8::cuda::detail::finish_columns_kernel", cols, finish_grid, detail::block_threads);
 }
 
 // Inverse of the matrix quantize: out = T(decode(code) * scale_inv of the element's block), rounded
