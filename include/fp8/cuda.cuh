@@ -14,5 +14,6 @@
 #include "cuda/launch.cuh"
 #include "cuda/quantize.cuh"
 #include "cuda/scale.cuh"
+#include "cuda/tile_transpose.cuh"
 #include "fp8.hpp"
 #include "scaling.hpp"
