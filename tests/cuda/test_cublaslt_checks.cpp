@@ -371,7 +371,8 @@ TEST_CASE("D scale and amax need an FP8 output; epilogues need a matching bias")
 TEST_CASE("a bias gradient has C's type: FP32 beside an FP32 output, not bf16") {
   // cublasLt.h: "Bias gradient vector elements are the same type as the output elements (Ctype)";
   // the bf16 exception of FP8 products into FP32 is for a bias that is read. DGELU_BGRAD on an FP8
-  // product, BGRADB on a BF16 one (cuBLASLt has no FP8 kernel with BGRADB).
+  // product (the type rule only: no GPU run has taken that epilogue with FP8 operands yet), BGRADB
+  // on a BF16 one (cuBLASLt has no FP8 kernel with BGRADB).
   for (const lt::epilogue kind : {lt::epilogue::bias_gradient_b, lt::epilogue::dgelu_bias_gradient}) {
     CAPTURE(lt::name(kind));
     lt::gemm_problem p = kind == lt::epilogue::bias_gradient_b ? bf16_weight_gradient() : valid_fp8();

@@ -258,8 +258,6 @@ TEST_CASE("64x64 cast + transpose: row and micro-tile coverage, no bank conflict
   for (int count : covered) CHECK(count == 1);
 }
 
-// A launch that fails reports the kernel, what it was given and the grid; a fault of device code,
-// which the next CUDA call reports whichever it is, says so and how to find the kernel.
 TEST_CASE("row positions stepped by addition equal the item number divided by the items per row") {
   // The tile quantize and the dequantize kernels step (row, column) instead of dividing each item's
   // number: over every start and step a grid can give, each position must be the division's.
@@ -285,6 +283,8 @@ TEST_CASE("row positions stepped by addition equal the item number divided by th
   }
 }
 
+// A launch that fails reports the kernel, what it was given and the grid; a fault of device code,
+// which the next CUDA call reports whichever it is, says so and how to find the kernel.
 TEST_CASE("launch failures name the kernel, the shape and the grid") {
   using namespace fp8::cuda::detail;
   CHECK(launch_description("fp8::cuda::detail::quantize_kernel", elements_text(1000003), 489, 256) ==

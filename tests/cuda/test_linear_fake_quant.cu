@@ -136,15 +136,17 @@ void check_decode(const linear_layer& layer, linear_buffer buffer, const host_ca
   CHECK_MESSAGE(bad == 0, bad << " of " << got.size() << " decoded elements differ from the host's");
 }
 
-// C[r, c] = Σ_l A[r, l]·B[c, l] against `got`, with the tolerance of the file's header.
+// C[r, c] = Σ_l A[r, l]·B[c, l] (+ bias[c] where given) against `got`, with the tolerance of the
+// file's header.
 template <class T>
 void check_product(const char* what, const std::vector<T>& got, const std::vector<double>& a,
                    const std::vector<double>& b, std::int64_t rows, std::int64_t cols, std::int64_t depth,
-                   double rel) {
+                   double rel, const std::vector<double>& bias = {}) {
   std::size_t bad = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c < cols; ++c) {
-      double sum = 0, magnitude = 0;
+      double sum = bias.empty() ? 0.0 : bias[std::size_t(c)];
+      double magnitude = std::fabs(sum);
       for (std::int64_t l = 0; l < depth; ++l) {
         const double term = a[std::size_t(r * depth + l)] * b[std::size_t(c * depth + l)];
         sum += term;
@@ -170,21 +172,26 @@ float state_scale(linear_scaling& scaling, gemm_operand op) {
   return scaling.state().download().scale(scaling.slot(0, op));
 }
 
-void run_fake(const char* name, const fp8::gemm_recipe& recipe) {
+// `with_bias`: the layer adds a bias in forward and sums dY's columns into dbias in backward (for
+// fake_fp8 wgrads from the BF16 dY, as for FP8 ones: cuBLASLt's BGRADB takes BF16 products only).
+void run_fake(const char* name, const fp8::gemm_recipe& recipe, bool with_bias = false) {
   CAPTURE(name);
+  CAPTURE(with_bias);
   fp8::cublaslt::handle lt;
   linear_scaling scaling(recipe, 1);
-  const linear_config config{K, N, M, false, recipe, linear_precision::fake_fp8(), true};
+  const linear_config config{K, N, M, with_bias, recipe, linear_precision::fake_fp8(), true};
   linear_layer layer(config, scaling, 0, lt);
 
   const std::vector<float> x = random_values(std::size_t(M * K), 11, 2.0f);
   const std::vector<float> w = random_values(std::size_t(N * K), 12, 0.5f);
   const std::vector<float> dy = random_values(std::size_t(M * N), 13, 0.01f);
+  const std::vector<float> bias = random_values(std::size_t(N), 14, 1.0f);
   device_buffer<__nv_bfloat16> x_dev(to_bf16(x)), w_dev(to_bf16(w)), dy_dev(to_bf16(dy)),
-      y(std::size_t(M * N)), dx(std::size_t(M * K));
-  device_buffer<float> dw(std::size_t(N * K));
-  layer.forward({x_dev.data(), w_dev.data(), nullptr, y.data(), M, true});
-  layer.backward({dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(), nullptr, M, false, true});
+      bias_dev(to_bf16(bias)), y(std::size_t(M * N)), dx(std::size_t(M * K));
+  device_buffer<float> dw(std::size_t(N * K)), dbias(static_cast<std::size_t>(N));
+  layer.forward({x_dev.data(), w_dev.data(), with_bias ? bias_dev.data() : nullptr, y.data(), M, true});
+  layer.backward({dy_dev.data(), x_dev.data(), w_dev.data(), dx.data(), dw.data(),
+                  with_bias ? dbias.data() : nullptr, M, false, true});
 
   // The host casts, each of the operand as its product reads it (the transposes for dgrad's W and
   // wgrad's X and dY), with the scale the state held during the step (delayed: 1 at the start).
@@ -204,12 +211,34 @@ void run_fake(const char* name, const fp8::gemm_recipe& recipe) {
   check_decode(layer, linear_buffer::x_t_fake, hxt);
   check_decode(layer, linear_buffer::dy_t_fake, hdyt);
 
+  // The bias as the layer reads it: its BF16 values.
+  std::vector<double> bias_values;
+  if (with_bias) {
+    for (const __nv_bfloat16 b : to_bf16(bias)) bias_values.push_back(double(__bfloat162float(b)));
+  }
   check_product("y", download(y.data(), std::size_t(M * N)), values_of(hx.decoded), values_of(hw.decoded), M,
-                N, K, 0x1p-8);
+                N, K, 0x1p-8, bias_values);
   check_product("dx", download(dx.data(), std::size_t(M * K)), values_of(hdy.decoded), values_of(hwt.decoded),
                 M, K, N, 0x1p-8);
   check_product("dw", download(dw.data(), std::size_t(N * K)), values_of(hdyt.decoded),
                 values_of(hxt.decoded), N, K, M, 0x1p-20);
+
+  if (with_bias) {
+    // dbias[c] = Σ_r dY[r, c] over the BF16 dY (not its fake-quantized decode): FP32 sums of 256
+    // BF16 values in any order, at most 256·2^-24 = 2^-16 of the sum of magnitudes off.
+    const std::vector<__nv_bfloat16> dy16 = to_bf16(dy);
+    const std::vector<float> got = download(dbias.data(), std::size_t(N));
+    for (std::int64_t c = 0; c < N; ++c) {
+      double sum = 0, magnitude = 0;
+      for (std::int64_t r = 0; r < M; ++r) {
+        const double v = double(__bfloat162float(dy16[std::size_t(r * N + c)]));
+        sum += v;
+        magnitude += std::fabs(v);
+      }
+      CAPTURE(c);
+      CHECK(std::fabs(double(got[std::size_t(c)]) - sum) <= 0x1p-16 * magnitude + 1e-30);
+    }
+  }
 
   // The amaxes go into the state as for fp8: the operands' own maxima.
   const fp8::delayed_scaling_state state = scaling.state().download();
@@ -422,6 +451,7 @@ void run_bf16_statistics(const char* name, const fp8::gemm_recipe& recipe) {
 
 TEST_CASE("fake_fp8 layer: decodes bit for bit as the host's, products of them, delayed scaling") {
   run_fake("delayed", fp8::gemm_recipe{fp8::delayed_scaling{}});
+  run_fake("delayed, with a bias", fp8::gemm_recipe{fp8::delayed_scaling{}}, true);
 }
 
 TEST_CASE("fake_fp8 layer: current scaling per tensor, per row, 1x128 and 128x128") {

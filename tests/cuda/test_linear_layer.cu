@@ -171,7 +171,8 @@ void step_and_check(linear_layer& layer, const linear_config& config, const tens
   check_close("dw", dw.download(), product(dyt, xt, N, K, m), accumulate ? dw_base : std::vector<double>{},
               0x1p-20, fast_or_split(wgrad8, p.fast_accumulation_wgrad));
 
-  // dbias: BGRADB sums the product's B operand (the dequantized dYᵀ); the column sum reads the BF16 dY.
+  // dbias: BGRADB (BF16 wgrads only) sums the product's B operand, dYᵀ; the column sum (FP8 and fake
+  // FP8 wgrads) reads the BF16 dY.
   const fp8::cuda::linear_plan plan = layer.plan(m);
   const bool epilogue = plan.bias_gradient == fp8::cuda::bias_gradient_method::epilogue;
   const auto summed = epilogue ? dyt : transpose(widen(host.dy), m, N);

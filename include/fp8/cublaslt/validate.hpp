@@ -61,7 +61,8 @@ inline std::string version_text(std::size_t version) {
   return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
          std::to_string(version % 100);
 }
-// The D scale and amax floats need only their own alignment. An operand's tensorwise inverse scale
+// The D scale and amax floats need only their own alignment (an amax 4 bytes past a 16-byte boundary
+// ran on an H100; the D scale was not probed off such a boundary). An operand's tensorwise inverse scale
 // needs 16 bytes: cuBLASLt 13.1 on an H100 took a product whose A or B scale sat 4 bytes past such a
 // boundary through the heuristic and then refused it in every candidate algorithm
 // (CUBLAS_STATUS_NOT_SUPPORTED), measured with split accumulation.

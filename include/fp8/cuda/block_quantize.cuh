@@ -78,8 +78,9 @@ __global__ void __launch_bounds__(Threads)
 // The place of an item (a tile, or four elements) in row order: its row and its index within the
 // row, moved on by a fixed number of items without a division. The grid-stride loops of the tile
 // quantize and the dequantize kernels step with it: the tile kernel first divided a 64-bit tile
-// number by the tiles per row four times per tile, which made it bound by instructions rather than
-// memory (on an H100, 1x128 tiles of bf16 ran at 0.42 of copy, slower than f32 for half the bytes).
+// number by the tiles per row four times per tile, which most likely made it bound by instructions
+// rather than memory (on an H100, 1x128 tiles of bf16 ran at 0.42 of copy, slower than f32 for half
+// the bytes; the next run measures the stepped form).
 struct row_position {
   std::size_t row;
   std::size_t column;  // the item's index within its row, < per_row
