@@ -60,7 +60,8 @@ using linear_output = linear_tensor<float, std::uint16_t>;             // y, dx
 
 // Which of a layer's operands the model holds as BF16 (passed through, never staged), one flag per
 // operand: x and dx (K wide), y and dy (N wide). A tensor may be BF16 in one pass and floats in the
-// other (a norm's output is BF16 as x, its gradient dx stays floats). device_linears sizes each
+// other (wo's and w_down's outputs are BF16 as y, their gradients dy, the residual stream's, stay
+// floats). device_linears sizes each
 // staging copy for the layers that stage that operand only, and refuses floats where BF16 is planned.
 struct linear_bf16_operands {
   bool x = false;
@@ -274,8 +275,10 @@ std::unique_ptr<device_model> make_device_model(const model_options& shape, int 
 // (returned; read on the host), clipping to clip_norm (<= 0: none), AdamW at `step` with
 // `learning_rate`, the new compute weights, and the end of the FP8 scaling step (amax histories roll,
 // next scales; not in fp32 runs). The CPU run's order and arithmetic (../trainer.cpp), in two passes
-// over the parameters: the norm, then one AdamW pass that also clips and writes the compute copies
-// (adamw_fusion; the gradients stay unclipped in memory, the next step's first pass overwrites them).
+// over the parameters: the norm, then one AdamW pass that also clips and writes the weights as the
+// layers read them (adamw_fusion: in fp32 runs the compute copy; in bf16 and fp8 runs the BF16 copy
+// only, which device_model::weights_updated widens for the few tensors read as floats). The
+// gradients stay unclipped in memory; the next step's first pass overwrites them.
 double optimizer_step(device_model& model, const adamw_options& options, float learning_rate, long step,
                       float clip_norm, phase_profile* profile = nullptr);
 

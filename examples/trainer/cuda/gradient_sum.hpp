@@ -1,7 +1,9 @@
 // The end of a sharded GPU step (several passes on one GPU, or one rank of several): the CPU step's
 // sum and mean (../data_parallel.cpp) on the device. The passes have already summed their gradients
 // in parameters().grad, in pass order (device_model::backward: the first pass writes, the others
-// add), so no gradient buffer of the step's own is needed; the losses are summed on the host in
+// add; the embedding's kernel adds each pass's rows to the running sum, so its additions associate
+// differently from the CPU's sum of whole pass gradients, which tests compare within tolerances),
+// so no gradient buffer of the step's own is needed; the losses are summed on the host in
 // float. After the sum over the ranks every gradient is divided by the number of passes of the
 // whole step.
 #pragma once

@@ -123,9 +123,13 @@ class cuda_training_run final : public training_run {
   }
 
  protected:
-  // Parameters, moments and the scaling state, for a checkpoint or the replica check's hash.
+  // Parameters, moments and the scaling state, for a checkpoint or the replica check's hash. In bf16
+  // and fp8 runs the device keeps the linear weights' compute copy only as BF16 (the float copy is
+  // not written after the first step), so the host's compute copy is made from the master weights,
+  // as the CPU run makes it.
   void refresh_host_copies() const override {
     device_->parameters().download(model_->parameters());
+    model_->parameters().refresh_compute(policy_.activation_storage());
     scaling_->delayed() = device_->scaling().state().download(stream_);
   }
   const char* gradient_collective() const override { return "ncclAllReduce"; }
@@ -135,8 +139,8 @@ class cuda_training_run final : public training_run {
   bool shadow_step() const { return options_.shadow_every > 0 && (step_ + 1) % options_.shadow_every == 0; }
 
   // The CPU's sharded step (../data_parallel.cpp) on the GPU: this rank's share of the global batch,
-  // its passes, one all-reduce of the packed gradients and losses (devices_; none on one rank), and
-  // the mean over all passes. The amaxes are reduced by the optimizer step's end_step.
+  // its passes, the all-reduce of the gradients in place and then of the two losses (devices_; none
+  // on one rank), and the mean over all passes. The amaxes are reduced by the optimizer step's end_step.
   void gpu_sharded_gradients(step_record& record) {
     draw_rank_windows();
     const bool shadow = shadow_step();
@@ -145,7 +149,8 @@ class cuda_training_run final : public training_run {
       const std::int32_t* inputs = inputs_.data() + std::size_t(p) * pass_tokens;
       const std::int32_t* targets = targets_.data() + std::size_t(p) * pass_tokens;
       const float loss = float(device_->forward(inputs, targets, pass_kind::train));
-      // The first pass writes the gradients, the others add theirs in pass order (the CPU's sum).
+      // The first pass writes the gradients, the others add theirs in pass order (the CPU's sum but
+      // for association: the embedding's kernel adds each pass's rows to the running sum).
       device_->backward(p == 0 ? gradient_mode::overwrite : gradient_mode::accumulate);
       device_->collect_statistics(false);  // the first pass only
       const float shadow_loss = shadow ? float(device_->forward(inputs, targets, pass_kind::shadow)) : 0.0f;

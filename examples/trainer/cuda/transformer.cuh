@@ -26,6 +26,9 @@ namespace trainer::cuda {
 // their gradients), and those around the attention, which are BF16 on the fused path only (qkv, the
 // heads' output atty and their gradients; the materialised path keeps floats in every run). The
 // values are the same either way (floats would hold BF16 values). Only the chosen form is allocated.
+// Two more are shared by all blocks rather than kept per block: branch_, the output of wo and of
+// w_down (read at once by the residual add), and dnorm_, the gradient of a norm's output (the dx of
+// wqkv, w_gate_up and the head, read at once by RMSNorm's backward).
 class activation_tensor {
  public:
   enum class form { floats, bf16 };
