@@ -10,11 +10,17 @@
 //    cast + transpose each, scales from the current amax), dY to E5M2 with its transpose — then the
 //    same three products in cuBLASLt's TN layout (split accumulation for the gradients).
 //  - FP8 delayed: the same copies from given scales, one read of each tensor, then the products.
+//  - FP8 with producer amaxes: current per-tensor scaling whose amaxes the kernels that wrote X, W
+//    and dY recorded (fp8::cuda::amax_tracker; quantize_transpose_from_amax), one read of each
+//    tensor, then the products. What recording costs those kernels is measured too: a stand-in
+//    producer (a 16-byte-per-thread rewrite of the tensor in place, the memory traffic of a norm or
+//    an activation) with and without the tracker; the difference is added to this variant's time.
 // Inputs are random normal; about a second of warm-up; CUDA-event medians. The buffers (hundreds of
 // MiB) are far larger than L2.
 //
 // layer.csv: linear,variant,ms — variants "bf16", "fp8 gemms", "fp8 casts", "fp8 total", "fp8 delayed
-// total"; a line "layer" sums the four linears.
+// total", "fp8 producer amax total" (the recording's cost included), "producer", "producer with
+// amax"; a line "layer" sums the four linears.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -27,6 +33,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fp8/cublaslt.hpp>
@@ -83,6 +90,7 @@ struct linear_buffers {
   float* scale_inv_t(int which) const { return scalars.as<float>() + 16 * which + 4; }
   float* amax(int which) const { return scalars.as<float>() + 16 * which + 8; }
   float* scale(int which) const { return scalars.as<float>() + 16 * which + 12; }  // delayed: given
+  // (scale(3), past the three tensors' slots: the stand-in producer's amax, which nothing reads)
 };
 
 // BF16: the three products of one linear.
@@ -148,6 +156,57 @@ void fp8_casts_delayed(const linear_buffers& b) {
                                 b.dy8.as<std::uint8_t>(), b.dy8t.as<std::uint8_t>());
 }
 
+// FP8 casts with the producers' amaxes (current per-tensor scaling, one read of each tensor): the
+// amaxes are those the casts above computed, as a producer's tracker would have recorded them.
+void fp8_casts_producer_amax(const linear_buffers& b) {
+  const fp8::quantization e4m3{fp8::fp8_format::e4m3, fp8::granularity::per_tensor, 0, false};
+  const fp8::quantization e5m2{fp8::fp8_format::e5m2, fp8::granularity::per_tensor, 0, false};
+  fp8::cuda::quantize_transpose_from_amax(b.x.as<__nv_bfloat16>(), b.tokens, b.in, e4m3, b.amax(0),
+                                          b.x8.as<std::uint8_t>(), b.scale_inv(0), b.x8t.as<std::uint8_t>(),
+                                          b.scale_inv_t(0));
+  fp8::cuda::quantize_transpose_from_amax(b.w.as<__nv_bfloat16>(), b.out, b.in, e4m3, b.amax(1),
+                                          b.w8.as<std::uint8_t>(), b.scale_inv(1), b.w8t.as<std::uint8_t>(),
+                                          b.scale_inv_t(1));
+  fp8::cuda::quantize_transpose_from_amax(b.dy.as<__nv_bfloat16>(), b.tokens, b.out, e5m2, b.amax(2),
+                                          b.dy8.as<std::uint8_t>(), b.scale_inv(2), b.dy8t.as<std::uint8_t>(),
+                                          b.scale_inv_t(2));
+}
+
+// The stand-in producer: rewrites a BF16 tensor in place, 8 values (16 bytes) per thread per step,
+// as a norm or an activation writes its output; with Track, recording their amax as it goes into
+// `amax` (not the slot the casts read: the timing loop must not change their scales).
+constexpr int producer_threads = 256;
+template <bool Track>
+__global__ void __launch_bounds__(producer_threads) produce(uint4* data, std::size_t chunks, float* amax) {
+  fp8::cuda::amax_tracker tracker;
+  const std::size_t stride = std::size_t(gridDim.x) * producer_threads;
+  for (std::size_t i = blockIdx.x * std::size_t(producer_threads) + threadIdx.x; i < chunks; i += stride) {
+    const uint4 v = data[i];
+    data[i] = v;
+    if constexpr (Track) {
+      const auto* values = reinterpret_cast<const __nv_bfloat16*>(&v);
+      for (int k = 0; k < 8; ++k) tracker.add(values[k]);
+    }
+  }
+  if constexpr (Track) tracker.record<producer_threads>(amax);
+}
+
+// The producers of X, W and dY, each as one kernel over its tensor (the element counts are multiples
+// of 8: every shape here is).
+void producers(const linear_buffers& b, bool track) {
+  for (const auto& [tensor, count] : {std::pair{&b.x, b.tokens * b.in}, std::pair{&b.w, b.out * b.in},
+                                      std::pair{&b.dy, b.tokens * b.out}}) {
+    const std::size_t chunks = count / 8;
+    const unsigned grid = fp8::cuda::detail::grid_for(chunks);
+    if (track) {
+      produce<true><<<grid, producer_threads>>>(tensor->as<uint4>(), chunks, b.scale(3));
+    } else {
+      produce<false><<<grid, producer_threads>>>(tensor->as<uint4>(), chunks, nullptr);
+    }
+    FP8_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
 // FP8: the three products in TN form from the cast copies; the transposed copies' inverse scales are
 // their own (current scaling) or the tensor's one (delayed).
 void fp8_gemms(lt::handle& handle, const linear_buffers& b, bool one_scale_per_tensor) {
@@ -208,7 +267,8 @@ int main(int argc, char** argv) {
         {"qkv", hidden, 3 * hidden}, {"proj", hidden, hidden}, {"fc1", hidden, ffn}, {"fc2", ffn, hidden}};
     std::ofstream csv(folder + "/layer.csv");
     csv << "linear,variant,ms\n";
-    double total_bf16 = 0.0, total_gemms = 0.0, total_casts = 0.0, total_fp8 = 0.0, total_delayed = 0.0;
+    double total_bf16 = 0.0, total_gemms = 0.0, total_casts = 0.0, total_fp8 = 0.0, total_delayed = 0.0,
+           total_given = 0.0, total_producer = 0.0, total_tracked = 0.0;
     bool warmed = false;
     const int repetitions = quick ? 5 : 11;
     for (const linear& l : linears) {
@@ -233,31 +293,57 @@ int main(int argc, char** argv) {
       const double ms_fp8 = median_ms(both, repetitions);
       warm_up(delayed, 0.1);
       const double ms_delayed = median_ms(delayed, repetitions);
+      // The amaxes of the current casts above are in their slots: the producers' amaxes.
+      const std::function<void()> given = [&] {
+        fp8_casts_producer_amax(b);
+        fp8_gemms(handle, b, false);
+      };
+      const std::function<void()> producer = [&] { producers(b, false); };
+      const std::function<void()> tracked = [&] { producers(b, true); };
+      warm_up(given, 0.1);
+      const double ms_given_casts = median_ms(given, repetitions);
+      warm_up(producer, 0.05);
+      const double ms_producer = median_ms(producer, repetitions);
+      warm_up(tracked, 0.05);
+      const double ms_tracked = median_ms(tracked, repetitions);
+      // The recording's cost, never credited as a gain when the tracked run happens to be faster.
+      const double ms_given = ms_given_casts + std::max(0.0, ms_tracked - ms_producer);
       csv << l.name << ",bf16," << ms_bf16 << '\n'
           << l.name << ",fp8 gemms," << ms_gemms << '\n'
           << l.name << ",fp8 casts," << ms_casts << '\n'
           << l.name << ",fp8 total," << ms_fp8 << '\n'
-          << l.name << ",fp8 delayed total," << ms_delayed << '\n';
+          << l.name << ",fp8 delayed total," << ms_delayed << '\n'
+          << l.name << ",fp8 producer amax total," << ms_given << '\n'
+          << l.name << ",producer," << ms_producer << '\n'
+          << l.name << ",producer with amax," << ms_tracked << '\n';
       csv.flush();  // a run cut short by its time limit keeps the rows so far
       std::printf(
           "%-5s bf16 %8.3f ms | fp8 gemms %8.3f + casts %7.3f, together %8.3f ms | %.2fx"
-          " | delayed casts: %8.3f ms, %.2fx\n",
-          l.name, ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8, ms_delayed, ms_bf16 / ms_delayed);
+          " | delayed casts: %8.3f ms, %.2fx | producer amaxes: %8.3f ms, %.2fx (producers %.3f ms, "
+          "%.3f with amax)\n",
+          l.name, ms_bf16, ms_gemms, ms_casts, ms_fp8, ms_bf16 / ms_fp8, ms_delayed, ms_bf16 / ms_delayed,
+          ms_given, ms_bf16 / ms_given, ms_producer, ms_tracked);
       std::fflush(stdout);
       total_bf16 += ms_bf16;
       total_gemms += ms_gemms;
       total_casts += ms_casts;
       total_fp8 += ms_fp8;
       total_delayed += ms_delayed;
+      total_given += ms_given;
+      total_producer += ms_producer;
+      total_tracked += ms_tracked;
     }
     csv << "layer,bf16," << total_bf16 << "\nlayer,fp8 gemms," << total_gemms << "\nlayer,fp8 casts,"
         << total_casts << "\nlayer,fp8 total," << total_fp8 << "\nlayer,fp8 delayed total," << total_delayed
-        << '\n';
+        << "\nlayer,fp8 producer amax total," << total_given << "\nlayer,producer," << total_producer
+        << "\nlayer,producer with amax," << total_tracked << '\n';
     std::printf(
         "layer: bf16 %.3f ms, fp8 with casts %.3f ms: %.2fx (casts %.0f%% of the fp8 time); with "
-        "delayed-scaling casts %.3f ms: %.2fx\n",
+        "delayed-scaling casts %.3f ms: %.2fx; with the producers' amaxes %.3f ms: %.2fx (recording "
+        "them: producers %.3f -> %.3f ms)\n",
         total_bf16, total_fp8, total_bf16 / total_fp8, 100.0 * total_casts / (total_casts + total_gemms),
-        total_delayed, total_bf16 / total_delayed);
+        total_delayed, total_bf16 / total_delayed, total_given, total_bf16 / total_given, total_producer,
+        total_tracked);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_layer: %s\n", e.what());
     return 1;

@@ -274,8 +274,8 @@ int main(int argc, char** argv) {
             << r.seconds_per_step * 1e3 << "," << r.loss << "," << o.passes << "," << n << "\n";
     }
     std::printf(
-        "\nGPU time per optimizer step by phase (ms, CUDA events; the FP8 casts are inside the linear "
-        "layers):\n\n"
+        "\nGPU time per optimizer step by phase (ms, CUDA events; the linear layers' casts and their GEMMs "
+        "apart):\n\n"
         "| phase |");
     for (const result& r : results) std::printf(" %s |", trainer::to_string(r.precision));
     std::printf("\n|---|");

@@ -62,6 +62,10 @@ LAYER_COLUMNS = ("linear", "variant", "ms")
 LAYER_SUM = "layer"  # the line that sums the four linears
 LAYER_BF16, LAYER_GEMMS, LAYER_CASTS, LAYER_TOTAL = "bf16", "fp8 gemms", "fp8 casts", "fp8 total"
 LAYER_DELAYED_TOTAL = "fp8 delayed total"  # the GEMMs with delayed-scaling casts (one read each)
+# Current per-tensor casts from the amaxes their producers recorded (one read each), the recording's
+# cost included; and the stand-in producers' time without and with recording.
+LAYER_PRODUCER_TOTAL = "fp8 producer amax total"
+LAYER_PRODUCER, LAYER_PRODUCER_TRACKED = "producer", "producer with amax"
 
 # What gpu_check.sh's log folder should hold after a full run, and which program writes each file.
 GPU_CHECK_FILES = {

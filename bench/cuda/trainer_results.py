@@ -128,8 +128,8 @@ def profile_section(out: Path, passes):
         why = why_missing(out, f"{name}/{rf.BENCH_TRAINER_LOG}", "bench_trainer")
         return [f"GPU time per optimizer step by phase: not measured: {why}.", ""]
     names = [c[:-len(rf.PROFILE_SUFFIX)] if c.endswith(rf.PROFILE_SUFFIX) else c for c in columns]
-    lines = ["GPU time per optimizer step by phase (ms, CUDA events; the FP8 casts are inside the linear layers; "
-             "all the step's passes, the optimizer once):", "",
+    lines = ["GPU time per optimizer step by phase (ms, CUDA events; the linear layers' casts and their GEMMs "
+             "apart; all the step's passes, the optimizer once):", "",
              "| phase | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for row in rows:
         cells = [rf.number(row[c]) for c in columns]

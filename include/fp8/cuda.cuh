@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/amax.cuh"
+#include "cuda/amax_tracker.cuh"
 #include "cuda/block_quantize.cuh"
 #include "cuda/cast_transpose.cuh"
 #include "cuda/columnwise.cuh"

@@ -203,6 +203,55 @@ TEST_CASE("the amax accumulates into the existing value, NaN on top") {
   CHECK(bits(device_float(amax.data())) == 0x7FC00000u);  // the canonical NaN, as the CPU reports it
 }
 
+// fp8::cuda::amax_tracker in a producer kernel: its recorded amax is compute_amax's, bit for bit,
+// over values with Inf and NaN (canonical NaN on top) and over blocks that add nothing, by block
+// (record) and by warp (record_warp), max-accumulated into a value already there.
+template <class T, bool ByWarp>
+__global__ void __launch_bounds__(128) produce_tracked(const T* in, std::size_t count, T* out, float* amax) {
+  fp8::cuda::amax_tracker tracker;
+  for (std::size_t i = blockIdx.x * std::size_t(128) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * 128) {
+    out[i] = in[i];
+    tracker.add(out[i]);
+  }
+  if constexpr (ByWarp) {
+    tracker.record_warp(amax);
+  } else {
+    tracker.record<128>(amax);
+  }
+}
+
+template <class Host, bool ByWarp>
+void check_tracker(const std::vector<float>& values, float start, const std::string& what) {
+  using Device = typename device_type_of<Host>::type;
+  const std::vector<Host> host = as_host<Host>(values);
+  const dirty_buffer<Device> in(as_device_elements(host)), out(host.size());
+  const dirty_buffer<float> tracked(std::vector<float>{start}), computed(std::vector<float>{start});
+  produce_tracked<Device, ByWarp><<<5, 128>>>(in.data(), host.size(), out.data(), tracked.data());
+  FP8_CUDA_CHECK(cudaGetLastError());
+  fp8::cuda::compute_amax(in.data(), host.size(), computed.data());
+  CAPTURE(what);
+  CAPTURE(ByWarp);
+  CHECK(bits(device_float(tracked.data())) == bits(device_float(computed.data())));
+  check_same_bytes(out.download(), host, what + ": the producer's output");
+}
+
+TEST_CASE_TEMPLATE("amax_tracker records compute_amax's amax, Inf and NaN included", Host, float,
+                   fp8::bfloat16, fp8::float16) {
+  const std::vector<float> spread = make_input(1000, 77, false);
+  std::vector<float> with_inf = spread;
+  with_inf[500] = -std::numeric_limits<float>::infinity();
+  std::vector<float> with_nan = with_inf;
+  with_nan[999] = -std::numeric_limits<float>::quiet_NaN();
+  for (const float start : {0.0f, 1e30f}) {
+    check_tracker<Host, false>(spread, start, "finite");
+    check_tracker<Host, true>(spread, start, "finite");
+    check_tracker<Host, false>(with_inf, start, "-Inf");
+    check_tracker<Host, true>(with_nan, start, "NaN");
+    check_tracker<Host, false>({}, start, "nothing added");
+  }
+}
+
 // Every code, 40 times over in different orders, then a few more so that the count is not a
 // multiple of 4 (the vector path's tail).
 std::vector<std::uint8_t> every_code() {
@@ -356,6 +405,27 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     check_same_bytes(scale_inv_t.download(), expected_scale_inv_t, what + ": transposed scale_inv");
     CAPTURE(what);
     CHECK(bits(device_float(amax.data())) == bits(expected_amax));
+  }
+  // MX (E8M0 scales) has no per_tensor form.
+  if constexpr (std::is_same_v<Scale, float>) {
+    if (q.granularity == granularity::per_tensor) {
+      // The same casts from the amax a producer recorded (the CPU's amax, given): the cast alone, the
+      // same bytes, and the given amax left as it was.
+      const dirty_buffer<float> given(std::vector<float>{expected_amax});
+      const dirty_buffer<std::uint8_t> out(n, offset), out_t(n, offset);
+      const dirty_buffer<float> scale_inv(1), scale_inv_t(1);
+      fp8::cuda::quantize_from_amax(in.data(), s.rows, s.cols, q, given.data(), out.data(), scale_inv.data());
+      check_same_bytes(out.download(), expected, what + ": codes (given amax)");
+      check_same_bytes(scale_inv.download(), expected_scale_inv, what + ": scale_inv (given amax)");
+      fp8::cuda::quantize_transpose_from_amax(in.data(), s.rows, s.cols, q, given.data(), out.data(),
+                                              scale_inv.data(), out_t.data(), scale_inv_t.data());
+      check_same_bytes(out.download(), expected, what + ": codes (given amax, with transpose)");
+      check_same_bytes(out_t.download(), expected_t, what + ": transposed codes (given amax)");
+      check_same_bytes(scale_inv_t.download(), expected_scale_inv_t,
+                       what + ": transposed scale_inv (given amax)");
+      CAPTURE(what);
+      CHECK(bits(device_float(given.data())) == bits(expected_amax));
+    }
   }
   {
     // Dequantize of the CPU's codes and scales.

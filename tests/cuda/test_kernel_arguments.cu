@@ -92,6 +92,42 @@ TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
                  "overflows size_t"));
 }
 
+// A given amax (the producer's) serves per-tensor scaling only, and must be there.
+TEST_CASE("the given-amax launchers take per_tensor only, and name a missing amax or buffer") {
+  const fp8::quantization tiles{fp8_format::e4m3, fp8::granularity::tile_1x128, 0, false};
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_from_amax(fake_floats(), 4, 128, tiles, fake_floats(), fake_codes(),
+                                                 fake_floats());
+                 }),
+                 "fp8::cuda::quantize_from_amax: a given amax serves per_tensor scaling, not tile_1x128 (its "
+                 "blocks' amaxes come from the cast's one read: call quantize())"));
+  const fp8::quantization tensor{fp8_format::e5m2, fp8::granularity::per_tensor, 0, false};
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_from_amax(fake_floats(), 4, 128, tensor, nullptr, fake_codes(),
+                                                 fake_floats());
+                 }),
+                 "fp8::cuda::quantize_from_amax: amax is null (one device float holding max |in| of the "
+                 "whole tensor)"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_transpose_from_amax(fake_floats(), 4, 128, tensor, fake_floats(),
+                                                           fake_codes(), fake_floats(), fake_codes(),
+                                                           nullptr);
+                 }),
+                 "fp8::cuda::quantize_transpose_from_amax: scale_inv_t is null"));
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_transpose_from_amax(fake_floats(), 4, 128, tensor, fake_floats(),
+                                                           fake_codes(), fake_floats(), nullptr,
+                                                           fake_floats());
+                 }),
+                 "out_t is null"));
+  const fp8::quantization mx{fp8_format::e4m3, fp8::granularity::mx_1x32, 0, true};
+  CHECK(contains(rejection([&] {
+                   fp8::cuda::quantize_from_amax(fake_floats(), 4, 64, mx, fake_floats(), fake_codes(),
+                                                 fake_floats());
+                 }),
+                 "mx_1x32 scales are E8M0 codes"));
+}
+
 // The MX overloads (E8M0 scale buffers) take mx_1x32 with margin 0 only, and name their own buffers.
 TEST_CASE("the MX launchers reject other granularities, a margin and missing E8M0 buffers") {
   const fp8::quantization mx{fp8_format::e4m3, fp8::granularity::mx_1x32, 0, true};

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -431,5 +432,201 @@ TEST_CASE("an FP8 wgrad refuses a backward without its forward, naming what is m
   const std::string other = refusal(M - 16);
   CHECK(other.find("which had 256 tokens, not 240") != std::string::npos);
   CHECK(refusal(M).empty());
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// --- Amaxes from the producer (x_amax, dy_amax) ----------------------------------------------------
+
+namespace {
+
+// A producer as a user's kernel would be one: out = in (standing in for a norm or an activation),
+// out's amax recorded as it is written, with fp8::cuda::amax_tracker.
+constexpr int producer_threads = 256;
+__global__ void __launch_bounds__(producer_threads)
+    produce_with_amax(const __nv_bfloat16* in, std::size_t count, __nv_bfloat16* out, float* amax) {
+  fp8::cuda::amax_tracker tracker;
+  const std::size_t stride = std::size_t(gridDim.x) * producer_threads;
+  for (std::size_t i = blockIdx.x * std::size_t(producer_threads) + threadIdx.x; i < count; i += stride) {
+    out[i] = in[i];
+    tracker.add(out[i]);
+  }
+  tracker.record<producer_threads>(amax);
+}
+
+// The producer's output and its amax: the amax zeroed, then max-accumulated by 7 blocks (several
+// atomics, some threads with nothing to add).
+struct produced {
+  device_buffer<__nv_bfloat16> values;
+  device_buffer<float> amax{1};
+  explicit produced(const std::vector<__nv_bfloat16>& host) : values(host.size()) {
+    const device_buffer<__nv_bfloat16> source(host);
+    produce_with_amax<<<7, producer_threads>>>(source.data(), host.size(), values.data(), amax.data());
+    FP8_CUDA_CHECK(cudaGetLastError());
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+};
+
+std::vector<std::uint8_t> bytes_of(const void* data, std::size_t count) {
+  std::vector<std::uint8_t> out(count);
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  FP8_CUDA_CHECK(cudaMemcpy(out.data(), data, count, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// Codes and inverse scales of one of the layer's FP8 copies, as bytes.
+std::vector<std::uint8_t> copy_bytes(const linear_layer& layer, linear_buffer buffer, std::int64_t m) {
+  const linear_layer::fp8_copy c = layer.copy(buffer, m);
+  std::vector<std::uint8_t> out = bytes_of(c.data, std::size_t(c.rows * c.cols));
+  const std::size_t scales = fp8::scale_count(c.quant.granularity, std::size_t(c.rows), std::size_t(c.cols));
+  const std::vector<std::uint8_t> s = bytes_of(c.scale_inv, scales * sizeof(float));
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+std::vector<float> current_amaxes(const linear_scaling& scaling) {
+  const fp8::delayed_scaling_state state = scaling.state().download();
+  std::vector<float> out;
+  for (std::size_t op = 0; op < fp8::gemm_operand_count; ++op)
+    out.push_back(state[scaling.slot(0, gemm_operand(op))].history.at(0));
+  return out;
+}
+
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// One layer fed the producer's amaxes and one that takes its own, on the same tensors: the same
+// outputs, FP8 copies and recorded amaxes, bit for bit. Then a wrong amax (twice the true one) shows
+// which calls read it: current per-tensor casts take their scale from it, an amax-only pass records
+// it, and delayed or block-scaled casts do not read it at all.
+void check_producer_amax(const char* name, const fp8::gemm_recipe& recipe,
+                         const linear_precision& precision) {
+  CAPTURE(name);
+  fp8::cublaslt::handle lt;
+  linear_scaling own_scaling(recipe, 1), given_scaling(recipe, 1);
+  const linear_config config{K, N, M, false, recipe, precision, true};
+  linear_layer own(config, own_scaling, 0, lt), given(config, given_scaling, 0, lt);
+  const std::vector<__nv_bfloat16> x_host = random_bf16(M * K, 61, 2.0f),
+                                   dy_host = random_bf16(M * N, 62, 0.01f);
+  const produced x(x_host), dy(dy_host);
+  const float x_amax = x.amax.download()[0], dy_amax = dy.amax.download()[0];
+  CHECK(x_amax == max_abs(x_host, x_host));  // the tracker's amax is the tensor's
+  CHECK(dy_amax == max_abs(dy_host, dy_host));
+
+  device_buffer<__nv_bfloat16> w(random_bf16(N * K, 63, 0.5f));
+  device_buffer<__nv_bfloat16> y_own(std::size_t(M * N)), y_given(std::size_t(M * N)),
+      dx_own(std::size_t(M * K)), dx_given(std::size_t(M * K));
+  device_buffer<float> dw_own(std::size_t(N * K)), dw_given(std::size_t(N * K));
+  const auto step = [&](linear_layer& layer, __nv_bfloat16* y, __nv_bfloat16* dx, float* dw, const float* xa,
+                        const float* dya) {
+    linear_layer::forward_args f{x.values.data(), w.data(), nullptr, y, M, true};
+    f.x_amax = xa;
+    layer.forward(f);
+    linear_layer::backward_args b{
+        dy.values.data(), x.values.data(), w.data(), dx, dw, nullptr, M, false, true};
+    b.dy_amax = dya;
+    layer.backward(b);
+  };
+  step(own, y_own.data(), dx_own.data(), dw_own.data(), nullptr, nullptr);
+  step(given, y_given.data(), dx_given.data(), dw_given.data(), x.amax.data(), dy.amax.data());
+  CHECK(same_bytes(y_own.download(), y_given.download()));
+  CHECK(same_bytes(dx_own.download(), dx_given.download()));
+  CHECK(same_bytes(dw_own.download(), dw_given.download()));
+  CHECK(current_amaxes(own_scaling) == current_amaxes(given_scaling));
+  const fp8::cuda::linear_plan plan = own.plan(M);
+  for (const linear_buffer b :
+       {linear_buffer::x_fp8, linear_buffer::x_t_fp8, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8}) {
+    const bool made = [&] {
+      for (const fp8::cuda::cast_plan& c : plan.casts) {
+        if ((c.row_major && c.row_buffer == b) || (c.transposed && c.transposed_buffer == b)) return true;
+      }
+      return false;
+    }();
+    if (made) {
+      CAPTURE(fp8::cuda::buffer_name(b));
+      CHECK(same_bytes(copy_bytes(own, b, M), copy_bytes(given, b, M)));
+    }
+  }
+
+  // Twice the true amax, given in a fresh step.
+  own_scaling.end_step();
+  given_scaling.end_step();
+  const float doubled = 2.0f * x_amax;
+  device_buffer<float> wrong(std::vector<float>{doubled});
+  linear_layer::forward_args f{x.values.data(), w.data(), nullptr, y_given.data(), M, true};
+  f.x_amax = wrong.data();
+  given.forward(f);
+  own.forward({x.values.data(), w.data(), nullptr, y_own.data(), M, true});
+  const fp8::operand_recipe& fprop_x = recipe[gemm_operand::fprop_input];
+  const bool reads_given = fprop_x.mode == fp8::scaling_mode::current &&
+                           fprop_x.quant.granularity == fp8::granularity::per_tensor &&
+                           fp8::cuda::casts_to_fp8(precision.fprop);
+  const bool records_given = precision.fprop == fp8::cuda::gemm_precision::bf16 &&
+                             precision.wgrad == fp8::cuda::gemm_precision::bf16;  // X's amax-only pass
+  if (fp8::cuda::casts_to_fp8(precision.fprop)) {
+    CHECK(same_bytes(copy_bytes(own, linear_buffer::x_fp8, M), copy_bytes(given, linear_buffer::x_fp8, M)) ==
+          !reads_given);
+  }
+  const float recorded = current_amaxes(given_scaling)[std::size_t(gemm_operand::fprop_input)];
+  CHECK(recorded == (reads_given || records_given ? doubled : x_amax));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "amaxes from the producer: the same results as the layer's own amax pass, and where they are read") {
+  const fp8::gemm_recipe per_tensor = current(fp8::granularity::per_tensor, fp8::granularity::per_tensor);
+  check_producer_amax("current per tensor", per_tensor, linear_precision::fp8());
+  linear_precision wgrad_bf16{};
+  wgrad_bf16.wgrad = fp8::cuda::gemm_precision::bf16;
+  check_producer_amax("current per tensor, wgrad in bf16", per_tensor, wgrad_bf16);
+  check_producer_amax("bf16 (amax-only passes)", fp8::gemm_recipe{fp8::delayed_scaling{}},
+                      linear_precision::bf16());
+  check_producer_amax("delayed (not read)", fp8::gemm_recipe{fp8::delayed_scaling{}},
+                      linear_precision::fp8());
+  check_producer_amax("1x128 tiles (not read)",
+                      current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
+                      linear_precision::fp8());
+
+  // A given amax is one float the kernels read: an address that is not a float's is refused, named.
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(per_tensor, 1);
+  linear_layer layer({K, N, M, false, per_tensor, linear_precision::fp8(), true}, scaling, 0, lt);
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 64, 1.0f)), w(random_bf16(N * K, 65, 0.5f)),
+      y(std::size_t(M * N));
+  device_buffer<float> amax(2);
+  linear_layer::forward_args f{x.data(), w.data(), nullptr, y.data(), M, true};
+  f.x_amax = reinterpret_cast<const float*>(reinterpret_cast<const char*>(amax.data()) + 2);
+  std::string refusal;
+  try {
+    layer.forward(f);
+  } catch (const fp8::invalid_argument& e) { refusal = e.what(); }
+  CHECK(refusal.find("fp8::cuda::linear_layer::forward: x_amax is at 0x") != std::string::npos);
+  CHECK(refusal.find("not a float's 4-byte alignment") != std::string::npos);
+}
+
+TEST_CASE("the stage hook sees each call's own kernels and its products, in stream order") {
+  using stage = linear_layer::stage;
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling(recipe, 1);
+  linear_layer layer({K, N, M, true, recipe, linear_precision::fp8(), true}, scaling, 0, lt);
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 71, 1.0f)), w(random_bf16(N * K, 72, 0.5f)),
+      bias(random_bf16(N, 73, 1.0f)), dy(random_bf16(M * N, 74, 0.01f)), y(std::size_t(M * N)),
+      dx(std::size_t(M * K));
+  device_buffer<float> dw(static_cast<std::size_t>(N * K)), dbias(static_cast<std::size_t>(N));
+  std::vector<stage> seen;
+  layer.set_stage_hook([&](stage s) { seen.push_back(s); });
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, true});
+  CHECK(seen == std::vector<stage>{stage::kernels, stage::products});
+  seen.clear();
+  // The FP8 wgrad's bias gradient is a column sum of dY: kernels again after the products.
+  layer.backward({dy.data(), x.data(), w.data(), dx.data(), dw.data(), dbias.data(), M, false, true});
+  CHECK(seen == std::vector<stage>{stage::kernels, stage::products, stage::kernels});
+  seen.clear();
+  layer.set_stage_hook({});
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, true});
+  CHECK(seen.empty());
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -46,7 +46,8 @@ TORCH_TFLOPS = {(4096, rf.TORCH_BF16): 570.0, (4096, rf.TORCH_FAST): 1100.0, (40
                 (8192, rf.TORCH_BF16): 610.0, (8192, rf.TORCH_FAST): 1250.0, (8192, rf.TORCH_SPLIT): 1050.0,
                 (8192, rf.interleaved(rf.FP8_FAST)): 1210.0, (8192, rf.interleaved(rf.BF16)): 605.0}
 LAYER_MS = {rf.LAYER_BF16: 10.0, rf.LAYER_GEMMS: 4.0, rf.LAYER_CASTS: 1.0, rf.LAYER_TOTAL: 5.5,  # 1.82x: met
-            rf.LAYER_DELAYED_TOTAL: 5.0}
+            rf.LAYER_DELAYED_TOTAL: 5.0, rf.LAYER_PRODUCER_TOTAL: 6.0,  # 1.67x: missed
+            rf.LAYER_PRODUCER: 2.0, rf.LAYER_PRODUCER_TRACKED: 2.1}
 OVERHEAD_US = {rf.WITH_CACHE: 3.8, rf.WITHOUT_CACHE: 21.5, rf.BARE_MATMUL: 3.1}  # own 0.70 us: met
 COPY_GBPS = 2987.65
 QUANTIZE_RATIOS = (0.91, 0.80, 0.88, 0.70)  # cycled over the kernels: met and NOT met both occur
@@ -189,7 +190,8 @@ class writers_and_readers_agree(unittest.TestCase):
                                                  before=","), [])
         self.assertEqual(ws.quoted_names_present("bench/cuda/bench_layer.cu", [
             f"{rf.LAYER_SUM},{v}," for v in (rf.LAYER_BF16, rf.LAYER_GEMMS, rf.LAYER_CASTS, rf.LAYER_TOTAL,
-                                             rf.LAYER_DELAYED_TOTAL)],
+                                             rf.LAYER_DELAYED_TOTAL, rf.LAYER_PRODUCER_TOTAL, rf.LAYER_PRODUCER,
+                                             rf.LAYER_PRODUCER_TRACKED)],
             after=""), [])
         kernels = ws.quantize_kernels()
         for mark in rf.QUANTIZE_REPORTED:
@@ -298,6 +300,10 @@ class full_run(unittest.TestCase):
         delayed = LAYER_MS[rf.LAYER_DELAYED_TOTAL]
         self.assertEqual(self.figures["the same with delayed-scaling casts (one read each)"],
                          (f"{bf16:.2f} / {delayed:.2f} ms = {bf16 / delayed:.2f}x", "(reported)"))
+        given = LAYER_MS[rf.LAYER_PRODUCER_TOTAL]
+        row = [v for k, v in self.figures.items() if k.startswith("the same, current scaling with the producers")]
+        self.assertEqual(row, [(f"{bf16:.2f} / {given:.2f} ms = {bf16 / given:.2f}x", ">= 1.7x (NOT met)")])
+        self.assertTrue(any("costs the producers 2.00 -> 2.10 ms" in k for k in self.figures))
         self.assertEqual(self.figures[r"largest sampled error of any product, / sum \|x w\|"][0], f"{LARGEST_ERROR:.2e}")
         own = OVERHEAD_US[rf.WITH_CACHE] - OVERHEAD_US[rf.BARE_MATMUL]
         row = [v for k, v in self.figures.items() if k.startswith("the wrapper's own host time")]

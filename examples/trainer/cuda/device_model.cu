@@ -2,6 +2,7 @@
 #include "device_model.cuh"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -75,6 +76,20 @@ device_linears::device_linears(const std::vector<linear_features>& features,
   }
 }
 
+void device_linears::set_profile(phase_profile* profile) {
+  profile_ = profile;
+  // The layers mark their own stages, their kernels (the casts) and their products, in stream order.
+  using stage = fp8::cuda::linear_layer::stage;
+  std::function<void(stage)> hook;
+  if (profile != nullptr) {
+    hook = [profile](stage s) {
+      profile->mark(s == stage::products ? phase::linear_gemms : phase::linear_casts);
+    };
+  }
+  for (auto& l : layers_) l->set_stage_hook(hook);
+  for (auto& l : shadow_layers_) l->set_stage_hook(hook);
+}
+
 fp8::cuda::linear_layer& device_linears::layer(std::size_t linear, pass_kind kind) {
   if (kind == pass_kind::shadow) {
     if (shadow_layers_.empty()) {
@@ -131,7 +146,7 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   if (fp32_) {
     const float* x32 = fp32_operand(x, linear, "x");
     float* y32 = fp32_operand(y, linear, "y");
-    mark(phase::linear);
+    mark(phase::linear_gemms);
     batched_gemm(cublas_.get(), gemm_mode::fp32, {x32, m, k}, {w, n, k}, y32, 0, 1, stream);
     return;
   }
@@ -145,8 +160,7 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   args.m = m;
   args.record_amax = kind == pass_kind::train;
   args.statistics = statistics_ && kind == pass_kind::train;
-  mark(phase::linear);
-  layer(linear, kind).forward(args, stream);
+  layer(linear, kind).forward(args, stream);  // it marks its stages (set_profile)
   stage_result(y, y16_, mn, stream);
 }
 
@@ -159,7 +173,7 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
     float* dx32 = fp32_operand(dx, linear, "dx");
     const float* dy32 = fp32_operand(dy, linear, "dy");
     const float* x32 = fp32_operand(x, linear, "x");
-    mark(phase::linear);
+    mark(phase::linear_gemms);
     // dx[M, K] = dy[M, N] . W[N, K]  (W read as its transpose [K, N]).
     batched_gemm(cublas_.get(), gemm_mode::fp32, {dy32, m, n}, {w, n, k, true}, dx32, 0, 1, stream);
     // dW[N, K] = dy^T[N, M] . x[M, K]; accumulating: the product, then added to the gradient.
@@ -189,8 +203,7 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.accumulate = mode == gradient_mode::accumulate;  // else beta = 0: nothing to clear or read
   args.record_amax = true;
   args.statistics = statistics_;
-  mark(phase::linear);
-  chosen.backward(args, stream);
+  chosen.backward(args, stream);  // it marks its stages (set_profile)
   stage_result(dx, dx16_, mk, stream);
 }
 

@@ -89,7 +89,8 @@ class device_linears {
 
   fp8::cuda::linear_scaling& scaling() { return scaling_; }
   bool fp32() const { return fp32_; }
-  void set_profile(phase_profile* profile) { profile_ = profile; }
+  // Where the linear layers' GPU time goes (their casts and their products), or null for nowhere.
+  void set_profile(phase_profile* profile);
 
   // y[M, N] = x[M, K] . W[N, K]^T through layer `linear`. w: the compute weights (floats, read in
   // fp32 runs), w16: their BF16 copy (read by the layer; unused in fp32 runs). x and y each floats

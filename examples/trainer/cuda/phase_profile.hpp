@@ -1,6 +1,6 @@
 // Where a training step's GPU time goes: CUDA events recorded on the stream at the boundaries of
-// its phases (FP8/BF16 linear layers, the float <-> BF16 copies around them, attention, each
-// kind of other layer, the optimizer), summed per phase. A host header: no kernels, no nsys needed.
+// its phases (the linear layers' casts and their GEMMs, the float <-> BF16 copies around them, attention,
+// each kind of other layer, the optimizer), summed per phase. A host header: no kernels, no nsys needed.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,20 +14,22 @@
 namespace trainer::cuda {
 
 enum class phase : int {
-  linear,      // fp8::cuda::linear_layer calls: the FP8 casts (with their transposes) and the GEMMs
-  staging,     // float <-> BF16 copies of linear-layer operands and results
-  attention,   // attention forward and backward (head split/merge, RoPE, products, softmax)
-  norms,       // RMSNorm forward and backward (input and weight gradients)
-  activation,  // SwiGLU (transformer) or GELU (MLP), forward and backward
-  residual,    // the residual adds
-  embedding,   // lookup and scatter-add
-  loss,        // softmax, cross-entropy and the logits' gradient
-  other,       // the rest: input copies, clearing the residual stream's gradient
-  optimizer,   // gradient norm, clipping, AdamW, compute copy, amax histories
+  linear_casts,  // fp8::cuda::linear_layer's own kernels: FP8 casts (with their transposes), amaxes
+  linear_gemms,  // the linear layers' products (cuBLASLt; cuBLAS in fp32 runs)
+  staging,       // float <-> BF16 copies of linear-layer operands and results
+  attention,     // attention forward and backward (head split/merge, RoPE, products, softmax)
+  norms,         // RMSNorm forward and backward (input and weight gradients)
+  activation,    // SwiGLU (transformer) or GELU (MLP), forward and backward
+  residual,      // the residual adds
+  embedding,     // lookup and scatter-add
+  loss,          // softmax, cross-entropy and the logits' gradient
+  other,         // the rest: input copies, clearing the residual stream's gradient
+  optimizer,     // gradient norm, clipping, AdamW, compute copy, amax histories
 };
-inline constexpr std::size_t phase_count = 10;
+inline constexpr std::size_t phase_count = 11;
 inline const char* phase_name(phase p) {
-  constexpr std::array<const char*, phase_count> names{"linear (casts + GEMMs)",
+  constexpr std::array<const char*, phase_count> names{"linear: casts and amaxes",
+                                                       "linear: GEMMs",
                                                        "float<->BF16 staging",
                                                        "attention",
                                                        "RMSNorm",

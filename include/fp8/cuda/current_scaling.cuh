@@ -1,6 +1,6 @@
 // Current scaling on the device, as the CPU fp8::quantize(in, rows, cols, q, ...): amax, scale and
 // cast per tensor, row, 1x128 tile, 128x128 block or MX 1x32 block (E8M0 scales) with no host round
-// trip; and dequantize.
+// trip; per tensor from an amax recorded by the tensor's producer (quantize_from_amax); and dequantize.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -50,7 +50,55 @@ inline void check_current_scaling(const void* in, const void* out, const void* o
   require(amax != nullptr, function, "amax is null (one device float that receives the matrix's amax)");
 }
 
+// A call with a given amax: per_tensor only, and the amax to read.
+inline void check_given_amax(const void* in, const void* out, const void* out_t, const float* scale_inv,
+                             const float* amax, std::size_t rows, std::size_t cols, const quantization& q,
+                             const char* function) {
+  check_matrix_call(in, out, out_t, scale_inv, rows, cols, q, function, false);
+  if (q.granularity != granularity::per_tensor) {
+    throw invalid_argument(std::string(function) + ": a given amax serves per_tensor scaling, not " +
+                           granularity_name(q.granularity) +
+                           " (its blocks' amaxes come from the cast's one read: call quantize())");
+  }
+  require(amax != nullptr, function, "amax is null (one device float holding max |in| of the whole tensor)");
+}
+
 }  // namespace detail
+
+// Current per-tensor scaling with the amax already known: `amax` is a device float holding max |in|
+// over the whole rows x cols tensor, recorded by the kernel that wrote `in` (amax_tracker), so the
+// cast is one read of memory instead of two. Everything else as quantize() / quantize_transpose()
+// below with granularity per_tensor (which call these after their amax pass), and bit-identical to
+// them when *amax is the tensor's amax (an amax below it saturates the elements above it; one above
+// it costs precision). Nothing is written to *amax. The other granularities find their blocks' amaxes in
+// their one read: they refuse a given amax (call quantize()). Throws fp8::invalid_argument on null pointers
+// or a q that is not per_tensor, before launching.
+template <class T>
+void quantize_from_amax(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                        const float* amax, std::uint8_t* out, float* scale_inv,
+                        cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::quantize_from_amax";
+  detail::check_given_amax(in, out, out, scale_inv, amax, rows, cols, q, function);
+  const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
+  detail::launch_quantize(in, rows * cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv),
+                          nullptr, out, stream);
+}
+
+template <class T>
+void quantize_transpose_from_amax(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
+                                  const float* amax, std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
+                                  float* scale_inv_t, cudaStream_t stream = nullptr) {
+  static_assert(is_element_v<T>, "float, bfloat16 or half elements");
+  constexpr const char* function = "fp8::cuda::quantize_transpose_from_amax";
+  detail::check_given_amax(in, out, out_t, scale_inv, amax, rows, cols, q, function);
+  detail::require(scale_inv_t != nullptr, function, "scale_inv_t is null (one float)");
+  const scale_rule rule = make_scale_rule(q.format, q.margin, q.power_of_two_scales);
+  detail::launch_cast_transpose(in, rows, cols, q.format,
+                                detail::scale_source::from_amax(amax, rule, scale_inv), nullptr, out, out_t,
+                                stream);
+  FP8_CUDA_CHECK(cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
 
 // Current scaling of a rows x cols row-major matrix at q.granularity, all on `stream`:
 //  - per block (the whole tensor, a row, a 1x128 tile or a 128x128 block): amax, then
@@ -74,8 +122,7 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
     compute_amax(in, rows * cols, amax, stream);
-    detail::launch_quantize(in, rows * cols, q.format, detail::scale_source::from_amax(amax, rule, scale_inv),
-                            nullptr, out, stream);
+    quantize_from_amax(in, rows, cols, q, amax, out, scale_inv, stream);
     return;
   }
   detail::launch_block_quantize(in, rows, cols, q.format, rule, make_scale_layout(q.granularity, rows, cols),
@@ -103,10 +150,7 @@ void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const q
   FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (q.granularity == granularity::per_tensor) {
     compute_amax(in, rows * cols, amax, stream);
-    detail::launch_cast_transpose(in, rows, cols, q.format,
-                                  detail::scale_source::from_amax(amax, rule, scale_inv), nullptr, out, out_t,
-                                  stream);
-    FP8_CUDA_CHECK(cudaMemcpyAsync(scale_inv_t, scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    quantize_transpose_from_amax(in, rows, cols, q, amax, out, scale_inv, out_t, scale_inv_t, stream);
     return;
   }
   const scale_layout layout = make_scale_layout(q.granularity, rows, cols);

@@ -17,7 +17,10 @@
 // A call with `record_amax` records the amax of every operand into its slot of the scaling state,
 // those of BF16 classes included (config.record_bf16_amax). A call with `statistics = true` also
 // counts what its casts did (saturated and flushed elements, amax, scale range), and what a cast
-// would do to the operands of BF16 classes, read with read_statistics(). See docs/linear_layer.md.
+// would do to the operands of BF16 classes, read with read_statistics(). A caller whose kernel wrote
+// X (or dY) can pass its amax (x_amax, dy_amax: amax_tracker), which saves the read of the tensor
+// that current per-tensor scaling and BF16 amax recording otherwise make for it. See
+// docs/linear_layer.md.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -30,10 +33,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "../cublaslt/handle.hpp"
 #include "amax.cuh"
+#include "amax_tracker.cuh"
 #include "current_scaling.cuh"
 #include "delayed_scaling.cuh"
 #include "linear/config.hpp"
@@ -55,6 +61,12 @@ class linear_layer {
     std::int64_t m = 0;                   // tokens
     bool record_amax = true;              // false for evaluation passes: the histories stay as they are
     bool statistics = false;              // count what the casts of X and W did (read_statistics)
+    // max |X| over this call's m x K X in device memory, recorded by the kernel that wrote X
+    // (fp8::cuda::amax_tracker), or null. It replaces a read of X where one is made only for the
+    // amax: a current per-tensor cast of X is then the cast alone, and the amax of an X operand of a
+    // BF16 class is copied from it. Delayed and block-scaled casts find X's amax in their one read
+    // and do not read it. It must be exactly X's amax: a smaller one saturates X's largest elements.
+    const float* x_amax = nullptr;
   };
   struct backward_args {
     const __nv_bfloat16* dy = nullptr;  // [M, N]
@@ -66,7 +78,8 @@ class linear_layer {
     std::int64_t m = 0;
     bool accumulate = true;  // dW += and dbias += (micro-batches); false: overwrite
     bool record_amax = true;
-    bool statistics = false;  // count what the casts of dY did (read_statistics)
+    bool statistics = false;         // count what the casts of dY did (read_statistics)
+    const float* dy_amax = nullptr;  // max |dY| of this call's dY, as forward_args::x_amax for X
   };
 
   // An FP8 copy the layer holds (for inspection and tests): codes, inverse scales and how they were made.
@@ -114,6 +127,14 @@ class linear_layer {
   // How many times W has been cast (once per weights_changed() when its copies are in use).
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
+  // What a call is doing, for profilers: its own kernels (casts, amax passes and copies, statistics,
+  // the bias-gradient sums) or its cuBLASLt products.
+  enum class stage { kernels, products };
+  // Called on the host, in stream order, each time a call moves from one stage to the other (a
+  // forward: kernels, products; a backward: kernels, products, and kernels again for a bias
+  // gradient), e.g. to record a CUDA event on the stream; empty (the default) for none.
+  void set_stage_hook(std::function<void(stage)> hook) { stage_hook_ = std::move(hook); }
+
   void forward(const forward_args& args, cudaStream_t stream = nullptr) {
     constexpr const char* function = "fp8::cuda::linear_layer::forward";
     const linear_plan& p = plan_for(args.m);
@@ -126,8 +147,11 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::bias, args.bias);
     check_caller_pointer(p, linear_buffer::x, args.x);
     check_caller_pointer(p, linear_buffer::w, args.w);
+    check_given_amax(args.x_amax, function, "x_amax");
+    enter(stage::kernels);
     ensure_weight_copies(p, args.w, args.record_amax, stream);
-    cast_tensor(p.cast(linear_tensor::x), p.bf16_cast(linear_tensor::x), args.x, args.record_amax, stream);
+    cast_tensor(p.cast(linear_tensor::x), p.bf16_cast(linear_tensor::x), args.x, args.x_amax,
+                args.record_amax, stream);
     if (args.statistics) {
       // W's copies may be cached from an earlier call: they are counted against the W passed now,
       // which is the W they were made from as long as weights_changed() follows every change.
@@ -139,6 +163,7 @@ class linear_layer {
     pointers_[index_of(linear_buffer::w)] = args.w;
     pointers_[index_of(linear_buffer::y)] = args.y;
     pointers_[index_of(linear_buffer::bias)] = args.bias;
+    enter(stage::products);
     run_gemm(p.gemm(gemm_kind::fprop), true, stream);
     saved_m_ = args.m;
   }
@@ -161,6 +186,11 @@ class linear_layer {
                              " (call forward first; one forward in flight per layer)");
     }
     detail::require(wgrad8 || args.x != nullptr, function, "x must be set: wgrad runs in BF16 and reads X");
+    check_caller_pointer(p, linear_buffer::dx, args.dx);
+    check_caller_pointer(p, linear_buffer::dw, args.dw);
+    check_caller_pointer(p, linear_buffer::dy, args.dy);
+    check_given_amax(args.dy_amax, function, "dy_amax");
+    enter(stage::kernels);
     if (dgrad) {
       const bool needs_w = p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16 ||
                            (!weights_cached_ && p.cast(linear_tensor::w).transposed);
@@ -169,12 +199,9 @@ class linear_layer {
           "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
       if (args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
     }
-    check_caller_pointer(p, linear_buffer::dx, args.dx);
-    check_caller_pointer(p, linear_buffer::dw, args.dw);
-    check_caller_pointer(p, linear_buffer::dy, args.dy);
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
-    cast_tensor(dy.cast, dy.bf16, args.dy, args.record_amax, stream);
+    cast_tensor(dy.cast, dy.bf16, args.dy, args.dy_amax, args.record_amax, stream);
     if (args.statistics) count_tensor(dy.cast, dy.bf16, args.dy, stream);
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
@@ -183,9 +210,11 @@ class linear_layer {
     pointers_[index_of(linear_buffer::dx)] = args.dx;
     pointers_[index_of(linear_buffer::dw)] = args.dw;
     pointers_[index_of(linear_buffer::bias_gradient)] = bias_gradient_.data();
+    enter(stage::products);
     if (dgrad) run_gemm(p.gemm(gemm_kind::dgrad), true, stream);
     run_gemm(p.gemm(gemm_kind::wgrad), args.accumulate, stream);
     const std::size_t n = std::size_t(config_.out_features);
+    if (p.bias_gradient != bias_gradient_method::none) enter(stage::kernels);
     switch (p.bias_gradient) {
       case bias_gradient_method::none: break;
       case bias_gradient_method::epilogue:
@@ -269,8 +298,19 @@ class linear_layer {
     return config;
   }
   static constexpr std::size_t index_of(linear_buffer buffer) noexcept { return std::size_t(buffer); }
+  // A caller's amax (or null) is one float the kernels read: it must be a float's address.
+  static void check_given_amax(const float* amax, const char* function, const char* name) {
+    if (amax != nullptr && !detail::is_aligned(amax, sizeof(float))) {
+      throw invalid_argument(std::string(function) + ": " + name + " is at " +
+                             cublaslt::detail::hex_address(amax) + ", not a float's 4-byte alignment");
+    }
+  }
   // The bits of an FP8 code without its sign (the same for E4M3 and E5M2): zero means ±0.
   static constexpr std::uint32_t magnitude_mask = format_traits<e4m3_format>::magnitude_mask;
+
+  void enter(stage s) const {
+    if (stage_hook_) stage_hook_(s);
+  }
 
   // The plan of the last token count, remade (and re-checked) only when the count changes.
   const linear_plan& plan_for(std::int64_t m) {
@@ -325,7 +365,7 @@ class linear_layer {
     // Both classes that read W in BF16 and no amax to record: nothing to do, and nothing cached, so
     // that a later recording call still records.
     if (!c.any() && !records_bf16_amax(bf16, record)) return;
-    cast_tensor(c, bf16, w, record, stream);  // the casts, or only W's amax
+    cast_tensor(c, bf16, w, nullptr, record, stream);  // the casts, or only W's amax
     weights_cached_ = true;
     if (c.any()) ++weight_casts_;
   }
@@ -338,34 +378,42 @@ class linear_layer {
   // The FP8 casts `c` of `in` into the layer's copies, recording their amaxes when `record`, and the
   // amaxes of the operands of BF16 classes (`bf16`, the tensor's other operands) with them: from the
   // cast's own amax where the tensor is cast (the same tensor, so the same amax), else from an
-  // amax-only pass.
-  void cast_tensor(const cast_plan& c, const cast_plan& bf16, const __nv_bfloat16* in, bool record,
-                   cudaStream_t stream) {
+  // amax-only pass, or from `given` (the caller's amax of `in`, or null) where there is one.
+  void cast_tensor(const cast_plan& c, const cast_plan& bf16, const __nv_bfloat16* in, const float* given,
+                   bool record, cudaStream_t stream) {
     const bool bf16_amax = records_bf16_amax(bf16, record);
     if (c.any()) {
       // A tensor has two operands: when one is cast, at most the other runs in BF16.
       float* also =
           bf16_amax ? amax_slot(bf16.row_major ? bf16.row_operand : bf16.transposed_operand) : nullptr;
-      run_cast(c, in, record, also, copies_[std::size_t(c.tensor)], stream);
+      run_cast(c, in, given, record, also, copies_[std::size_t(c.tensor)], stream);
     } else if (bf16_amax) {
-      amax_only_pass(bf16, in, stream);
+      amax_only_pass(bf16, in, given, stream);
     }
   }
 
   // The amax-only pass: max |in| max-accumulated into the slot of each operand in `bf16` (the
-  // library's amax kernel straight into the first slot, as a delayed cast records; then copied).
-  void amax_only_pass(const cast_plan& bf16, const __nv_bfloat16* in, cudaStream_t stream) {
+  // library's amax kernel straight into the first slot, as a delayed cast records; then copied), or
+  // the caller's amax of `in` (`given`) recorded into them without reading `in`.
+  void amax_only_pass(const cast_plan& bf16, const __nv_bfloat16* in, const float* given,
+                      cudaStream_t stream) {
     const bool both = bf16.row_major && bf16.transposed;
     float* first = amax_slot(bf16.row_major ? bf16.row_operand : bf16.transposed_operand);
+    if (given != nullptr) {
+      detail::record_amax(given, first, both ? amax_slot(bf16.transposed_operand) : nullptr, stream);
+      return;
+    }
     compute_amax(in, std::size_t(bf16.rows) * std::size_t(bf16.cols), first, stream);
     if (both) detail::record_amax(first, amax_slot(bf16.transposed_operand), nullptr, stream);
   }
 
   // One cast of `in` (rows x cols) with `recipe` into out (and out_t when set), its amax recorded
-  // into slot0 (and slot1: the other operand of a fused cast, or the tensor's BF16 operand).
+  // into slot0 (and slot1: the other operand of a fused cast, or the tensor's BF16 operand). `given`:
+  // the caller's amax of `in` (or null), which a current per-tensor cast takes instead of its own
+  // amax pass.
   void cast_one(const __nv_bfloat16* in, std::int64_t rows, std::int64_t cols, const operand_recipe& recipe,
                 gemm_operand scale_operand, std::uint8_t* out, float* scale_inv, std::uint8_t* out_t,
-                float* scale_inv_t, float* amax, float* slot0, float* slot1, bool record,
+                float* scale_inv_t, const float* given, float* amax, float* slot0, float* slot1, bool record,
                 cudaStream_t stream) {
     const std::size_t r = std::size_t(rows), c = std::size_t(cols);
     if (recipe.mode == scaling_mode::delayed) {
@@ -383,6 +431,16 @@ class linear_layer {
       if (record && slot1 != nullptr) detail::record_amax(slot0, slot1, nullptr, stream);
       return;
     }
+    if (given != nullptr && recipe.quant.granularity == granularity::per_tensor) {
+      if (out_t != nullptr) {
+        quantize_transpose_from_amax(in, r, c, recipe.quant, given, out, scale_inv, out_t, scale_inv_t,
+                                     stream);
+      } else {
+        quantize_from_amax(in, r, c, recipe.quant, given, out, scale_inv, stream);
+      }
+      if (record) detail::record_amax(given, slot0, slot1, stream);
+      return;
+    }
     if (out_t != nullptr) {
       quantize_transpose(in, r, c, recipe.quant, out, scale_inv, out_t, scale_inv_t, amax, stream);
     } else {
@@ -392,9 +450,10 @@ class linear_layer {
   }
 
   // The casts `c` of `in` into `t`, amaxes recorded into the operands' slots when `record` (and
-  // into `also` too: the slot of the tensor's BF16 operand, when only one of its operands is cast).
-  void run_cast(const cast_plan& c, const __nv_bfloat16* in, bool record, float* also, tensor_copies& t,
-                cudaStream_t stream) {
+  // into `also` too: the slot of the tensor's BF16 operand, when only one of its operands is cast);
+  // `given`, the caller's amax of `in` or null (cast_one).
+  void run_cast(const cast_plan& c, const __nv_bfloat16* in, const float* given, bool record, float* also,
+                tensor_copies& t, cudaStream_t stream) {
     if (!c.any()) return;
     float* row_slot = amax_slot(c.row_operand);
     float* transposed_slot = amax_slot(c.transposed_operand);
@@ -402,11 +461,11 @@ class linear_layer {
     const operand_recipe& transposed = config_.recipe[c.transposed_operand];
     if (c.fused) {
       cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), t.transposed.data(),
-               t.transposed_scale.data(), t.amax.data(), row_slot, transposed_slot, record, stream);
+               t.transposed_scale.data(), given, t.amax.data(), row_slot, transposed_slot, record, stream);
     } else {
       if (c.row_major) {
         cast_one(in, c.rows, c.cols, row, c.row_operand, t.row.data(), t.row_scale.data(), nullptr, nullptr,
-                 t.amax.data(), row_slot, also, record, stream);
+                 given, t.amax.data(), row_slot, also, record, stream);
       }
       if (c.transposed) {
         // The transposed-only cast also writes a row-major copy nobody reads: into the scratch, or,
@@ -416,7 +475,7 @@ class linear_layer {
         cast_one(in, c.rows, c.cols, transposed, c.transposed_operand,
                  scratch ? t.scratch.data() : t.row.data(),
                  scratch ? t.scratch_scale.data() : t.row_scale.data(), t.transposed.data(),
-                 t.transposed_scale.data(), t.amax.data(), transposed_slot, also, record, stream);
+                 t.transposed_scale.data(), given, t.amax.data(), transposed_slot, also, record, stream);
       }
     }
     // fake_fp8: the copies decoded to BF16 by the library's dequantize (value x scale_inv of its
@@ -438,7 +497,7 @@ class linear_layer {
     count_casts(c, in, copies_[std::size_t(c.tensor)], stream);
     if (!bf16.any()) return;
     tensor_copies& scratch = statistics_copies(bf16.tensor);
-    run_cast(bf16, in, false, nullptr, scratch, stream);
+    run_cast(bf16, in, nullptr, false, nullptr, scratch, stream);
     count_casts(bf16, in, scratch, stream);
   }
 
@@ -538,6 +597,7 @@ class linear_layer {
   std::int64_t saved_m_ = -1;
   linear_plan planned_{};
   std::int64_t planned_m_ = -1;
+  std::function<void(stage)> stage_hook_;
 };
 
 }  // namespace fp8::cuda
