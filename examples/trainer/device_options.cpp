@@ -24,6 +24,10 @@ void check_device_options(const run_options& o, bool cuda_built) {
       throw std::invalid_argument(
           "--attention fused needs --device cuda (the CPU trainer's attention is materialized)");
     }
+    if (!o.producer_amaxes) {
+      throw std::invalid_argument(
+          "--no-producer-amaxes needs --device cuda (the CPU trainer's casts read their tensors' amaxes)");
+    }
     return;
   }
   if (!cuda_built) {

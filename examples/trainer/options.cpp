@@ -48,6 +48,7 @@ struct parse_state {
   run_options options;
   shape_overrides shape;
   bool fake_quant = false;
+  bool no_producer_amaxes = false;
   std::vector<std::string> current_scaling_for;
 };
 
@@ -251,6 +252,9 @@ void declare_options(CLI::App& app, parse_state& s) {
   o.choice("--wgrad", "M", r.linear_modes[2], modes, "wgrad GEMMs: fp8, fake or bf16");
   o.flag("--fake-quant", s.fake_quant,
          "fake quantization for every GEMM class still in fp8 (cast to FP8 and back, GEMM in BF16)");
+  o.flag("--no-producer-amaxes", s.no_producer_amaxes,
+         "--device cuda: the linear layers read X and dY for their amaxes instead of taking them from the "
+         "kernels that wrote them (the same results; for debugging)");
   o.list("--bf16-layers", "LIST", r.bf16_layers,
          "keep these layers in BF16: transformer block indices or 'head' (e.g. 0,3,head); MLP layer indices "
          "(the "
@@ -328,6 +332,7 @@ std::vector<int> bf16_units_of(const std::vector<std::string>& items, int unit_c
 // The switches that are applied after all options are read, whatever their order.
 void apply_late_switches(parse_state& s) {
   run_options& o = s.options;
+  o.producer_amaxes = !s.no_producer_amaxes;
   if (s.fake_quant) {
     for (gemm_mode& mode : o.linear_modes) {
       if (mode == gemm_mode::fp8) mode = gemm_mode::fake_fp8;

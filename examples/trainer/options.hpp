@@ -62,6 +62,10 @@ struct run_options {
   bool fp8_head = false;  // the LM head stays in BF16 unless asked (DeepSeek-V3, Megatron-Core)
   long shadow_every = 0;
   long stats_every = 0;
+  // --device cuda: the linear layers take the amaxes of X and dY from the kernels that wrote them
+  // where they would otherwise read the tensor for it; --no-producer-amaxes turns that off (the same
+  // results, bit for bit: a debugging switch).
+  bool producer_amaxes = true;
 
   // Evaluation, output, checkpoints.
   long eval_every = 50;

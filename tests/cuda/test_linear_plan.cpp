@@ -857,3 +857,44 @@ TEST_CASE("a backward without dX leaves dgrad's operand out in every precision, 
   CHECK_FALSE(first_layer.row_major);
   CHECK_FALSE(first_layer.fused);
 }
+
+TEST_CASE("a producer's amax saves a read where a current per-tensor cast or an amax-only pass takes it") {
+  using fp8::cuda::given_amax_saves_read;
+  const auto current = [](fp8::granularity g) {
+    fp8::current_scaling c{};
+    c.granularity = g;
+    c.weight_granularity = g;
+    return fp8::gemm_recipe{c};
+  };
+  const fp8::gemm_recipe delayed{fp8::delayed_scaling{}};
+  const fp8::gemm_recipe per_tensor = current(fp8::granularity::per_tensor);
+  for (const linear_tensor t : {linear_tensor::x, linear_tensor::dy}) {
+    CAPTURE(int(t));
+    // Delayed and block-scaled casts find the amax in their one read.
+    CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, delayed), t));
+    CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, current(fp8::granularity::tile_1x128)), t));
+    CHECK_FALSE(given_amax_saves_read(
+        config_of(256, 128, 256, fp8::gemm_recipe{fp8::current_scaling::blockwise()}), t));
+    CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, current(fp8::granularity::per_row)), t));
+    // Current per tensor: the amax pass goes.
+    CHECK(given_amax_saves_read(config_of(256, 128, 256, per_tensor), t));
+    // All BF16: the amax-only pass goes, unless BF16 classes record nothing.
+    linear_config bf16 = config_of(256, 128, 256, delayed, linear_precision::bf16());
+    CHECK(given_amax_saves_read(bf16, t));
+    bf16.record_bf16_amax = false;
+    CHECK_FALSE(given_amax_saves_read(bf16, t));
+    // One class of the tensor in BF16 beside a delayed FP8 one: the cast's amax serves both slots.
+    linear_precision wgrad_bf16{};
+    wgrad_bf16.wgrad = gemm_precision::bf16;
+    CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, delayed, wgrad_bf16), t));
+    // ... and beside a current per-tensor one: that cast takes it.
+    CHECK(given_amax_saves_read(config_of(256, 128, 256, per_tensor, wgrad_bf16), t));
+  }
+  // Unfused X: only wgrad's copy is current per tensor, and it takes the amax.
+  fp8::gemm_recipe mixed = delayed;
+  mixed.use(gemm_operand::wgrad_input, fp8::current_scaling{});
+  CHECK(given_amax_saves_read(config_of(256, 128, 256, mixed), linear_tensor::x));
+  CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, mixed), linear_tensor::dy));
+  // W is never given one.
+  CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, per_tensor), linear_tensor::w));
+}

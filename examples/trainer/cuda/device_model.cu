@@ -69,6 +69,8 @@ device_linears::device_linears(const std::vector<linear_features>& features,
   if (fp32_) {
     wgrad_scratch_ = device_buffer<float>(largest);
   } else {
+    staged_amax_ = device_buffer<float>(2);
+    refresh_takes_amax();
     x16_ = device_buffer<std::uint16_t>(m * staged_x);
     dx16_ = device_buffer<std::uint16_t>(m * staged_dx);
     y16_ = device_buffer<std::uint16_t>(m * staged_y);
@@ -121,11 +123,30 @@ void device_linears::check_planned(const linear_tensor<Float, Bf16>& t, bool bf1
 }
 
 const __nv_bfloat16* device_linears::layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch,
-                                                   std::size_t count, cudaStream_t stream) {
+                                                   std::size_t count, cudaStream_t stream, float* amax) {
   if (!t.staged()) return reinterpret_cast<const __nv_bfloat16*>(t.bf16());
   mark(phase::staging);
-  to_bf16(scratch.data(), t.floats(), count, stream);
+  if (amax != nullptr) FP8_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  to_bf16(scratch.data(), t.floats(), count, stream, amax);
   return reinterpret_cast<const __nv_bfloat16*>(scratch.data());
+}
+
+float* device_linears::amax_slot(std::size_t linear, fp8::cuda::linear_tensor tensor, float* slot) const {
+  if (fp32_ || !producer_amaxes_) return nullptr;
+  return takes_amax_.at(linear)[tensor == fp8::cuda::linear_tensor::x ? 0 : 1] ? slot : nullptr;
+}
+
+void device_linears::set_record_bf16_amax(bool on) {
+  for (auto& l : layers_) l->set_record_bf16_amax(on);
+  refresh_takes_amax();
+}
+
+void device_linears::refresh_takes_amax() {
+  takes_amax_.clear();
+  for (auto& l : layers_) {
+    takes_amax_.push_back({l->takes_given_amax(fp8::cuda::linear_tensor::x),
+                           l->takes_given_amax(fp8::cuda::linear_tensor::dy)});
+  }
 }
 
 __nv_bfloat16* device_linears::layer_result(linear_output t, device_buffer<std::uint16_t>& scratch) {
@@ -154,7 +175,10 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   check_planned(x, planned.x, linear, "x");
   check_planned(y, planned.y, linear, "y");
   fp8::cuda::linear_layer::forward_args args;
-  args.x = layer_operand(x, x16_, mk, stream);
+  // A staged X's amax from its staging copy; a BF16 X's from the model's kernel that wrote it.
+  float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::x, staged_amax_.data());
+  args.x = layer_operand(x, x16_, mk, stream, staged_amax);
+  args.x_amax = x.staged() ? staged_amax : x.amax();
   args.w = w16;
   args.y = layer_result(y, y16_);
   args.m = m;
@@ -190,7 +214,9 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   check_planned(dy, planned.dy, linear, "dy");
   fp8::cuda::linear_layer& chosen = layer(linear, pass_kind::train);
   fp8::cuda::linear_layer::backward_args args;
-  args.dy = layer_operand(dy, dy16_, mn, stream);
+  float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::dy, staged_amax_.data() + 1);
+  args.dy = layer_operand(dy, dy16_, mn, stream, staged_amax);
+  args.dy_amax = dy.staged() ? staged_amax : dy.amax();
   // x is read by a BF16 wgrad only (an FP8 or fake wgrad uses the forward's Xᵀ copy, and X's amaxes
   // were recorded in forward): a BF16 x is passed as it is, a float one staged again, and neither is
   // passed when the wgrad does not read it.

@@ -49,11 +49,20 @@ class linear_tensor {
   bool staged() const { return staged_; }
   Float* floats() const { return floats_; }  // null unless staged()
   Bf16* bf16() const { return bf16_; }       // null when staged()
+  // A BF16 tensor's amax, recorded by the kernel that wrote it (device memory; null: none), which
+  // the layer takes instead of reading the tensor for it (fp8::cuda::linear_layer's x_amax, dy_amax).
+  const float* amax() const { return amax_; }
+  linear_tensor with_amax(const float* amax) const {
+    linear_tensor t = *this;
+    t.amax_ = amax;
+    return t;
+  }
 
  private:
   Float* floats_ = nullptr;
   Bf16* bf16_ = nullptr;
   bool staged_ = true;
+  const float* amax_ = nullptr;
 };
 using linear_input = linear_tensor<const float, const std::uint16_t>;  // x, dy
 using linear_output = linear_tensor<float, std::uint16_t>;             // y, dx
@@ -110,9 +119,16 @@ class device_linears {
   void set_statistics(bool on) { statistics_ = on; }
   // Whether training passes record the amaxes of the operands of BF16 classes (the layer's
   // record_bf16_amax): on by default, as the CPU records them in bf16 and fp8 runs.
-  void set_record_bf16_amax(bool on) {
-    for (auto& l : layers_) l->set_record_bf16_amax(on);
-  }
+  void set_record_bf16_amax(bool on);
+  // Amaxes from the producers (on by default): where a layer's training calls would read X or dY
+  // only for its amax (a current per-tensor cast, a BF16 class's amax-only pass), the kernel that
+  // writes the tensor records it instead: the model's, through amax_slot(), and the staging copy's
+  // here. Off: every layer reads its operands for their amaxes (the same results, bit for bit).
+  void set_producer_amaxes(bool on) { producer_amaxes_ = on; }
+  // Where the producer of layer `linear`'s X (tensor x) or dY (dy) records its amax: `slot` when the
+  // layer's training calls take it (fp8::cuda::linear_layer::takes_given_amax), else null (the
+  // producer records nothing). fp32 runs: null.
+  float* amax_slot(std::size_t linear, fp8::cuda::linear_tensor tensor, float* slot) const;
   // The counts of the statistics passes since the last read, per layer (empty in fp32 runs, which
   // have no layers). Waits for `stream`.
   std::vector<fp8::cuda::linear_statistics> read_statistics(cudaStream_t stream);
@@ -126,9 +142,10 @@ class device_linears {
   template <class Float, class Bf16>
   void check_planned(const linear_tensor<Float, Bf16>& t, bool bf16_planned, std::size_t linear,
                      const char* name) const;
-  // The BF16 operand the layer reads: t itself, or its copy into `scratch` (count elements; staging).
+  // The BF16 operand the layer reads: t itself, or its copy into `scratch` (count elements; staging),
+  // whose amax the copy records into `amax` when it is set (zeroed here first).
   const __nv_bfloat16* layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch, std::size_t count,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, float* amax = nullptr);
   // Where the layer writes a result: t itself, or `scratch`, widened into t's floats by stage_result.
   static __nv_bfloat16* layer_result(linear_output t, device_buffer<std::uint16_t>& scratch);
   void stage_result(linear_output t, const device_buffer<std::uint16_t>& scratch, std::size_t count,
@@ -136,6 +153,7 @@ class device_linears {
   void mark(phase p) {
     if (profile_ != nullptr) profile_->mark(p);
   }
+  void refresh_takes_amax();
 
   std::vector<linear_features> features_;
   std::vector<linear_bf16_operands> bf16_operands_;  // one per layer
@@ -147,6 +165,13 @@ class device_linears {
   std::vector<std::unique_ptr<fp8::cuda::linear_layer>> shadow_layers_;  // all BF16 (shadow passes)
   phase_profile* profile_ = nullptr;
   bool statistics_ = false;
+  bool producer_amaxes_ = true;
+  // Per layer, whether its training calls take a given amax of X and of dY (takes_given_amax, kept
+  // here: the query plans the layer); refresh_takes_amax() asks the layers again.
+  std::vector<std::array<bool, 2>> takes_amax_;
+  // The staging copies' amaxes of x and dy (bf16 and fp8 runs): each written by the copy a call
+  // makes and read by that call's layer, in stream order.
+  device_buffer<float> staged_amax_;
   // BF16 copies of operands and results held as floats: x and dx [M, max K], y and dy [M, max N],
   // each the maximum over the layers that stage that operand (not planned as BF16); fp32 runs: one
   // wgrad product [max N x K] before it is added to the gradient.
@@ -208,6 +233,8 @@ class device_model {
   void collect_statistics(bool on) { linears_.set_statistics(on); }
   // device_linears::set_record_bf16_amax.
   void record_bf16_amax(bool on) { linears_.set_record_bf16_amax(on); }
+  // device_linears::set_producer_amaxes (on by default; off for the tests that compare the two).
+  void producer_amaxes(bool on) { linears_.set_producer_amaxes(on); }
   std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }
 
  protected:

@@ -65,12 +65,17 @@ __device__ __forceinline__ float load_element(const __nv_bfloat16* p, std::size_
 
 // A result as it is stored. Floats: per `where`. BF16 (whose launchers pass storage::bf16): the
 // float form's BF16 value, narrowed exactly; the bits are those to_bf16 makes of the float form, so
-// a linear layer reads the same operand either way.
-__device__ __forceinline__ void store_element(float* p, std::size_t i, float x, storage where) {
-  p[i] = store_value(where, x);
+// a linear layer reads the same operand either way. Returns the value stored, as a float (exact):
+// what an amax_tracker of the stored tensor adds.
+__device__ __forceinline__ float store_element(float* p, std::size_t i, float x, storage where) {
+  const float stored = store_value(where, x);
+  p[i] = stored;
+  return stored;
 }
-__device__ __forceinline__ void store_element(__nv_bfloat16* p, std::size_t i, float x, storage) {
-  p[i] = __float2bfloat16_rn(round_to_bf16(x));
+__device__ __forceinline__ float store_element(__nv_bfloat16* p, std::size_t i, float x, storage) {
+  const float stored = round_to_bf16(x);
+  p[i] = __float2bfloat16_rn(stored);
+  return stored;
 }
 
 // Butterfly reductions over a full warp: every lane must call them (full mask), and every lane gets

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include <fp8/cuda/amax_tracker.cuh>
+
 #include "kernel_support.cuh"
 
 namespace trainer::cuda {
@@ -16,11 +18,13 @@ namespace {
 
 // out, inp: [N, C]; rstd: [N]; weight: [C]. Grid-stride over rows, one block per row; blockDim.x a
 // multiple of 32 (block_sum). T: the output's element type, floats (stored per out_storage) or BF16
-// (the linear layers' inputs in bf16 and fp8 runs); the arithmetic is the same either way.
+// (the linear layers' inputs in bf16 and fp8 runs); the arithmetic is the same either way. out_amax
+// (or null): max |out| as stored, max-accumulated (a linear layer's x_amax); blocks of block_threads.
 template <class T>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const float* inp, const float* weight, int n,
-                                       int c, storage out_storage) {
+                                       int c, storage out_storage, float* out_amax) {
   __shared__ float scratch[detail::warp_size];
+  fp8::cuda::amax_tracker amax;
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const float* x = inp + std::size_t(row) * std::size_t(c);
     T* y = out + std::size_t(row) * std::size_t(c);
@@ -29,9 +33,12 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const float* inp, co
     const float sum_squares = detail::block_sum(partial, scratch);
     const float s = 1.0f / sqrtf(sum_squares / float(c) + rmsnorm_epsilon);
     if (threadIdx.x == 0) rstd[row] = s;
-    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x))
-      detail::store_element(y, std::size_t(j), x[j] * s * weight[j], out_storage);
+    for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) {
+      const float stored = detail::store_element(y, std::size_t(j), x[j] * s * weight[j], out_storage);
+      if (out_amax != nullptr) amax.add(stored);
+    }
   }
+  if (out_amax != nullptr) amax.record<detail::block_threads>(out_amax);
 }
 
 // dinp, dout, inp: [N, C]; weight: [C]; rstd: [N]. One block per row, as the forward pass. dout
@@ -95,7 +102,7 @@ void check_shape(const char* function, int n, int c) {
 
 template <class T>
 void launch_forward(const char* function, T* out, float* rstd, const float* inp, const float* weight, int n,
-                    int c, storage out_storage, cudaStream_t stream) {
+                    int c, storage out_storage, float* out_amax, cudaStream_t stream) {
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
   detail::check_pointer(out, elements, function, "out");
@@ -104,7 +111,7 @@ void launch_forward(const char* function, T* out, float* rstd, const float* inp,
   detail::check_pointer(weight, std::size_t(c), function, "weight");
   if (n == 0) return;
   rmsnorm_forward_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
-      out, rstd, inp, weight, n, c, out_storage);
+      out, rstd, inp, weight, n, c, out_storage, out_amax);
   detail::check_launch("rmsnorm_forward_kernel");
 }
 
@@ -143,13 +150,14 @@ void launch_backward(const char* function, float* dinp, float* dweight, const D*
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
                      storage out_storage, cudaStream_t stream) {
-  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, stream);
+  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, nullptr,
+                 stream);
 }
 
 void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, float* out_amax) {
   launch_forward("trainer::cuda::rmsnorm_forward (BF16)", reinterpret_cast<__nv_bfloat16*>(out), rstd, inp,
-                 weight, n, c, storage::bf16, stream);
+                 weight, n, c, storage::bf16, out_amax, stream);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

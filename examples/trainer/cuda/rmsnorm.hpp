@@ -19,9 +19,11 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 
 // The BF16 form (bf16 and fp8 runs, where the output feeds a linear layer, which reads BF16): out is
 // raw __nv_bfloat16 bits, each the float form's value with storage::bf16 (the same kernel), so its
-// bits equal what to_bf16 makes of the float form's output. rstd stays float.
+// bits equal what to_bf16 makes of the float form's output. rstd stays float. out_amax (or null):
+// max |out| max-accumulated into it as the kernel writes out (fp8::cuda::amax_tracker; zero it
+// first), for the linear layer that reads out (its x_amax).
 void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     cudaStream_t stream);
+                     cudaStream_t stream, float* out_amax = nullptr);
 
 // Rows summed per partial weight-gradient row of the backward pass's workspace.
 inline constexpr int rmsnorm_rows_per_partial = 64;

@@ -3,6 +3,8 @@
 
 #include <cuda_bf16.h>
 
+#include <fp8/cuda/amax_tracker.cuh>
+
 #include "kernel_support.cuh"
 
 namespace trainer::cuda {
@@ -16,12 +18,18 @@ __global__ void store_copy_kernel(float* out, const float* in, std::size_t count
   }
 }
 
-// out: [count] BF16 copies of in: [count] (round to nearest even; exact for BF16 values).
-__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t count) {
+// out: [count] BF16 copies of in: [count] (round to nearest even; exact for BF16 values); with
+// Track, max |out| max-accumulated into *amax. Blocks of block_threads.
+template <bool Track>
+__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t count, float* amax) {
+  fp8::cuda::amax_tracker tracker;
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    out[i] = __float2bfloat16_rn(in[i]);
+    const __nv_bfloat16 value = __float2bfloat16_rn(in[i]);
+    out[i] = value;
+    if constexpr (Track) tracker.add(value);
   }
+  if constexpr (Track) tracker.record<detail::block_threads>(amax);
 }
 
 // out: [count] = in: [count] widened to float (exact).
@@ -49,12 +57,18 @@ void store(storage where, float* data, std::size_t count, cudaStream_t stream) {
   store_copy(where, data, data, count, stream);
 }
 
-void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream) {
+void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream, float* amax) {
   detail::check_pointer(out, count, "trainer::cuda::to_bf16", "out");
   detail::check_pointer(in, count, "trainer::cuda::to_bf16", "in");
   if (count == 0) return;
-  to_bf16_kernel<<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
-      reinterpret_cast<__nv_bfloat16*>(out), in, count);
+  auto* bf16 = reinterpret_cast<__nv_bfloat16*>(out);
+  if (amax != nullptr) {
+    to_bf16_kernel<true>
+        <<<detail::grid_for(count), detail::block_threads, 0, stream>>>(bf16, in, count, amax);
+  } else {
+    to_bf16_kernel<false>
+        <<<detail::grid_for(count), detail::block_threads, 0, stream>>>(bf16, in, count, nullptr);
+  }
   detail::check_launch("to_bf16_kernel");
 }
 

@@ -22,7 +22,10 @@ void store_copy(storage where, float* out, const float* in, std::size_t count, c
 
 // out: [count] raw __nv_bfloat16 bits of in: [count], rounded to nearest even. Exact when the floats
 // hold BF16 values (every stored tensor of a bf16 or fp8 run): the operands of BF16 and FP8 products.
-void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream);
+// amax (or null): max |out| max-accumulated into it as the copy is written (fp8::cuda::amax_tracker;
+// zero it first), for the linear layer that reads out.
+void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream,
+             float* amax = nullptr);
 
 // out: [count] = the BF16 values in: [count] (raw __nv_bfloat16 bits) as floats, exactly.
 void from_bf16(float* out, const std::uint16_t* in, std::size_t count, cudaStream_t stream);

@@ -13,6 +13,8 @@
 
 #include <fp8/quantize/checks.hpp>
 
+#include <fp8/cuda/amax_tracker.cuh>
+
 #include "kernel_support.cuh"
 
 namespace trainer::cuda {
@@ -42,9 +44,12 @@ __device__ __forceinline__ void store_chunk(T* p, const chunk<T, V>& c) {
   *reinterpret_cast<chunk<T, V>*>(p) = c;
 }
 
-// out: [N, F]; inp: [N, 2F].
+// out: [N, F]; inp: [N, 2F]. out_amax (or null): max |out| as stored, max-accumulated (the down
+// projection's x_amax); blocks of block_threads, as the backward kernel.
 template <class T, int V>
-__global__ void swiglu_forward_kernel(T* out, const T* inp, int n, int f, storage out_storage) {
+__global__ void swiglu_forward_kernel(T* out, const T* inp, int n, int f, storage out_storage,
+                                      float* out_amax) {
+  fp8::cuda::amax_tracker amax;
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const T* gate = inp + std::size_t(row) * 2 * std::size_t(f);
     const T* up = gate + f;
@@ -55,17 +60,21 @@ __global__ void swiglu_forward_kernel(T* out, const T* inp, int n, int f, storag
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const float gv = detail::load_element(g.v, e), uv = detail::load_element(u.v, e);
-        detail::store_element(o.v, e, gv * sigmoid(gv) * uv, out_storage);
+        const float stored = detail::store_element(o.v, e, gv * sigmoid(gv) * uv, out_storage);
+        if (out_amax != nullptr) amax.add(stored);
       }
       store_chunk<T, V>(out_row + j, o);
     }
   }
+  if (out_amax != nullptr) amax.record<detail::block_threads>(out_amax);
 }
 
-// dinp: [N, 2F]; dout: [N, F]; inp: [N, 2F].
+// dinp: [N, 2F]; dout: [N, F]; inp: [N, 2F]. dinp_amax (or null): max |dinp| as stored (the
+// gate/up projection's dy_amax).
 template <class T, int V>
 __global__ void swiglu_backward_kernel(T* dinp, const T* dout, const T* inp, int n, int f,
-                                       storage dinp_storage) {
+                                       storage dinp_storage, float* dinp_amax) {
+  fp8::cuda::amax_tracker amax;
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const std::size_t wide = std::size_t(row) * 2 * std::size_t(f);
     const T* gate = inp + wide;
@@ -82,13 +91,19 @@ __global__ void swiglu_backward_kernel(T* dinp, const T* dout, const T* inp, int
         const float gv = detail::load_element(g.v, e), uv = detail::load_element(u.v, e);
         const float dy = detail::load_element(d.v, e);
         const float s = sigmoid(gv);
-        detail::store_element(dg.v, e, dy * uv * s * (1.0f + gv * (1.0f - s)), dinp_storage);
-        detail::store_element(du.v, e, dy * gv * s, dinp_storage);
+        const float stored_gate =
+            detail::store_element(dg.v, e, dy * uv * s * (1.0f + gv * (1.0f - s)), dinp_storage);
+        const float stored_up = detail::store_element(du.v, e, dy * gv * s, dinp_storage);
+        if (dinp_amax != nullptr) {
+          amax.add(stored_gate);
+          amax.add(stored_up);
+        }
       }
       store_chunk<T, V>(dgate + j, dg);
       store_chunk<T, V>(dup + j, du);
     }
   }
+  if (dinp_amax != nullptr) amax.record<detail::block_threads>(dinp_amax);
 }
 
 // Elements per chunk for these buffers: 16 bytes of T when f keeps every row 16-byte aligned and
@@ -117,34 +132,34 @@ void check(const char* function, const void* wide, const void* other_wide, const
 
 template <class T>
 void launch_forward(const char* function, T* out, const T* inp, int n, int f, storage out_storage,
-                    cudaStream_t stream) {
+                    float* out_amax, cudaStream_t stream) {
   check(function, inp, inp, out, n, f);
   const std::size_t count = std::size_t(n) * std::size_t(f);
   if (count == 0) return;
   constexpr int V = vector_elements<T>;
   if (rows_vectorizable<T>(f, {out, inp})) {
     swiglu_forward_kernel<T, V><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
-        out, inp, n, f, out_storage);
+        out, inp, n, f, out_storage, out_amax);
   } else {
     swiglu_forward_kernel<T, 1><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
-        out, inp, n, f, out_storage);
+        out, inp, n, f, out_storage, out_amax);
   }
   detail::check_launch("swiglu_forward_kernel");
 }
 
 template <class T>
 void launch_backward(const char* function, T* dinp, const T* dout, const T* inp, int n, int f,
-                     storage dinp_storage, cudaStream_t stream) {
+                     storage dinp_storage, float* dinp_amax, cudaStream_t stream) {
   check(function, inp, dinp, dout, n, f);
   const std::size_t count = std::size_t(n) * std::size_t(f);
   if (count == 0) return;
   constexpr int V = vector_elements<T>;
   if (rows_vectorizable<T>(f, {dinp, dout, inp})) {
     swiglu_backward_kernel<T, V><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
-        dinp, dout, inp, n, f, dinp_storage);
+        dinp, dout, inp, n, f, dinp_storage, dinp_amax);
   } else {
     swiglu_backward_kernel<T, 1><<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
-        dinp, dout, inp, n, f, dinp_storage);
+        dinp, dout, inp, n, f, dinp_storage, dinp_amax);
   }
   detail::check_launch("swiglu_backward_kernel");
 }
@@ -155,23 +170,24 @@ __nv_bfloat16* as_bf16(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16
 }  // namespace
 
 void swiglu_forward(float* out, const float* inp, int n, int f, storage out_storage, cudaStream_t stream) {
-  launch_forward("trainer::cuda::swiglu_forward", out, inp, n, f, out_storage, stream);
+  launch_forward("trainer::cuda::swiglu_forward", out, inp, n, f, out_storage, nullptr, stream);
 }
 
 void swiglu_backward(float* dinp, const float* dout, const float* inp, int n, int f, storage dinp_storage,
                      cudaStream_t stream) {
-  launch_backward("trainer::cuda::swiglu_backward", dinp, dout, inp, n, f, dinp_storage, stream);
+  launch_backward("trainer::cuda::swiglu_backward", dinp, dout, inp, n, f, dinp_storage, nullptr, stream);
 }
 
-void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, cudaStream_t stream) {
+void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, cudaStream_t stream,
+                    float* out_amax) {
   launch_forward("trainer::cuda::swiglu_forward (BF16)", as_bf16(out), as_bf16(inp), n, f, storage::bf16,
-                 stream);
+                 out_amax, stream);
 }
 
 void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, float* dinp_amax) {
   launch_backward("trainer::cuda::swiglu_backward (BF16)", as_bf16(dinp), as_bf16(dout), as_bf16(inp), n, f,
-                  storage::bf16, stream);
+                  storage::bf16, dinp_amax, stream);
 }
 
 }  // namespace trainer::cuda

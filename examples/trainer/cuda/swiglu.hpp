@@ -20,8 +20,11 @@ void swiglu_backward(float* dinp, const float* dout, const float* inp, int n, in
 // The BF16 forms (bf16 and fp8 runs, whose MLP keeps these tensors as the linear layers read and
 // write them): every buffer raw __nv_bfloat16 bits, results rounded as storage::bf16 rounds them.
 // The same kernels as the float forms: the values equal theirs with BF16 storage, bit for bit.
-void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, cudaStream_t stream);
+// out_amax / dinp_amax (or null): the amax of the tensor written, max-accumulated into it as the
+// kernel writes (fp8::cuda::amax_tracker; zero it first), for the linear layer that reads it.
+void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, cudaStream_t stream,
+                    float* out_amax = nullptr);
 void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
-                     cudaStream_t stream);
+                     cudaStream_t stream, float* dinp_amax = nullptr);
 
 }  // namespace trainer::cuda

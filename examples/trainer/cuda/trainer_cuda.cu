@@ -47,6 +47,7 @@ class cuda_training_run final : public training_run {
       device_ = make_device_model(
           options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0, stream_,
           devices_ != nullptr ? &devices_->amax_reducer() : nullptr, options_.attention);
+      device_->producer_amaxes(options_.producer_amaxes);
     } catch (const fp8::cuda_error& e) {
       if (e.status() != cudaErrorMemoryAllocation) throw;
       throw fp8::error(std::string(e.what()) + "; the run does not fit this GPU: " + too_large_hint);

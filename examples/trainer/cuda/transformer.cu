@@ -59,11 +59,12 @@ void rmsnorm_backward(float* dinp, float* dweight, const activation_tensor& dout
   }
 }
 
-// RMSNorm's forward into a tensor in the run's form (fp32 runs: floats, stored as fp32).
+// RMSNorm's forward into a tensor in the run's form (fp32 runs: floats, stored as fp32). amax (or
+// null): the BF16 output's amax, recorded as it is written (fp32 runs pass none).
 void rmsnorm_forward(activation_tensor& out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, float* amax) {
   if (out.is_bf16()) {
-    cuda::rmsnorm_forward(out.bf16(), rstd, inp, weight, n, c, stream);
+    cuda::rmsnorm_forward(out.bf16(), rstd, inp, weight, n, c, stream, amax);
   } else {
     cuda::rmsnorm_forward(out.floats(), rstd, inp, weight, n, c, storage::fp32, stream);
   }
@@ -79,25 +80,36 @@ void residual_forward(float* out, const float* residual, const activation_tensor
   }
 }
 
-// SwiGLU over tensors in the run's form: the float launchers in fp32 runs, the BF16 ones otherwise.
-void swiglu_forward(activation_tensor& out, const activation_tensor& inp, int n, int f, cudaStream_t stream) {
+// SwiGLU over tensors in the run's form: the float launchers in fp32 runs, the BF16 ones otherwise
+// (amax, or null: the BF16 result's amax, recorded as it is written).
+void swiglu_forward(activation_tensor& out, const activation_tensor& inp, int n, int f, cudaStream_t stream,
+                    float* amax) {
   if (out.is_bf16()) {
-    cuda::swiglu_forward(out.bf16(), inp.bf16(), n, f, stream);
+    cuda::swiglu_forward(out.bf16(), inp.bf16(), n, f, stream, amax);
   } else {
     cuda::swiglu_forward(out.floats(), inp.floats(), n, f, storage::fp32, stream);
   }
 }
 
 void swiglu_backward(activation_tensor& dinp, const activation_tensor& dout, const activation_tensor& inp,
-                     int n, int f, cudaStream_t stream) {
+                     int n, int f, cudaStream_t stream, float* amax) {
   if (dinp.is_bf16()) {
-    cuda::swiglu_backward(dinp.bf16(), dout.bf16(), inp.bf16(), n, f, stream);
+    cuda::swiglu_backward(dinp.bf16(), dout.bf16(), inp.bf16(), n, f, stream, amax);
   } else {
     cuda::swiglu_backward(dinp.floats(), dout.floats(), inp.floats(), n, f, storage::fp32, stream);
   }
 }
 
+constexpr fp8::cuda::linear_tensor x_tensor = fp8::cuda::linear_tensor::x;
+constexpr fp8::cuda::linear_tensor dy_tensor = fp8::cuda::linear_tensor::dy;
+
 }  // namespace
+
+float* device_transformer::producer_amax(std::size_t linear, fp8::cuda::linear_tensor tensor,
+                                         std::size_t slot) {
+  if (producer_amax_.size() == 0) return nullptr;  // fp32 runs
+  return linears_.amax_slot(linear, tensor, producer_amax_.data() + slot);
+}
 
 device_transformer::device_transformer(const model_options& shape, int batch, const parameter_set& host,
                                        const std::vector<linear_layer_info>& linears,
@@ -185,6 +197,7 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   dswiglu_ = activation_tensor(N * F, stored_);
   dgate_up_ = activation_tensor(N * 2 * F, stored_);
   norm_workspace_ = device_buffer<float>(rmsnorm_backward_workspace_size(int(N), channels_));
+  if (stored_ == storage::bf16) producer_amax_ = device_buffer<float>(std::size_t(4 * layers_ + 1));
 }
 
 double device_transformer::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
@@ -210,6 +223,10 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, targets_.size() * sizeof(std::int32_t),
                                    cudaMemcpyDeviceToDevice, stream_));
   }
+  // The producers' amax slots of this pass, forward and backward, start at zero.
+  if (producer_amax_.size() > 0) {
+    FP8_CUDA_CHECK(cudaMemsetAsync(producer_amax_.data(), 0, producer_amax_.size() * sizeof(float), stream_));
+  }
   mark(phase::embedding);
   embedding_forward(encoded_.data(), compute(wte_), inputs_.data(), N, C, V, stream_);
   const float* residual = encoded_.data();
@@ -218,8 +235,9 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     const block_parameters& p = blocks_[std::size_t(l)];
     const std::size_t linear = std::size_t(4 * l);
     mark(phase::norms);
-    rmsnorm_forward(a.ln1, a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_);
-    linear_forward(linear + 0, kind, a.qkv.output(), a.ln1.input(), p.wqkv, N);
+    float* ln1_amax = producer_amax(linear + 0, x_tensor, forward_slot(l, 0));
+    rmsnorm_forward(a.ln1, a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_, ln1_amax);
+    linear_forward(linear + 0, kind, a.qkv.output(), a.ln1.input().with_amax(ln1_amax), p.wqkv, N);
     mark(phase::attention);
     if (attention_path_.fused) {
       fused_attention_forward(a.atty.bf16(), a.att_stats.data(), a.qkv.bf16(), rope_, shape_,
@@ -232,18 +250,23 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     mark(phase::residual);
     residual_forward(a.residual2.data(), residual, branch_, NC, stored, stream_);
     mark(phase::norms);
-    rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_);
-    linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.input(), p.w_gate_up, N);
+    float* ln2_amax = producer_amax(linear + 2, x_tensor, forward_slot(l, 1));
+    rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_,
+                    ln2_amax);
+    linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.input().with_amax(ln2_amax), p.w_gate_up, N);
     mark(phase::activation);
-    swiglu_forward(a.swiglu, a.gate_up, N, F, stream_);
-    linear_forward(linear + 3, kind, branch_.output(), a.swiglu.input(), p.w_down, N);
+    float* swiglu_amax = producer_amax(linear + 3, x_tensor, forward_slot(l, 2));
+    swiglu_forward(a.swiglu, a.gate_up, N, F, stream_, swiglu_amax);
+    linear_forward(linear + 3, kind, branch_.output(), a.swiglu.input().with_amax(swiglu_amax), p.w_down, N);
     mark(phase::residual);
     residual_forward(a.residual3.data(), a.residual2.data(), branch_, NC, stored, stream_);
     residual = a.residual3.data();
   }
   mark(phase::norms);
-  rmsnorm_forward(lnf_, lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_);
-  linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.input(), lm_head_, N);
+  float* lnf_amax = producer_amax(std::size_t(4 * layers_), x_tensor, forward_slot(layers_, 0));
+  rmsnorm_forward(lnf_, lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_, lnf_amax);
+  linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.input().with_amax(lnf_amax), lm_head_,
+                 N);
   mark(phase::loss);
   const double loss = loss_.forward_backward(targets_.data(), N, stored, stream_);
   stop_profile();
@@ -273,8 +296,10 @@ void device_transformer::backward_pass() {
     // In bf16 and fp8 runs the [N, F] and [N, 2F] tensors stay BF16 from layer to layer.
     linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), a.swiglu.input(), N);
     mark(phase::activation);
-    swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_);
-    linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up_.input(), a.ln2.input(), N);
+    float* dgate_up_amax = producer_amax(linear + 2, dy_tensor, backward_slot(l));
+    swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_, dgate_up_amax);
+    linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up_.input().with_amax(dgate_up_amax),
+                    a.ln2.input(), N);
     mark(phase::norms);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dnorm_, a.residual2.data(), compute(p.mlp_norm),
                      a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);

@@ -134,6 +134,17 @@ class device_transformer final : public device_model {
   device_buffer<std::uint16_t> datty16_;
   activation_tensor dswiglu_, dgate_up_;  // [N, F], [N, 2F]
   device_buffer<float> norm_workspace_;   // rmsnorm_backward_workspace_size(N, C)
+
+  // The amaxes the model's kernels record as they write a linear layer's BF16 operand, for layers
+  // that take them (device_linears::amax_slot), zeroed at the start of each pass (bf16 and fp8 runs):
+  // per block ln1, ln2 and SwiGLU's output (forward_slot), then lnf, then per block SwiGLU's input
+  // gradient, w_gate_up's dY (backward_slot). [4 * layers + 1]
+  device_buffer<float> producer_amax_;
+  static std::size_t forward_slot(int block, int which) { return std::size_t(3 * block + which); }
+  std::size_t backward_slot(int block) const { return std::size_t(3 * layers_ + 1 + block); }
+  // The slot where the producer of layer `linear`'s `tensor` records its amax, or null where the
+  // layer does not take it (or in fp32 runs).
+  float* producer_amax(std::size_t linear, fp8::cuda::linear_tensor tensor, std::size_t slot);
 };
 
 }  // namespace trainer::cuda

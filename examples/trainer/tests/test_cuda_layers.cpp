@@ -42,6 +42,7 @@
 
 #include <fp8/cuda/error.hpp>
 #include <fp8/float8.hpp>
+#include <fp8/quantize.hpp>
 
 #include "adamw.hpp"
 #include "attention.hpp"
@@ -676,6 +677,63 @@ TEST_CASE("rmsnorm's BF16 form equals the float form with BF16 storage, bit for 
   CHECK(std::all_of(out_row(0), out_row(1), [](float x) { return std::isnan(x); }));
   CHECK(std::isinf(out[std::size_t(8) * c + 9]));
   CHECK(std::count_if(out_row(3), out_row(4), [](float x) { return x == 0.0f; }) > c / 2);
+}
+
+TEST_CASE("the producers of linear-layer operands record the amax of what they write, bit for bit") {
+  // RMSNorm's and SwiGLU's BF16 forms and the staging copy record max |out| as they write out, for a
+  // linear layer to take instead of reading out (its x_amax, dy_amax): the amax of the values
+  // written, as fp8::compute_amax gives it, max-accumulated into what the slot held (0.5 here), with
+  // a NaN on top where one is written. The staging copy's input is not BF16-valued: the amax is of
+  // the rounded copy, not of its input.
+  const auto expected = [](const std::vector<std::uint16_t>& written) {
+    std::vector<float> values = floats_of_bf16(written);
+    values.push_back(0.5f);
+    return fp8::compute_amax(values.data(), values.size());
+  };
+  const auto recorded = [](const device_buffer<float>& slot) { return slot.to_host().at(0); };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const bool with_nan : {false, true}) {
+    CAPTURE(with_nan);
+    {
+      const int n = 3000, c = 200;
+      std::vector<float> inp = random_values(std::size_t(n) * c, 30, 2.0f, storage::bf16);
+      if (with_nan) inp[std::size_t(7) * c + 3] = nan;
+      const std::vector<float> weight = random_values(std::size_t(c), 31, 1.0f, storage::bf16);
+      device_buffer<float> inp_d(inp), weight_d(weight), rstd_d(static_cast<std::size_t>(n)),
+          slot(std::vector<float>{0.5f});
+      device_buffer<std::uint16_t> out16(inp.size());
+      cuda::rmsnorm_forward(out16.data(), rstd_d.data(), inp_d.data(), weight_d.data(), n, c, nullptr,
+                            slot.data());
+      synchronize();
+      CHECK(bits_of(recorded(slot)) == bits_of(expected(out16.to_host())));
+      CHECK(std::isnan(recorded(slot)) == with_nan);
+    }
+    for (const int f : {150, 152}) {  // SwiGLU's one-element and 16-byte paths
+      CAPTURE(f);
+      const int n = 301;
+      std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 32, 2.0f, storage::bf16);
+      if (with_nan) inp[5] = nan;
+      const std::vector<float> dout = random_values(std::size_t(n) * f, 33, 1.0f, storage::bf16);
+      device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
+          dinp16(inp.size());
+      device_buffer<float> out_slot(std::vector<float>{0.5f}), dinp_slot(std::vector<float>{0.5f});
+      cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr, out_slot.data());
+      cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr, dinp_slot.data());
+      synchronize();
+      CHECK(bits_of(recorded(out_slot)) == bits_of(expected(out16.to_host())));
+      CHECK(bits_of(recorded(dinp_slot)) == bits_of(expected(dinp16.to_host())));
+      CHECK(std::isnan(recorded(dinp_slot)) == with_nan);
+    }
+    {
+      std::vector<float> values = random_values(100003, 34, 3.0f);  // floats, rounded by the copy
+      if (with_nan) values[99999] = nan;
+      device_buffer<float> in(values), slot(std::vector<float>{0.5f});
+      device_buffer<std::uint16_t> out16(values.size());
+      cuda::to_bf16(out16.data(), in.data(), values.size(), nullptr, slot.data());
+      synchronize();
+      CHECK(bits_of(recorded(slot)) == bits_of(expected(out16.to_host())));
+    }
+  }
 }
 
 TEST_CASE("rmsnorm's backward from a BF16 dout equals the float form, bit for bit") {

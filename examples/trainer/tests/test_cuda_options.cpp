@@ -397,3 +397,10 @@ TEST_CASE("device memory: sizes in binary units, the out-of-memory reason and th
   CHECK(cuda::memory_summary(10 * gib, 60 * gib, 80 * gib) ==
         "10.00 GiB in the trainer's buffers; 20.00 GiB of 80.00 GiB in use on the device");
 }
+
+TEST_CASE("--no-producer-amaxes: on the GPU it turns the producers' amaxes off; the CPU refuses it") {
+  CHECK(parse({}).producer_amaxes);
+  CHECK_FALSE(parse({"--device", "cuda", "--no-producer-amaxes"}).producer_amaxes);
+  CHECK(device_error({"--device", "cuda", "--no-producer-amaxes"}).empty());
+  CHECK(contains(device_error({"--no-producer-amaxes"}), "--no-producer-amaxes needs --device cuda"));
+}

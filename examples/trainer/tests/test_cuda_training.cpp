@@ -252,6 +252,42 @@ TEST_CASE("on the GPU, FP8 with every GEMM class in BF16 is the BF16 run, bit fo
   CHECK(identical(saved_master(*a, "bf16.safetensors"), saved_master(*b, "fp8_as_bf16.safetensors")));
 }
 
+// Every amax of every history of the run's scaling state (brought to the host by save()), newest first.
+std::vector<float> amax_histories(const training_run& run) {
+  const fp8::delayed_scaling_state& state = run.scaling().delayed();
+  std::vector<float> out;
+  for (std::size_t t = 0; t < state.size(); ++t) {
+    for (std::size_t k = 0; k < state.history(t).length(); ++k) out.push_back(state.history(t).at(k));
+  }
+  return out;
+}
+
+TEST_CASE("on the GPU, the producers' amaxes give the layers' own results, bit for bit") {
+  // Under current per-tensor scaling the layers take X's and dY's amaxes from the kernels that wrote
+  // them (RMSNorm, SwiGLU, the staging copies) instead of reading the tensors for them, and a bf16
+  // run's amax-only passes do the same. A slot left unzeroed from an earlier pass, or the amax of
+  // another tensor, would change a scale or a recorded amax: runs with and without
+  // (--no-producer-amaxes), over steps of two passes, agree bit for bit in losses, weights and every
+  // amax history.
+  for (const precision p : {precision::fp8, precision::bf16}) {
+    CAPTURE(to_string(p));
+    run_options with = tiny_options(p, device_kind::cuda);
+    with.recipe.recipe = fp8::scaling_mode::current;
+    with.micro_batch = 2;
+    run_options without = with;
+    without.producer_amaxes = false;
+    const std::unique_ptr<training_run> a = make_run(with);
+    const std::unique_ptr<training_run> b = make_run(without);
+    CHECK(identical(train_losses(*a, 10), train_losses(*b, 10)));
+    CHECK(a->evaluate() == b->evaluate());
+    CHECK(identical(saved_master(*a, "producer_amaxes.safetensors"),
+                    saved_master(*b, "no_producer_amaxes.safetensors")));
+    const std::vector<float> histories = amax_histories(*a);
+    CHECK(identical(histories, amax_histories(*b)));
+    CHECK(std::any_of(histories.begin(), histories.end(), [](float x) { return x > 0.0f; }));  // recorded
+  }
+}
+
 TEST_CASE("on the GPU, FP8 differs from BF16 (the FP8 products run)") {
   const std::unique_ptr<training_run> a = make_run(tiny_options(precision::bf16, device_kind::cuda));
   const std::unique_ptr<training_run> b = make_run(tiny_options(precision::fp8, device_kind::cuda));

@@ -124,6 +124,9 @@ class linear_layer {
     if (on && !config_.record_bf16_amax && w_bf16) weights_cached_ = false;
     config_.record_bf16_amax = on;
   }
+  // Whether x_amax (tensor x) or dy_amax (dy) would save this layer a read of the tensor
+  // (given_amax_saves_read): a producer can skip recording the amax where it would not.
+  bool takes_given_amax(linear_tensor tensor) const { return given_amax_saves_read(config_, tensor); }
   // How many times W has been cast (once per weights_changed() when its copies are in use).
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 

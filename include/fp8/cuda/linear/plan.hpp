@@ -531,6 +531,25 @@ inline dy_casts backward_dy_casts(const linear_plan& plan, bool dgrad) noexcept 
   return out;
 }
 
+// Whether an amax of X (tensor x: forward_args::x_amax) or of dY (dy: backward_args::dy_amax, in a
+// backward with dX) given by the kernel that wrote the tensor saves the layer a read of it, in calls
+// that record amaxes: where a current per-tensor cast takes it for its scale, or where no operand of
+// the tensor is cast and an amax-only pass records the amaxes of its BF16 classes. Where it is false
+// (delayed and block-scaled casts find the amax in their one read), a producer need not record it.
+// W is never given one (false): it is cast once per weights_changed(), not per call.
+inline bool given_amax_saves_read(const linear_config& config, linear_tensor tensor) {
+  if (tensor == linear_tensor::w) return false;
+  const linear_plan plan = make_linear_plan(config, config.max_tokens);
+  const cast_plan& c = plan.cast(tensor);
+  const auto per_tensor_current = [&](gemm_operand operand) {
+    const operand_recipe& r = config.recipe[operand];
+    return r.mode == scaling_mode::current && r.quant.granularity == granularity::per_tensor;
+  };
+  if (c.row_major && per_tensor_current(c.row_operand)) return true;
+  if (c.transposed && per_tensor_current(c.fused ? c.row_operand : c.transposed_operand)) return true;
+  return !c.any() && config.record_bf16_amax && plan.bf16_cast(tensor).any();
+}
+
 // A pointer of the caller's that a product reads or writes directly: FP8 products need every matrix
 // 16-byte aligned, and an epilogue's bias (or bias gradient) vector is 16-byte aligned in any
 // precision. Throws fp8::invalid_argument naming the buffer and the product; null is not checked here.
