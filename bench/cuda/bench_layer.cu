@@ -174,14 +174,18 @@ void fp8_casts_producer_amax(const linear_buffers& b) {
 
 // The stand-in producer: rewrites a BF16 tensor in place, 8 values (16 bytes) per thread per step,
 // as a norm or an activation writes its output; with Track, recording their amax as it goes into
-// `amax` (not the slot the casts read: the timing loop must not change their scales).
+// `amax` (not the slot the casts read: the timing loop must not change their scales). `flip` is 0:
+// the values stay as they are, but a store of what was just loaded would be no store at all to the
+// compiler, which would drop it (and the load with it, without Track).
 constexpr int producer_threads = 256;
 template <bool Track>
-__global__ void __launch_bounds__(producer_threads) produce(uint4* data, std::size_t chunks, float* amax) {
+__global__ void __launch_bounds__(producer_threads)
+    produce(uint4* data, std::size_t chunks, unsigned flip, float* amax) {
   fp8::cuda::amax_tracker tracker;
   const std::size_t stride = std::size_t(gridDim.x) * producer_threads;
   for (std::size_t i = blockIdx.x * std::size_t(producer_threads) + threadIdx.x; i < chunks; i += stride) {
-    const uint4 v = data[i];
+    uint4 v = data[i];
+    v.x ^= flip;
     data[i] = v;
     if constexpr (Track) {
       const auto* values = reinterpret_cast<const __nv_bfloat16*>(&v);
@@ -199,9 +203,9 @@ void producers(const linear_buffers& b, bool track) {
     const std::size_t chunks = count / 8;
     const unsigned grid = fp8::cuda::detail::grid_for(chunks);
     if (track) {
-      produce<true><<<grid, producer_threads>>>(tensor->as<uint4>(), chunks, b.scale(3));
+      produce<true><<<grid, producer_threads>>>(tensor->as<uint4>(), chunks, 0u, b.scale(3));
     } else {
-      produce<false><<<grid, producer_threads>>>(tensor->as<uint4>(), chunks, nullptr);
+      produce<false><<<grid, producer_threads>>>(tensor->as<uint4>(), chunks, 0u, nullptr);
     }
     FP8_CUDA_CHECK(cudaGetLastError());
   }

@@ -193,15 +193,15 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::dw, args.dw);
     check_caller_pointer(p, linear_buffer::dy, args.dy);
     check_given_amax(args.dy_amax, function, "dy_amax");
-    enter(stage::kernels);
     if (dgrad) {
       const bool needs_w = p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16 ||
                            (!weights_cached_ && p.cast(linear_tensor::w).transposed);
       detail::require(
           !needs_w || args.w != nullptr, function,
           "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
-      if (args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
     }
+    enter(stage::kernels);
+    if (dgrad && args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
     cast_tensor(dy.cast, dy.bf16, args.dy, args.dy_amax, args.record_amax, stream);
