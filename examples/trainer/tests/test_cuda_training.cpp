@@ -264,15 +264,37 @@ std::vector<float> amax_histories(const training_run& run) {
 
 TEST_CASE("on the GPU, the producers' amaxes give the layers' own results, bit for bit") {
   // Under current per-tensor scaling the layers take X's and dY's amaxes from the kernels that wrote
-  // them (RMSNorm, SwiGLU, the staging copies) instead of reading the tensors for them, and a bf16
-  // run's amax-only passes do the same. A slot left unzeroed from an earlier pass, or the amax of
-  // another tensor, would change a scale or a recorded amax: runs with and without
+  // them (RMSNorm, SwiGLU, the staging copies) instead of reading the tensors for them, and the
+  // amax-only passes of BF16 classes do the same. A slot left unzeroed from an earlier pass, or the
+  // amax of another tensor, would change a scale or a recorded amax: runs with and without
   // (--no-producer-amaxes), over steps of two passes, agree bit for bit in losses, weights and every
-  // amax history.
-  for (const precision p : {precision::fp8, precision::bf16}) {
-    CAPTURE(to_string(p));
-    run_options with = tiny_options(p, device_kind::cuda);
-    with.recipe.recipe = fp8::scaling_mode::current;
+  // amax history. The fp8 cases see a wrong amax in their scales, so in their losses; the bf16 and
+  // BF16-head cases only in the histories, which keep each step's maximum over its passes (a slot
+  // stale within a step may not show there). Both attention paths: the materialised one stages the
+  // tensors around attention (the staging copies' amaxes), the fused one keeps them BF16 (read by the
+  // layers). The MLP's operands are all staged.
+  struct config {
+    const char* what;
+    bool mlp;
+    precision p;
+    fp8::scaling_mode scaling;
+    attention_kernel attention;
+    bool fp8_head;
+  };
+  const auto current = fp8::scaling_mode::current, delayed = fp8::scaling_mode::delayed;
+  const auto automatic = attention_kernel::automatic, materialized = attention_kernel::materialized;
+  for (const config& c :
+       {config{"fp8 current, materialised attention", false, precision::fp8, current, materialized, true},
+        config{"fp8 current, automatic attention", false, precision::fp8, current, automatic, true},
+        config{"bf16", false, precision::bf16, current, automatic, true},
+        config{"fp8 delayed, BF16 head", false, precision::fp8, delayed, automatic, false},
+        config{"mlp fp8 current", true, precision::fp8, current, automatic, true}}) {
+    CAPTURE(c.what);
+    run_options with =
+        c.mlp ? tiny_mlp_options(c.p, device_kind::cuda) : tiny_options(c.p, device_kind::cuda);
+    with.recipe.recipe = c.scaling;
+    with.attention = c.attention;
+    with.fp8_head = c.fp8_head;
     with.micro_batch = 2;
     run_options without = with;
     without.producer_amaxes = false;
