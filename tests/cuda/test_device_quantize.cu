@@ -478,12 +478,7 @@ TEST_CASE_TEMPLATE("current scaling with misaligned pointers = fp8::quantize", H
 // The grid-stride paths: with the grid capped at a few blocks, every block loops over many rows,
 // tiles and blocks (the tile kernel's second tile per step, the transpose tile's reuse of shared
 // memory, the cast kernel's two loads in flight), which test shapes never reach under SMs x 8.
-struct grid_cap {
-  explicit grid_cap(std::size_t blocks) { fp8::cuda::detail::grid_cap_for_testing = blocks; }
-  ~grid_cap() { fp8::cuda::detail::grid_cap_for_testing = 0; }
-  grid_cap(const grid_cap&) = delete;
-  grid_cap& operator=(const grid_cap&) = delete;
-};
+using grid_cap = fp8::cuda::detail::scoped_grid_cap_for_testing;
 
 TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 blocks") {
   // {200, 300}: 3 tiles of 128 per row, a count that divides none of the capped grids' tiles per

@@ -272,6 +272,7 @@ void device_model::weights_updated() {
 }
 
 void device_model::backward(gradient_mode mode) {
+  mark(phase::other);
   if (mode == gradient_mode::overwrite) {
     // The linear weights' gradients are written by their wgrads; the rest are added into by kernels.
     for (const parameter_range& r : other_ranges_) {

@@ -31,12 +31,10 @@ inline constexpr unsigned full_mask = 0xffffffffu;  // every lane takes part in 
 inline constexpr int warps_per_block = block_threads / warp_size;
 
 // Blocks for a grid-stride loop over `rows` rows handled by one block each (or one warp each with
-// `rows_per_block` = warps_per_block): never more than the work, never more than grid_for's cap.
+// `rows_per_block` = warps_per_block): never more than the work, never more than grid_for's cap
+// (grid_cap_for_testing included, so that tests reach the loops over several rows per block).
 inline unsigned grid_for_rows(std::size_t rows, int rows_per_block = 1) {
-  const std::size_t needed = (rows + std::size_t(rows_per_block) - 1) / std::size_t(rows_per_block);
-  const std::size_t cap =
-      std::size_t(fp8::cuda::detail::multiprocessor_count()) * std::size_t(fp8::cuda::detail::blocks_per_sm);
-  return unsigned(needed == 0 ? 1 : (needed < cap ? needed : cap));
+  return grid_for(rows, rows_per_block);
 }
 
 // BF16's canonical NaN, widened to a float's bits (0x7FC00000), as fp8::bfloat16 produces it.

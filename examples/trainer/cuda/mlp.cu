@@ -59,6 +59,7 @@ double device_mlp::forward(const std::int32_t* inputs, const std::int32_t* targe
           mlp_window_byte(inputs, context_, window_, n, w);
     }
   }
+  mark(phase::other);
   FP8_CUDA_CHECK(cudaMemcpyAsync(windows_.data(), windows_host_.data(),
                                  windows_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
   FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, targets_.size() * sizeof(std::int32_t),

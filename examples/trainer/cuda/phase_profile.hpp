@@ -23,7 +23,7 @@ enum class phase : int {
   residual,      // the residual adds
   embedding,     // lookup and scatter-add
   loss,          // softmax, cross-entropy and the logits' gradient
-  other,         // the rest: input copies, clearing the residual stream's gradient
+  other,         // the rest: input copies, clearing gradients and the producers' amax slots
   optimizer,     // gradient norm, clipping, AdamW, compute copy, amax histories
 };
 inline constexpr std::size_t phase_count = 11;

@@ -215,6 +215,7 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
   const std::size_t NC = std::size_t(N) * std::size_t(C);
   const storage stored = stored_;
   const gemm_mode attention_mode = attention_mode_;
+  mark(phase::other);
   if (inputs != inputs_.data()) {
     FP8_CUDA_CHECK(cudaMemcpyAsync(inputs_.data(), inputs, inputs_.size() * sizeof(std::int32_t),
                                    cudaMemcpyDeviceToDevice, stream_));

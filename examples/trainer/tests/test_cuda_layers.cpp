@@ -37,6 +37,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,7 @@
 #include "cuda/device_buffer.hpp"
 #include "cuda/embedding.hpp"
 #include "cuda/gelu.hpp"
+#include "cuda/grid_cap.hpp"
 #include "cuda/residual.hpp"
 #include "cuda/rmsnorm.hpp"
 #include "cuda/rope.hpp"
@@ -733,6 +735,75 @@ TEST_CASE("the producers of linear-layer operands record the amax of what they w
       synchronize();
       CHECK(bits_of(recorded(slot)) == bits_of(expected(out16.to_host())));
     }
+  }
+}
+
+TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give the same bits") {
+  // The test shapes above stay under the grid's cap on an H100 (SMs x 8 = 1056 blocks, 270336
+  // threads), so SwiGLU and the embedding lookup run one row per block and the staging copy one
+  // element per thread: the loops in which a block takes its next row, or a thread its next element
+  // (with the amax of what it wrote carried from one to the next), only run at the speed shape.
+  // Capped at 3 blocks, every block loops; the results must be the uncapped run's, bit for bit (the
+  // uncapped ones are held to the CPU layers above).
+  const int n = 301, c = 200, v = 256;
+  const std::vector<std::int32_t> tokens = random_tokens(std::size_t(n), v, 50);
+  const std::vector<float> table = random_values(std::size_t(v) * c, 51);
+  const std::vector<float> staged = random_values(100003, 52, 3.0f);
+  struct outputs {
+    std::vector<float> floats;
+    std::vector<std::uint16_t> bf16;
+  };
+  const auto run = [&](int f) {
+    outputs o;
+    const auto keep = [&](const auto& buffer) {
+      const auto host = buffer.to_host();
+      auto& into = [&]() -> auto& {
+        if constexpr (std::is_same_v<std::decay_t<decltype(buffer)>, device_buffer<float>>)
+          return o.floats;
+        else
+          return o.bf16;
+      }
+      ();
+      into.insert(into.end(), host.begin(), host.end());
+    };
+    const std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 53, 2.0f, storage::bf16);
+    const std::vector<float> dout = random_values(std::size_t(n) * f, 54, 1.0f, storage::bf16);
+    for (storage stored : {storage::fp32, storage::bf16}) {
+      device_buffer<float> inp_d(inp), dout_d(dout), out_d(dout.size()), dinp_d(inp.size());
+      cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
+      cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
+      synchronize();
+      keep(out_d);
+      keep(dinp_d);
+    }
+    device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
+        dinp16(inp.size());
+    device_buffer<float> amaxes(std::vector<float>(3, 0.0f));
+    cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr, amaxes.data());
+    cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr, amaxes.data() + 1);
+    device_buffer<float> table_d(table), looked_up(std::size_t(n) * c);
+    device_buffer<std::int32_t> tokens_d(tokens);
+    cuda::embedding_forward(looked_up.data(), table_d.data(), tokens_d.data(), n, c, v, nullptr);
+    device_buffer<float> staged_d(staged);
+    device_buffer<std::uint16_t> staged16(staged.size());
+    cuda::to_bf16(staged16.data(), staged_d.data(), staged.size(), nullptr, amaxes.data() + 2);
+    synchronize();
+    keep(out16);
+    keep(dinp16);
+    keep(looked_up);
+    keep(staged16);
+    keep(amaxes);
+    return o;
+  };
+  for (const int f : {150, 152}) {  // SwiGLU's one-element and 16-byte paths
+    CAPTURE(f);
+    const outputs uncapped = run(f);
+    const outputs capped = [&] {
+      const cuda::scoped_grid_cap cap(3);
+      return run(f);
+    }();
+    expect_same_bits("floats (SwiGLU float forms, embedding lookup, amaxes)", capped.floats, uncapped.floats);
+    CHECK(capped.bf16 == uncapped.bf16);  // SwiGLU's BF16 forms, the staging copy
   }
 }
 

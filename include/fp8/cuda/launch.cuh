@@ -49,6 +49,14 @@ inline int multiprocessor_count() {
 // that only large tensors reach otherwise. Not for production use: it is process-wide state.
 inline std::size_t grid_cap_for_testing = 0;
 
+// Sets grid_cap_for_testing for a test's scope and restores "no cap" when it ends.
+struct scoped_grid_cap_for_testing {
+  explicit scoped_grid_cap_for_testing(std::size_t blocks) { grid_cap_for_testing = blocks; }
+  ~scoped_grid_cap_for_testing() { grid_cap_for_testing = 0; }
+  scoped_grid_cap_for_testing(const scoped_grid_cap_for_testing&) = delete;
+  scoped_grid_cap_for_testing& operator=(const scoped_grid_cap_for_testing&) = delete;
+};
+
 // Blocks for a grid-stride loop over `work_items` items of `block_threads` each: enough to cover the
 // work, at most blocks_per_sm per SM (or grid_cap_for_testing).
 inline unsigned grid_for(std::size_t work_items, int threads = block_threads) {
