@@ -131,11 +131,23 @@ def profile_section(out: Path, passes):
     lines = ["GPU time per optimizer step by phase (ms, CUDA events; the linear layers' casts and their GEMMs "
              "apart; all the step's passes, the optimizer once):", "",
              "| phase | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    sums = [0.0] * len(columns)
     for row in rows:
         cells = [rf.number(row[c]) for c in columns]
         lines.append(f"| {rf.markdown_cell(row[rf.PROFILE_PHASE])} | " +
                      " | ".join("?" if v is None else f"{v:.1f}" for v in cells) + " |")
-    return lines + [""]
+        sums = [None if total is None or v is None else total + v for total, v in zip(sums, cells)]
+    lines.append("| all phases | " + " | ".join("?" if v is None else f"{v:.1f}" for v in sums) + " |")
+    # The timed steps (no events) beside the phases' sum: what the sum misses is time the GPU waited
+    # for the host (launches, each pass's loss read back), which a CUDA graph would take away.
+    try:
+        timed = {precision: ms for precision, _, _, ms, _ in read_speed(out / name / rf.SPEED)}
+    except ValueError:
+        timed = {}
+    lines.append("| the step, timed | " + " | ".join(f"{timed[n]:.1f}" if n in timed else "?" for n in names) +
+                 " |")
+    return lines + ["", "The timed step above the sum of its phases is time in which the GPU waited for the host "
+                    "(kernel launches, each pass's loss read back).", ""]
 
 
 def speed_section(out: Path):

@@ -391,6 +391,10 @@ class full_folder(unittest.TestCase):
             for i, name in enumerate(ws.phase_names()):
                 ms = PROFILE_MS[passes]
                 self.assertIn(f"| {rf.markdown_cell(name)} | {ms['bf16'][i]:.1f} | {ms['fp8'][i]:.1f} |", section)
+            sums = [sum(PROFILE_MS[passes][p]) for p in ("bf16", "fp8")]
+            self.assertIn(f"| all phases | {sums[0]:.1f} | {sums[1]:.1f} |", section)
+            timed = [SPEED[passes][p][2] for p in ("bf16", "fp8")]
+            self.assertIn(f"| the step, timed | {timed[0]:.1f} | {timed[1]:.1f} |", section)
 
     def test_parity_table(self):
         self.assertIn("## Loss parity (d_model 1024, 8 blocks, lr 1e-3, 600 steps, Debian's fortunes)", self.page)
