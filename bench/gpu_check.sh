@@ -161,7 +161,7 @@ step "configure" "$logs/configure.log" 120 cmake "${configure[@]}" || {
   echo; python3 "$root/bench/cuda/summarize.py" "$logs"; exit 1; }
 gpu_targets=(test_device_convert test_device_quantize test_device_small_formats test_cublaslt_gemm test_cublaslt_paths
              test_cublaslt_checks test_cublaslt_wrapper test_kernel_arguments test_linear_plan test_linear_layer
-             test_linear_fake_quant bench_gemm bench_quantize bench_layer)
+             test_linear_fake_quant test_linear_step bench_gemm bench_quantize bench_layer)
 # The trainer's CUDA layers, where its dependencies (nlohmann-json, CLI11) were found.
 [[ -z $(grep -l "trainer_test_cuda_layers" "$build/examples/trainer/tests/CTestTestfile.cmake" 2>/dev/null) ]] ||
   gpu_targets+=(trainer_test_cuda_layers trainer_test_cuda_training trainer_test_attention_choice)
