@@ -37,7 +37,6 @@
 #include <iterator>
 #include <limits>
 #include <optional>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -755,15 +754,8 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
   };
   const auto run = [&](int f) {
     outputs o;
-    const auto keep = [&](const auto& buffer) {
+    const auto keep = [](auto& into, const auto& buffer) {  // a buffer's elements onto o.floats or o.bf16
       const auto host = buffer.to_host();
-      auto& into = [&]() -> auto& {
-        if constexpr (std::is_same_v<std::decay_t<decltype(buffer)>, device_buffer<float>>)
-          return o.floats;
-        else
-          return o.bf16;
-      }
-      ();
       into.insert(into.end(), host.begin(), host.end());
     };
     const std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 53, 2.0f, storage::bf16);
@@ -773,8 +765,8 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
       cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
       cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
       synchronize();
-      keep(out_d);
-      keep(dinp_d);
+      keep(o.floats, out_d);
+      keep(o.floats, dinp_d);
     }
     device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
         dinp16(inp.size());
@@ -788,11 +780,11 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     device_buffer<std::uint16_t> staged16(staged.size());
     cuda::to_bf16(staged16.data(), staged_d.data(), staged.size(), nullptr, amaxes.data() + 2);
     synchronize();
-    keep(out16);
-    keep(dinp16);
-    keep(looked_up);
-    keep(staged16);
-    keep(amaxes);
+    keep(o.bf16, out16);
+    keep(o.bf16, dinp16);
+    keep(o.floats, looked_up);
+    keep(o.bf16, staged16);
+    keep(o.floats, amaxes);
     return o;
   };
   for (const int f : {150, 152}) {  // SwiGLU's one-element and 16-byte paths
