@@ -165,6 +165,10 @@ gpu_targets=(test_device_convert test_device_quantize test_device_small_formats 
 # The trainer's CUDA layers, where its dependencies (nlohmann-json, CLI11) were found.
 [[ -z $(grep -l "trainer_test_cuda_layers" "$build/examples/trainer/tests/CTestTestfile.cmake" 2>/dev/null) ]] ||
   gpu_targets+=(trainer_test_cuda_layers trainer_test_cuda_training trainer_test_attention_choice)
+# bench_trainer's kernel trace, where CUPTI was found beside the toolkit.
+if grep -q '/bench/cuda/test_kernel_trace"' "$build/bench/cuda/CTestTestfile.cmake" 2>/dev/null; then
+  gpu_targets+=(test_kernel_trace)
+fi
 # The NCCL reducer and all-gather, where NCCL was found (else the test is not a gpu test).
 if grep -q '/tests/distributed/test_nccl"' "$build/tests/distributed/CTestTestfile.cmake" 2>/dev/null; then
   gpu_targets+=(test_nccl)

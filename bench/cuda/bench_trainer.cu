@@ -1,10 +1,11 @@
 // Training speed of the trainer's GPU transformer (examples/trainer/cuda) at a given shape, BF16 and
 // FP8 in the same run: tokens/s, model TFLOP/s and where the step's GPU time goes (linear layers with
-// their FP8 casts, float <-> BF16 staging, attention, other layers, optimizer).
+// their FP8 casts, float <-> BF16 staging, attention, other layers, optimizer), then kernel by kernel.
 //
 //   bench_trainer [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
 //                 [--batch 2] [--passes 1] [--warmup 3] [--steps 10] [--profile-steps 3]
-//                 [--precisions bf16,fp8] [--attention auto|fused|materialized] [--out DIR]
+//                 [--trace-steps 1] [--precisions bf16,fp8] [--attention auto|fused|materialized]
+//                 [--out DIR]
 //
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
 // byte vocabulary, 4 blocks (0.975 B parameters, about the issue's 1 B). Attention as fp8_trainer's
@@ -20,8 +21,16 @@
 // --steps, --profile-steps) are optimizer steps; tokens/s and model TFLOP/s count the tokens of all P
 // passes; the profile is per optimizer step (the division by P in its optimizer phase).
 //
-// Writes DIR/speed.csv (each row with the pass count and the tokens per optimizer step) and
-// DIR/profile.csv with --out, and prints both as Markdown tables.
+// --trace-steps N (0: none): after the timed and the profiled steps, N more optimizer steps traced
+// through CUPTI (kernel_trace.hpp): every kernel, copy and memset with its GPU time per step, and the
+// time in which anything ran at all (a step's time less that is time the GPU waited for the host).
+// The phases say which layer costs; the kernels say which of its kernels, and how often they run. The
+// trace is off again before the next precision's timed steps. Where CMake found no CUPTI, or the
+// driver refuses it, a line says so and the rest of the run is unchanged.
+//
+// Writes DIR/speed.csv (each row with the pass count and the tokens per optimizer step),
+// DIR/profile.csv and DIR/kernels.csv (the traced kernels of every precision, the longest first) with
+// --out, and prints them as Markdown tables (the kernels: the longest of each precision).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -29,6 +38,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -39,9 +49,13 @@
 #include "cuda/gradient_sum.hpp"
 #include "cuda/phase_profile.hpp"
 #include "cuda/transformer.cuh"
+#include "kernel_table.hpp"
 #include "options.hpp"
 #include "rng.hpp"
 #include "scaling_state.hpp"
+#if FP8_BENCH_CUPTI
+#include "kernel_trace.hpp"
+#endif
 
 namespace {
 
@@ -52,6 +66,7 @@ struct bench_options {
   int warmup = 3;
   int steps = 10;
   int profile_steps = 3;
+  int trace_steps = 1;  // 0: no kernel trace
   std::vector<trainer::precision> precisions{trainer::precision::bf16, trainer::precision::fp8};
   trainer::attention_kernel attention = trainer::attention_kernel::automatic;
   std::string out;
@@ -60,18 +75,26 @@ struct bench_options {
 // Tokens of one optimizer step (all passes): far more than any run accumulates, small enough to hold.
 constexpr std::int64_t max_step_tokens = std::int64_t(1) << 28;
 
+// Kernels printed per precision (kernels.csv has them all).
+constexpr std::size_t printed_kernels = 15;
+
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "bench_trainer: %s\n(see the comment at the top of bench/cuda/bench_trainer.cu)\n",
                problem.c_str());
   std::exit(2);
 }
 
-int positive(const std::string& option, const char* text) {
+int whole_number(const std::string& option, const char* text, long smallest) {
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value <= 0 || value > (1L << 20)) usage(option + " expects a positive whole number");
+  if (*end != '\0' || value < smallest || value > (1L << 20)) {
+    usage(option +
+          (smallest > 0 ? " expects a positive whole number" : " expects a whole number, 0 or more"));
+  }
   return int(value);
 }
+
+int positive(const std::string& option, const char* text) { return whole_number(option, text, 1); }
 
 bench_options parse(int argc, char** argv) {
   bench_options o;
@@ -104,6 +127,8 @@ bench_options parse(int argc, char** argv) {
       o.steps = positive(option, value);
     else if (option == "--profile-steps")
       o.profile_steps = positive(option, value);
+    else if (option == "--trace-steps")
+      o.trace_steps = whole_number(option, value, 0);
     else if (option == "--out")
       o.out = value;
     else if (option == "--attention") {
@@ -153,8 +178,48 @@ double flops_per_token(const trainer::model_options& s) {
 struct result {
   trainer::precision precision;
   double seconds_per_step = 0.0, tokens_per_second = 0.0, tflops = 0.0, loss = 0.0;
-  std::vector<double> phase_ms;  // per step
+  std::vector<double> phase_ms;                    // per step
+  std::optional<fp8_bench::kernel_table> kernels;  // of o.trace_steps steps, where the trace ran
 };
+
+// Runs o.trace_steps optimizer steps under a kernel trace into r.kernels, and prints what the trace
+// found or why there is none.
+template <class Step>
+void trace_kernels(const bench_options& o, const Step& train, result& r) {
+  const char* name = trainer::to_string(r.precision);
+#if FP8_BENCH_CUPTI
+  std::optional<fp8_bench::kernel_trace> trace;
+  try {
+    trace.emplace();
+  } catch (const std::runtime_error& e) {
+    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
+    return;
+  }
+  for (int s = 0; s < o.trace_steps; ++s) train(nullptr);
+  try {
+    r.kernels = trace->stop();
+  } catch (const std::runtime_error& e) {
+    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
+    return;
+  }
+  const fp8_bench::kernel_table& k = *r.kernels;
+  std::printf(
+      "bench_trainer: %s: kernel trace: %.0f executions per optimizer step (%d traced); something ran for "
+      "%.1f "
+      "ms per step, the executions' times summed %.1f ms%s\n",
+      name, double(k.calls()) / o.trace_steps, o.trace_steps, k.busy_nanoseconds() / 1e6 / o.trace_steps,
+      k.summed_nanoseconds() / 1e6 / o.trace_steps,
+      trace->dropped() > 0
+          ? (", " + std::to_string(trace->dropped()) + " records dropped (undercounted)").c_str()
+          : "");
+#else
+  (void)o;
+  (void)train;
+  std::printf(
+      "bench_trainer: %s: kernel trace: not run: built without CUPTI (CMake found none beside the toolkit)\n",
+      name);
+#endif
+}
 
 result measure(const bench_options& o, trainer::precision p, const trainer::model& host,
                const std::vector<std::int32_t>& tokens) {
@@ -222,6 +287,7 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   for (std::size_t ph = 0; ph < cuda::phase_count; ++ph) {
     r.phase_ms.push_back(profile.milliseconds(cuda::phase(ph)) / o.profile_steps);
   }
+  if (o.trace_steps > 0) trace_kernels(o, train, r);
   return r;
 }
 
@@ -295,9 +361,37 @@ int main(int argc, char** argv) {
       std::printf("\n");
       profile << "\n";
     }
+    // The kernels, the longest of each precision printed (all of them in kernels.csv).
+    std::ostringstream kernels;
+    kernels << "precision,kernel,calls_per_step,ms_per_step\n";
+    bool traced = false;
+    for (const result& r : results) {
+      if (!r.kernels) continue;
+      traced = true;
+      const char* name = trainer::to_string(r.precision);
+      kernels << fp8_bench::kernel_csv_lines(name, *r.kernels, o.trace_steps);
+      const double summed = r.kernels->summed_nanoseconds();
+      std::printf(
+          "\n%s: the longest kernels per optimizer step (CUPTI trace; share of the executions' summed "
+          "time):\n\n"
+          "| kernel | calls | ms | share |\n|---|---|---|---|\n",
+          name);
+      const std::vector<fp8_bench::kernel_time> rows = r.kernels->by_time();
+      for (std::size_t i = 0; i < rows.size() && i < printed_kernels; ++i) {
+        std::printf("| %s | %.0f | %.2f | %.1f%% |\n", rows[i].name.c_str(),
+                    double(rows[i].calls) / o.trace_steps, rows[i].nanoseconds / 1e6 / o.trace_steps,
+                    summed > 0 ? 100.0 * rows[i].nanoseconds / summed : 0.0);
+      }
+    }
     if (!o.out.empty()) {
-      for (const auto& [name, text] :
-           {std::pair{"/speed.csv", speed.str()}, std::pair{"/profile.csv", profile.str()}}) {
+      std::vector<std::pair<const char*, std::string>> files{{"/speed.csv", speed.str()},
+                                                             {"/profile.csv", profile.str()}};
+      if (traced) {
+        files.emplace_back("/kernels.csv", kernels.str());
+      } else {
+        std::remove((o.out + "/kernels.csv").c_str());  // an earlier run's must not pass for this one's
+      }
+      for (const auto& [name, text] : files) {
         std::ofstream file(o.out + name);
         file << text;
         if (!file.flush()) throw std::runtime_error("cannot write " + o.out + name + " (does --out exist?)");

@@ -2,7 +2,8 @@
 """Assembles trainer_cuda_results.md from the output folder of bench/cuda/trainer_tables.sh: for each
 speed configuration (passes per optimizer step, a folder of its own), the speed table (bench_trainer's
 speed.csv with the PyTorch peer's torch_peer.csv as one more row), the lines bench_trainer printed
-about its runs (attention kernel, memory) and the per-phase GPU time (profile.csv); then the
+about its runs (attention kernel, memory, kernel trace), the per-phase GPU time (profile.csv) and
+the longest kernels of each precision (kernels.csv); then the
 loss-parity runs over seeds: one row per configuration with its validation loss over the seeds
 against BF16's, the per-seed losses, and the plot of the mean curves (drawn here, with plot_loss.py).
 The seed statistics, the table and the plot are examples/trainer/scripts/seed_table.py's, which the
@@ -150,6 +151,51 @@ def profile_section(out: Path, passes):
                     "(kernel launches, each pass's loss read back).", ""]
 
 
+KERNELS_SHOWN = 12  # per precision (kernels.csv has them all)
+KERNEL_NAME_WIDTH = 90  # characters of a kernel's name in the table (template arguments run long)
+
+
+def short_kernel_name(name):
+    """A kernel's name cut to KERNEL_NAME_WIDTH characters, as code in a table cell."""
+    if len(name) > KERNEL_NAME_WIDTH:
+        name = name[:KERNEL_NAME_WIDTH - 1] + "…"
+    return "`" + rf.markdown_cell(name.replace("`", "'")) + "`"
+
+
+def kernels_section(out: Path, passes):
+    """The longest kernels of each precision's traced step (bench_trainer --trace-steps), or why there
+    are none: the trace's own line in the log where it said why, else why bench_trainer wrote nothing."""
+    name = rf.speed_folder(passes)
+    try:
+        rows, _ = rf.read_table(out / name / rf.KERNELS, rf.KERNEL_COLUMNS)
+    except ValueError as error:
+        return [f"Kernels: `{name}/{rf.KERNELS}` unreadable: {error}.", ""]
+    by_precision = {}
+    for row in rows:
+        calls, ms = rf.number(row["calls_per_step"]), rf.number(row["ms_per_step"])
+        if calls is not None and ms is not None:
+            by_precision.setdefault(row["precision"], []).append((row["kernel"], calls, ms))
+    if not by_precision:
+        log = out / name / rf.BENCH_TRAINER_LOG
+        said = [line.split(": ", 1)[1] for line in (log.read_text(errors="replace").splitlines() if log.is_file() else [])
+                if line.startswith("bench_trainer: ") and f": {rf.KERNEL_TRACE_NOTE} not run" in line]
+        if said:
+            return ["Kernels: not traced: " + "; ".join(f"`{rf.markdown_cell(s)}`" for s in said) + ".", ""]
+        return [f"Kernels: not traced: {why_missing(out, f'{name}/{rf.BENCH_TRAINER_LOG}', 'bench_trainer')}.", ""]
+    lines = []
+    for precision, kernels in by_precision.items():
+        kernels.sort(key=lambda k: -k[2])
+        total = sum(ms for _, _, ms in kernels)
+        lines += [f"{precision}: the {min(KERNELS_SHOWN, len(kernels))} longest of {len(kernels)} kernels, copies and "
+                  f"memsets per optimizer step (CUPTI trace; {total:.1f} ms summed; `{name}/{rf.KERNELS}` has them all):",
+                  "", "| kernel | calls | ms | share |", "|---|---|---|---|"]
+        for kernel, calls, ms in kernels[:KERNELS_SHOWN]:
+            share = 100.0 * ms / total if total > 0 else 0.0
+            lines.append(f"| {short_kernel_name(kernel)} | {calls:.0f} | {ms:.2f} | {share:.1f}% |")
+        lines.append("")
+    return lines
+
+
 def speed_section(out: Path):
     """One table, its notes and its profile per speed configuration."""
     lines = ["Two configurations of the same forward/backward passes (batch 2 x context 2048): one pass per "
@@ -158,7 +204,8 @@ def speed_section(out: Path):
              f"{rf.SPEED_PASSES[-1]} times the tokens. Tokens/s and model TFLOP/s count every pass; each table's "
              "speedups are against its own first row.", ""]
     for passes in rf.SPEED_PASSES:
-        lines += speed_table(out, passes) + notes_section(out, passes) + profile_section(out, passes)
+        lines += (speed_table(out, passes) + notes_section(out, passes) + profile_section(out, passes) +
+                  kernels_section(out, passes))
     return lines
 
 

@@ -58,6 +58,20 @@ LOSSES = {"bf16": (1.4850, 1.4870, 1.4830), "fp8-delayed": (1.4900, 1.4920, 1.49
           "fp8-current": (1.4860, 1.4880, 1.4850), "fp8-blocks": (1.5000, 1.5050, 1.4990),
           "fp8-delayed-h16": (1.4870, 1.4890, 1.4860)}
 BASELINE = 3.4756
+# The traced kernels of each precision (bench_trainer --trace-steps): (name, calls, ms) per optimizer
+# step, in no particular order. More than the page shows (12), one name with commas in its template
+# arguments and one longer than the page's width; the same for both configurations, times the passes.
+KERNELS = {"bf16": [("nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NTT", 24, 30.1),
+                    ("trainer::cuda::adamw_kernel", 40, 14.2),
+                    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0", 4, 1.3),
+                    ("fp8::cuda::detail::amax_kernel<__nv_bfloat16, 256>", 16, 0.9)]
+                   + [(f"trainer::cuda::elementwise_{i}", 8, 0.1 * i) for i in range(1, 11)],
+           "fp8": [("nvjet_qqtst_256x128_128x6_1x2_h_bz_coopA_TNT", 24, 18.3),
+                   ("trainer::cuda::adamw_kernel", 40, 14.2),
+                   ("fp8::cuda::detail::quantize_transpose_kernel<__nv_bfloat16, fp8::float8_e4m3, (fp8::rounding)0>", 16, 2.4),
+                   ("[memset]", 3, 0.01)]
+                  + [(f"trainer::cuda::elementwise_{i}", 8, 0.1 * i) for i in range(1, 11)]}
+TRACE_NOTE = ("fp8: kernel trace: not run: CUPTI: cuptiActivityEnable failed: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
 LABELS = {name: label for name, label, _ in rf.PARITY_CONFIGS}
 SWITCHES = {name: switches for name, _, switches in rf.PARITY_CONFIGS}
 
@@ -75,6 +89,10 @@ def bench_trainer_log(passes, precisions=("bf16", "fp8"), error=None):
         lines.append(ws.printf_format(BENCH, "bench_trainer: %s: attention") %
                      (p, "fused (cuDNN)", "; no amax recording (plain BF16)" if p == "bf16" else ""))
         lines.append(ws.printf_format(BENCH, "bench_trainer: %s: memory") % (p, "31.2 GiB held, 46.9 GiB free"))
+        if not error:
+            traced = sum(calls for _, calls, _ in KERNELS[p]) * passes
+            ms = sum(ms for _, _, ms in KERNELS[p]) * passes
+            lines.append(ws.printf_format(BENCH, "bench_trainer: %s: kernel trace: %.0f") % (p, traced, 1, ms, ms, ""))
     if error:
         return "".join(lines) + f"bench_trainer: error: {error}\n"
     lines.append(ws.printf_format(BENCH, "\n| precision |"))
@@ -113,6 +131,25 @@ def plant_speed(out: Path, passes, with_pass_columns=True):
     for i, name in enumerate(ws.phase_names()):
         lines.append(f'"{name}",' + ",".join(cpp(ms[i]) for ms in PROFILE_MS[passes].values()))
     (folder / rf.PROFILE).write_text("\n".join(lines) + "\n")
+    plant_kernels(out, passes)
+
+
+def csv_quoted(text):
+    """A field as kernel_table.hpp's csv_quoted writes it."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def plant_kernels(out: Path, passes):
+    """kernels.csv as bench_trainer --trace-steps 1 --out writes it: the header from its source, each
+    precision's kernels the longest first, names quoted."""
+    header = ws.csv_header(BENCH, "kernels", "kernels.csv")
+    lines = [",".join(header)]
+    for p, kernels in KERNELS.items():
+        for name, calls, ms in sorted(kernels, key=lambda k: -k[2]):
+            cells = {"precision": p, "kernel": csv_quoted(name), "calls_per_step": cpp(calls * passes),
+                     "ms_per_step": cpp(ms * passes)}
+            lines.append(",".join(cells[c] for c in header))
+    (speed_folder(out, passes) / rf.KERNELS).write_text("\n".join(lines) + "\n")
 
 
 def plant_peer(out: Path, passes):
@@ -219,6 +256,11 @@ class tables_script_wiring(unittest.TestCase):
         for switch in ("--scaling", "--granularity", "--seed", "--data"):
             self.assertIn(f'"{switch}"', options)
         self.assertIn('o.passes = positive(option, value)', ws.text(BENCH))
+        self.assertEqual(list(rf.KERNEL_COLUMNS), ws.csv_header(BENCH, "kernels", "kernels.csv"))
+        trace_lines = ws.printf_format(BENCH, "bench_trainer: %s: kernel trace: not run")
+        self.assertTrue(trace_lines.startswith(f"bench_trainer: %s: {rf.KERNEL_TRACE_NOTE} not run: "), trace_lines)
+        self.assertIn('fp8_bench::kernel_csv_lines(name, *r.kernels, o.trace_steps)', ws.text(BENCH))
+        self.assertIn('out += \'"\'', ws.text("bench/cuda/kernel_table.hpp"), "csv_quoted doubles quotes")
 
     def test_quick_and_defaults(self):
         """--quick shortens the timed steps; the parity steps default to about one epoch of the fortunes."""
@@ -396,6 +438,32 @@ class full_folder(unittest.TestCase):
             timed = [SPEED[passes][p][2] for p in ("bf16", "fp8")]
             self.assertIn(f"| the step, timed | {timed[0]:.1f} | {timed[1]:.1f} |", section)
 
+    def test_kernels(self):
+        """Each configuration: the 12 longest kernels of each precision, the longest first, with calls,
+        milliseconds and share of the summed time worked out here; long names cut, commas kept."""
+        sections = self.page.split("### ")[1:]
+        for passes, section in zip(rf.SPEED_PASSES, sections):
+            for p, kernels in KERNELS.items():
+                ranked = sorted(kernels, key=lambda k: -k[2])
+                total = sum(ms for _, _, ms in kernels) * passes
+                self.assertIn(f"{p}: the 12 longest of {len(kernels)} kernels, copies and memsets per optimizer step "
+                              f"(CUPTI trace; {total:.1f} ms summed; `speed_passes{passes}/kernels.csv` has them all):",
+                              section)
+                table = section.split(f"{p}: the 12 longest")[1].split("\n\n")[1].splitlines()
+                self.assertEqual(table[:2], ["| kernel | calls | ms | share |", "|---|---|---|---|"])
+                self.assertEqual(len(table), 2 + 12)
+                for line, (name, calls, ms) in zip(table[2:], ranked):
+                    shown = name if len(name) <= 90 else name[:89] + "…"
+                    self.assertEqual(line, f"| `{shown}` | {calls * passes:.0f} | {ms * passes:.2f} | "
+                                           f"{100 * ms * passes / total:.1f}% |")
+            # The same written out: a comma in the template arguments kept, a long name cut at 90.
+            self.assertIn("| `fp8::cuda::detail::amax_kernel<__nv_bfloat16, 256>` |", section)
+            self.assertIn("| `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_"
+                          "kernel…` |", section)
+            executions = sum(calls for _, calls, _ in KERNELS["fp8"]) * passes
+            self.assertIn(f"- bench_trainer: fp8: kernel trace: {executions} executions per optimizer step (1 traced)",
+                          section)
+
     def test_parity_table(self):
         self.assertIn("## Loss parity (d_model 1024, 8 blocks, lr 1e-3, 600 steps, Debian's fortunes)", self.page)
         self.assertIn(f"the unigram baseline (byte frequencies only) is {BASELINE:.4f}", self.page)
@@ -436,6 +504,8 @@ class cut_short(unittest.TestCase):
             self.assertIn("Not measured: bench_trainer did not run (`speed_passes8/bench_trainer.log` is missing or "
                           "empty).", page)
             self.assertIn("GPU time per optimizer step by phase: not measured: bench_trainer did not run", page)
+            self.assertIn("Kernels: not traced: bench_trainer did not run (`speed_passes1/bench_trainer.log` is "
+                          "missing or empty).", page)
             self.assertIn("PyTorch peer: not in the table: torch_peer.py stopped before writing its results; last "
                           f"line of `speed_passes1/torch_peer.log`: `{no_torch.group(1)}`.", page)
             self.assertIn("PyTorch peer: not in the table: torch_peer.py did not run "
@@ -492,6 +562,28 @@ class cut_short(unittest.TestCase):
             _, tokens, tflops, ms, _ = PEER_ROW[8]
             self.assertIn(f"| PyTorch BF16 (torch.compile) | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | - |", eight)
             self.assertIn("32768 tokens per optimizer step", eight)
+            self.assertIn("Kernels: not traced: bench_trainer stopped before writing its results", eight)
+            self.assertEqual(ragged_rows(page), [])
+
+    def test_trace_not_run(self):
+        """A bench_trainer whose trace could not start (a driver refusing CUPTI): its speed and phases
+        whole, the kernels replaced by the trace's own line; an earlier run's kernels.csv is not read
+        as this one's (bench_trainer removes it)."""
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder)
+            plant_speed(out, 1)
+            folder1 = speed_folder(out, 1)
+            (folder1 / rf.KERNELS).unlink()
+            log = folder1 / rf.BENCH_TRAINER_LOG
+            log.write_text("\n".join(line for line in log.read_text().splitlines() if "kernel trace" not in line) +
+                           f"\nbench_trainer: {TRACE_NOTE}\n")
+            process, page = results(out)
+            self.assertEqual(process.returncode, 0, process.stderr)
+            one = page.split("### ")[1]
+            self.assertIn("| fp8 | 81486 | 509.1 | 50.3 | 1.21x |", one)
+            self.assertIn(f"Kernels: not traced: `{TRACE_NOTE}`.", one)
+            self.assertNotIn("| kernel | calls |", one)
+            self.assertIn('std::remove((o.out + "/kernels.csv").c_str());', ws.text(BENCH))
             self.assertEqual(ragged_rows(page), [])
 
 
