@@ -21,12 +21,12 @@
 // --steps, --profile-steps) are optimizer steps; tokens/s and model TFLOP/s count the tokens of all P
 // passes; the profile is per optimizer step (the division by P in its optimizer phase).
 //
-// --trace-steps N (0: none): after the timed and the profiled steps, N more optimizer steps traced
-// through CUPTI (kernel_trace.hpp): every kernel, copy and memset with its GPU time per step, and the
-// time in which anything ran at all (a step's time less that is time the GPU waited for the host).
-// The phases say which layer costs; the kernels say which of its kernels, and how often they run. The
-// trace is off again before the next precision's timed steps. Where CMake found no CUPTI, or the
-// driver refuses it, a line says so and the rest of the run is unchanged.
+// --trace-steps N (0: none): once every precision is timed and profiled and speed.csv and profile.csv
+// are written, each precision again on a fresh model: one untraced step, then N optimizer steps
+// traced through CUPTI (kernel_trace.hpp): every kernel, copy and memset with its GPU time per step,
+// and the time in which anything ran at all (a step's time less that is time the GPU waited for the
+// host). The phases say which layer costs; the kernels say which of its kernels, and how often they
+// run. Where CMake found no CUPTI, or the driver refuses it, a line says so and the tables stand.
 //
 // Writes DIR/speed.csv (each row with the pass count and the tokens per optimizer step),
 // DIR/profile.csv and DIR/kernels.csv (the traced kernels of every precision, the longest first) with
@@ -182,88 +182,94 @@ struct result {
   std::optional<fp8_bench::kernel_table> kernels;  // of o.trace_steps steps, where the trace ran
 };
 
-// Runs o.trace_steps optimizer steps under a kernel trace into r.kernels, and prints what the trace
-// found or why there is none.
-template <class Step>
-void trace_kernels(const bench_options& o, const Step& train, result& r) {
-  const char* name = trainer::to_string(r.precision);
-#if FP8_BENCH_CUPTI
-  std::optional<fp8_bench::kernel_trace> trace;
-  try {
-    trace.emplace();
-  } catch (const std::runtime_error& e) {
-    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
-    return;
+// One precision's model on the device with its inputs, and the optimizer step the trainer's GPU run
+// takes with --micro-batch (trainer_cuda.cu).
+class bench_run {
+ public:
+  bench_run(const bench_options& o, trainer::precision p, const trainer::model& host,
+            const std::vector<std::int32_t>& tokens)
+      : o_(o),
+        model_(o.shape, o.batch, host.parameters(), host.linear_layers(), policy(o, p, host), recipe(host),
+               false, nullptr, nullptr, o.attention),
+        inputs_(tokens) {
+    // The BF16 run is the plain BF16 baseline a user would otherwise run (as PyTorch's): no amaxes
+    // recorded for later FP8 use, which the trainer's bf16 runs do by default, as on the CPU.
+    if (p == trainer::precision::bf16) model_.record_bf16_amax(false);
   }
-  for (int s = 0; s < o.trace_steps; ++s) train(nullptr);
-  try {
-    r.kernels = trace->stop();
-  } catch (const std::runtime_error& e) {
-    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
-    return;
-  }
-  const fp8_bench::kernel_table& k = *r.kernels;
-  std::printf(
-      "bench_trainer: %s: kernel trace: %.0f executions per optimizer step (%d traced); something ran for "
-      "%.1f "
-      "ms per step, the executions' times summed %.1f ms%s\n",
-      name, double(k.calls()) / o.trace_steps, o.trace_steps, k.busy_nanoseconds() / 1e6 / o.trace_steps,
-      k.summed_nanoseconds() / 1e6 / o.trace_steps,
-      trace->dropped() > 0
-          ? (", " + std::to_string(trace->dropped()) + " records dropped (undercounted)").c_str()
-          : "");
-#else
-  (void)o;
-  (void)train;
-  std::printf(
-      "bench_trainer: %s: kernel trace: not run: built without CUPTI (CMake found none beside the toolkit)\n",
-      name);
-#endif
-}
 
-result measure(const bench_options& o, trainer::precision p, const trainer::model& host,
-               const std::vector<std::int32_t>& tokens) {
-  using namespace trainer;
-  run_options ro;
-  ro.model = o.shape;
-  ro.base_precision = p;  // the trainer's defaults otherwise: delayed HYBRID, LM head in BF16
-  const precision_policy policy = make_policy(ro, host);
-  const recipe_switches switches{ro.recipe, ro.power_of_two_scales, ro.current_scaling_for};
-  std::vector<std::string> names;
-  for (const linear_layer_info& info : host.linear_layers()) names.push_back(info.name);
-  const scaling_state state(switches, names);
-  cuda::device_transformer model(o.shape, o.batch, host.parameters(), host.linear_layers(), policy,
-                                 cuda::device_recipe(state.recipe(), delayed_config(switches)), false,
-                                 nullptr, nullptr, o.attention);
-  // The BF16 run is the plain BF16 baseline a user would otherwise run (as PyTorch's): no amaxes
-  // recorded for later FP8 use, which the trainer's bf16 runs do by default, as on the CPU.
-  if (p == precision::bf16) model.record_bf16_amax(false);
-  std::printf("bench_trainer: %s: attention %s%s\n", to_string(p), model.attention_description().c_str(),
-              p == precision::bf16 ? "; no amax recording (plain BF16)" : "");
-  cuda::device_buffer<std::int32_t> inputs(tokens);
-  const std::size_t pass_tokens = std::size_t(o.batch) * std::size_t(o.shape.context);
-  adamw_options adamw;
-  cuda::device_gradient_sum gradient_sum;
-  long step = 0;
-  result r;
-  r.precision = p;
-  // One optimizer step as the trainer's GPU run takes it with --micro-batch (trainer_cuda.cu).
-  const auto train = [&](cuda::phase_profile* profile) {
-    model.set_profile(profile);
-    for (int pass = 0; pass < o.passes; ++pass) {
-      const std::int32_t* in = inputs.data() + std::size_t(pass) * pass_tokens;
+  std::string attention() const { return model_.attention_description(); }
+  float loss() const { return loss_; }
+
+  // One optimizer step: o.passes forward/backward passes, the mean of their gradients, the update.
+  void step(trainer::cuda::phase_profile* profile) {
+    using namespace trainer;
+    model_.set_profile(profile);
+    const std::size_t pass_tokens = std::size_t(o_.batch) * std::size_t(o_.shape.context);
+    for (int pass = 0; pass < o_.passes; ++pass) {
+      const std::int32_t* in = inputs_.data() + std::size_t(pass) * pass_tokens;
       const std::int32_t* target = in + 1;  // the next byte; tokens holds one more than the passes
-      const float loss = float(model.forward_device(in, target, cuda::pass_kind::train));
-      model.backward(pass == 0 ? cuda::gradient_mode::overwrite : cuda::gradient_mode::accumulate);
-      gradient_sum.add_pass_losses(pass, loss, 0.0f);
+      const float loss = float(model_.forward_device(in, target, cuda::pass_kind::train));
+      model_.backward(pass == 0 ? cuda::gradient_mode::overwrite : cuda::gradient_mode::accumulate);
+      gradient_sum_.add_pass_losses(pass, loss, 0.0f);
     }
     // The mean over the passes (a division of every gradient; nothing for one pass) is the
     // optimizer's share of accumulation: it is paid once per step, like the update.
     if (profile != nullptr) profile->mark(cuda::phase::optimizer);
-    r.loss = gradient_sum.finish(model.parameters(), o.passes, nullptr, model.stream()).loss;
-    cuda::optimizer_step(model, adamw, 1e-4f, step++, 1.0f, profile);
-  };
-  for (int s = 0; s < o.warmup; ++s) train(nullptr);
+    loss_ = gradient_sum_.finish(model_.parameters(), o_.passes, nullptr, model_.stream()).loss;
+    cuda::optimizer_step(model_, adamw_, 1e-4f, step_++, 1.0f, profile);
+    model_.set_profile(nullptr);
+  }
+
+ private:
+  // The trainer's defaults but the precision: delayed HYBRID, LM head in BF16.
+  static trainer::run_options options_for(const bench_options& o, trainer::precision p) {
+    trainer::run_options ro;
+    ro.model = o.shape;
+    ro.base_precision = p;
+    return ro;
+  }
+  static trainer::precision_policy policy(const bench_options& o, trainer::precision p,
+                                          const trainer::model& host) {
+    return trainer::make_policy(options_for(o, p), host);
+  }
+  // The trainer's default recipe as the device layers take it.
+  static fp8::gemm_recipe recipe(const trainer::model& host) {
+    using namespace trainer;
+    const run_options ro;
+    const recipe_switches switches{ro.recipe, ro.power_of_two_scales, ro.current_scaling_for};
+    std::vector<std::string> names;
+    for (const linear_layer_info& info : host.linear_layers()) names.push_back(info.name);
+    const scaling_state state(switches, names);
+    return cuda::device_recipe(state.recipe(), delayed_config(switches));
+  }
+
+  const bench_options& o_;
+  trainer::cuda::device_transformer model_;
+  trainer::cuda::device_buffer<std::int32_t> inputs_;
+  trainer::adamw_options adamw_;
+  trainer::cuda::device_gradient_sum gradient_sum_;
+  long step_ = 0;
+  float loss_ = 0.0f;
+};
+
+// Writes text into folder + name; nothing where no folder was given (no --out).
+void write_file(const std::string& folder, const char* name, const std::string& text) {
+  if (folder.empty()) return;
+  std::ofstream file(folder + name);
+  file << text;
+  if (!file.flush()) throw std::runtime_error("cannot write " + folder + name + " (does --out exist?)");
+}
+
+// Warm-up, timed and profiled steps of one precision.
+result measure(const bench_options& o, trainer::precision p, const trainer::model& host,
+               const std::vector<std::int32_t>& tokens) {
+  using namespace trainer;
+  bench_run run(o, p, host, tokens);
+  std::printf("bench_trainer: %s: attention %s%s\n", to_string(p), run.attention().c_str(),
+              p == precision::bf16 ? "; no amax recording (plain BF16)" : "");
+  result r;
+  r.precision = p;
+  for (int s = 0; s < o.warmup; ++s) run.step(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
   // After a step, with every workspace allocated: the room left says how many more blocks fit.
   std::size_t free = 0, total = 0;
@@ -271,24 +277,68 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   std::printf("bench_trainer: %s: memory %s\n", to_string(p),
               cuda::memory_summary(cuda::buffer_bytes_held().load(), free, total).c_str());
   const auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < o.steps; ++s) train(nullptr);
+  for (int s = 0; s < o.steps; ++s) run.step(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
   r.seconds_per_step =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o.steps;
-  const double step_tokens = double(o.passes) * double(pass_tokens);
+  r.loss = run.loss();
+  const double step_tokens = double(o.passes) * double(o.batch) * double(o.shape.context);
   r.tokens_per_second = step_tokens / r.seconds_per_step;
   r.tflops = flops_per_token(o.shape) * r.tokens_per_second / 1e12;
   cuda::phase_profile profile(nullptr);
   for (int s = 0; s < o.profile_steps; ++s) {
-    train(&profile);
+    run.step(&profile);
     profile.collect();
   }
-  model.set_profile(nullptr);
   for (std::size_t ph = 0; ph < cuda::phase_count; ++ph) {
     r.phase_ms.push_back(profile.milliseconds(cuda::phase(ph)) / o.profile_steps);
   }
-  if (o.trace_steps > 0) trace_kernels(o, train, r);
   return r;
+}
+
+// o.trace_steps optimizer steps of r's precision under a kernel trace, into r.kernels, after one
+// untraced step (cuBLASLt's plans, cuDNN's graphs and the workspaces are made in the first), on a
+// model of its own: every precision is timed before any is traced, and the speed and phase tables
+// are on disk by then, so that nothing the trace does can cost them. Prints what the trace found or
+// why there is none.
+void trace_kernels(const bench_options& o, const trainer::model& host,
+                   const std::vector<std::int32_t>& tokens, result& r) {
+  const char* name = trainer::to_string(r.precision);
+#if FP8_BENCH_CUPTI
+  bench_run run(o, r.precision, host, tokens);
+  run.step(nullptr);
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  std::optional<fp8_bench::kernel_trace> trace;
+  try {
+    trace.emplace();
+  } catch (const std::runtime_error& e) {
+    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
+    return;
+  }
+  for (int s = 0; s < o.trace_steps; ++s) run.step(nullptr);
+  try {
+    r.kernels = trace->stop();
+  } catch (const std::runtime_error& e) {
+    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
+    return;
+  }
+  const fp8_bench::kernel_table& k = *r.kernels;
+  const std::string dropped =
+      trace->dropped() > 0 ? ", " + std::to_string(trace->dropped()) + " records dropped (undercounted)" : "";
+  std::printf(
+      "bench_trainer: %s: kernel trace: %.0f executions per optimizer step (%d traced); something ran for "
+      "%.1f "
+      "ms per step, the executions' times summed %.1f ms%s\n",
+      name, double(k.calls()) / o.trace_steps, o.trace_steps, k.busy_nanoseconds() / 1e6 / o.trace_steps,
+      k.summed_nanoseconds() / 1e6 / o.trace_steps, dropped.c_str());
+#else
+  (void)o;
+  (void)host;
+  (void)tokens;
+  std::printf(
+      "bench_trainer: %s: kernel trace: not run: built without CUPTI (CMake found none beside the toolkit)\n",
+      name);
+#endif
 }
 
 }  // namespace
@@ -361,6 +411,17 @@ int main(int argc, char** argv) {
       std::printf("\n");
       profile << "\n";
     }
+    // On disk before any trace runs; an earlier run's kernels must not pass for this one's.
+    write_file(o.out, "/speed.csv", speed.str());
+    write_file(o.out, "/profile.csv", profile.str());
+    if (!o.out.empty()) std::remove((o.out + "/kernels.csv").c_str());
+    std::fflush(stdout);
+    if (o.trace_steps > 0) {
+      for (result& r : results) {
+        trace_kernels(o, *host, tokens, r);
+        std::fflush(stdout);
+      }
+    }
     // The kernels, the longest of each precision printed (all of them in kernels.csv).
     std::ostringstream kernels;
     kernels << "precision,kernel,calls_per_step,ms_per_step\n";
@@ -383,20 +444,7 @@ int main(int argc, char** argv) {
                     summed > 0 ? 100.0 * rows[i].nanoseconds / summed : 0.0);
       }
     }
-    if (!o.out.empty()) {
-      std::vector<std::pair<const char*, std::string>> files{{"/speed.csv", speed.str()},
-                                                             {"/profile.csv", profile.str()}};
-      if (traced) {
-        files.emplace_back("/kernels.csv", kernels.str());
-      } else {
-        std::remove((o.out + "/kernels.csv").c_str());  // an earlier run's must not pass for this one's
-      }
-      for (const auto& [name, text] : files) {
-        std::ofstream file(o.out + name);
-        file << text;
-        if (!file.flush()) throw std::runtime_error("cannot write " + o.out + name + " (does --out exist?)");
-      }
-    }
+    if (traced) write_file(o.out, "/kernels.csv", kernels.str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_trainer: error: %s\n", e.what());
     return 1;
