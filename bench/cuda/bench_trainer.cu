@@ -29,8 +29,10 @@
 // run. Where CMake found no CUPTI, or the driver refuses it, a line says so and the tables stand.
 //
 // Writes DIR/speed.csv (each row with the pass count and the tokens per optimizer step),
-// DIR/profile.csv and DIR/kernels.csv (the traced kernels of every precision, the longest first) with
-// --out, and prints them as Markdown tables (the kernels: the longest of each precision).
+// DIR/profile.csv, DIR/kernels.csv (the traced kernels of every precision, the longest first) and
+// DIR/timeline.csv (every traced execution in the order the GPU ran them: on one stream, the order of
+// the launches, by which each GEMM can be told to its layer) with --out, and prints the first three as
+// Markdown tables (the kernels: the longest of each precision).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -414,7 +416,10 @@ int main(int argc, char** argv) {
     // On disk before any trace runs; an earlier run's kernels must not pass for this one's.
     write_file(o.out, "/speed.csv", speed.str());
     write_file(o.out, "/profile.csv", profile.str());
-    if (!o.out.empty()) std::remove((o.out + "/kernels.csv").c_str());
+    if (!o.out.empty()) {
+      std::remove((o.out + "/kernels.csv").c_str());
+      std::remove((o.out + "/timeline.csv").c_str());
+    }
     std::fflush(stdout);
     if (o.trace_steps > 0) {
       for (result& r : results) {
@@ -423,14 +428,16 @@ int main(int argc, char** argv) {
       }
     }
     // The kernels, the longest of each precision printed (all of them in kernels.csv).
-    std::ostringstream kernels;
+    std::ostringstream kernels, timeline;
     kernels << "precision,kernel,calls_per_step,ms_per_step\n";
+    timeline << "precision,start_us,duration_us,kernel\n";
     bool traced = false;
     for (const result& r : results) {
       if (!r.kernels) continue;
       traced = true;
       const char* name = trainer::to_string(r.precision);
       kernels << fp8_bench::kernel_csv_lines(name, *r.kernels, o.trace_steps);
+      timeline << fp8_bench::timeline_csv_lines(name, *r.kernels);
       const double summed = r.kernels->summed_nanoseconds();
       std::printf(
           "\n%s: the longest kernels per optimizer step (CUPTI trace; share of the executions' summed "
@@ -444,7 +451,10 @@ int main(int argc, char** argv) {
                     summed > 0 ? 100.0 * rows[i].nanoseconds / summed : 0.0);
       }
     }
-    if (traced) write_file(o.out, "/kernels.csv", kernels.str());
+    if (traced) {
+      write_file(o.out, "/kernels.csv", kernels.str());
+      write_file(o.out, "/timeline.csv", timeline.str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_trainer: error: %s\n", e.what());
     return 1;

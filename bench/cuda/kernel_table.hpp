@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -45,6 +46,12 @@ inline std::string readable_kernel_name(const std::string& name) {
   return text;
 }
 
+// One execution of a kernel (or copy, or memset): nanoseconds of the GPU's clock.
+struct kernel_execution {
+  std::string name;
+  std::uint64_t start = 0, end = 0;
+};
+
 // One kernel's (or copy's, or memset's) executions over the traced steps.
 struct kernel_time {
   std::string name;
@@ -62,7 +69,15 @@ class kernel_table {
     k.name = name;
     ++k.calls;
     k.nanoseconds += double(end - start);
-    intervals_.emplace_back(start, end);
+    executions_.push_back({name, start, end});
+  }
+
+  // Every execution in the order the GPU started them (records arrive in no particular order).
+  std::vector<kernel_execution> timeline() const {
+    std::vector<kernel_execution> ordered = executions_;
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const kernel_execution& a, const kernel_execution& b) { return a.start < b.start; });
+    return ordered;
   }
 
   // The kernels by their summed time, the longest first (equal times by name, so that the order
@@ -92,15 +107,13 @@ class kernel_table {
   // may overlap (cuDNN and cuBLASLt may use their own), so their summed time can exceed it; the step's
   // time less this is time in which the GPU waited (for the host's launches, a copy to the host).
   double busy_nanoseconds() const {
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> sorted = intervals_;
-    std::sort(sorted.begin(), sorted.end());
     double busy = 0.0;
     std::uint64_t covered_to = 0;
-    for (const auto& [start, end] : sorted) {
-      const std::uint64_t from = std::max(start, covered_to);
-      if (end > from) {
-        busy += double(end - from);
-        covered_to = end;
+    for (const kernel_execution& e : timeline()) {
+      const std::uint64_t from = std::max(e.start, covered_to);
+      if (e.end > from) {
+        busy += double(e.end - from);
+        covered_to = e.end;
       }
     }
     return busy;
@@ -108,7 +121,7 @@ class kernel_table {
 
  private:
   std::map<std::string, kernel_time> kernels_;  // by name: each name's row once, sorted for by_time
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals_;
+  std::vector<kernel_execution> executions_;    // in the order they were added
 };
 
 // A field of a CSV line: quoted, since kernel names hold commas ("quantize<float, 128>"), with any
@@ -129,6 +142,22 @@ inline std::string kernel_csv_lines(const std::string& label, const kernel_table
   for (const kernel_time& k : table.by_time()) {
     lines << label << "," << csv_quoted(k.name) << "," << double(k.calls) / steps << ","
           << k.nanoseconds / 1e6 / steps << "\n";
+  }
+  return lines.str();
+}
+
+// timeline.csv's lines (no header) for one traced run: label, the start in microseconds after the
+// first execution's, the duration in microseconds, the name; in the order the GPU started them. On
+// one stream that is the order of the launches, so that a reader who knows the model's order of
+// calls can say which layer each GEMM ran for (the names alone do not: shapes share kernels).
+inline std::string timeline_csv_lines(const std::string& label, const kernel_table& table) {
+  std::ostringstream lines;
+  lines << std::fixed << std::setprecision(3);  // microseconds to the nanosecond
+  const std::vector<kernel_execution> ordered = table.timeline();
+  const std::uint64_t origin = ordered.empty() ? 0 : ordered.front().start;
+  for (const kernel_execution& e : ordered) {
+    lines << label << "," << double(e.start - origin) / 1e3 << "," << double(e.end - e.start) / 1e3 << ","
+          << csv_quoted(e.name) << "\n";
   }
   return lines.str();
 }

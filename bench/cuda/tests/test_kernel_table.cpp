@@ -1,5 +1,5 @@
 // bench_trainer's kernel table (kernel_table.hpp) on the CPU: the names it shows, its sums per
-// kernel, the time in which something ran, and the lines of kernels.csv.
+// kernel, the time in which something ran, and the lines of kernels.csv and timeline.csv.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -90,4 +90,20 @@ TEST_CASE("kernel_csv_lines: per traced step, names quoted, the longest first") 
         "fp8,\"quantize<float, 128>\",1,2\n"
         "fp8,\"say \"\"hi\"\"\",1.5,1.25\n");
   CHECK(fp8_bench::kernel_csv_lines("bf16", kernel_table(), 1).empty());
+}
+
+TEST_CASE("timeline_csv_lines: every execution in the order the GPU started them, from the first") {
+  kernel_table table;
+  table.add("second", 5'000'500, 5'002'750);
+  table.add("first, with a comma", 5'000'000, 5'000'400);
+  table.add("third", 5'010'000, 5'009'000);  // incomplete: no time
+  CHECK(fp8_bench::timeline_csv_lines("fp8", table) ==
+        "fp8,0.000,0.400,\"first, with a comma\"\n"
+        "fp8,0.500,2.250,\"second\"\n"
+        "fp8,10.000,0.000,\"third\"\n");
+  const std::vector<fp8_bench::kernel_execution> ordered = table.timeline();
+  REQUIRE(ordered.size() == 3);
+  CHECK(ordered[0].name == "first, with a comma");
+  CHECK(ordered[2].end == ordered[2].start);
+  CHECK(fp8_bench::timeline_csv_lines("bf16", kernel_table()).empty());
 }
