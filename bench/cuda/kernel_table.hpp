@@ -1,7 +1,7 @@
 // Where a step's GPU time goes, kernel by kernel: the host half of bench_trainer's kernel trace.
 // kernel_trace.hpp collects what the GPU ran through CUPTI and hands each execution to a
-// kernel_table; the table sums them per kernel and writes kernels.csv. Pure host code, so that it is
-// tested on machines without a GPU (test_kernel_table).
+// kernel_table; the table sums them per kernel, keeps them in the GPU's order and writes kernels.csv
+// and timeline.csv. Pure host code, so that it is tested on machines without a GPU (test_kernel_table).
 #pragma once
 
 #include <cxxabi.h>
@@ -14,7 +14,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace fp8_bench {
