@@ -63,12 +63,7 @@ class kernel_table {
   // One execution from start to end (nanoseconds, one clock for all). A record CUPTI could not
   // complete has its end before its start; it counts as a call of no time, not as a negative one.
   void add(const std::string& name, std::uint64_t start, std::uint64_t end) {
-    if (end < start) end = start;
-    kernel_time& k = kernels_[name];
-    k.name = name;
-    ++k.calls;
-    k.nanoseconds += double(end - start);
-    executions_.push_back({name, start, end});
+    executions_.push_back({name, start, end < start ? start : end});
   }
 
   // Every execution in the order the GPU started them (records arrive in no particular order).
@@ -82,23 +77,26 @@ class kernel_table {
   // The kernels by their summed time, the longest first (equal times by name, so that the order
   // does not depend on the order of the records).
   std::vector<kernel_time> by_time() const {
+    std::map<std::string, kernel_time> kernels;  // by name: each name's row once, in name order
+    for (const kernel_execution& e : executions_) {
+      kernel_time& k = kernels[e.name];
+      k.name = e.name;
+      ++k.calls;
+      k.nanoseconds += double(e.end - e.start);
+    }
     std::vector<kernel_time> rows;
-    for (const auto& entry : kernels_) rows.push_back(entry.second);
+    for (const auto& entry : kernels) rows.push_back(entry.second);
     std::stable_sort(rows.begin(), rows.end(), [](const kernel_time& a, const kernel_time& b) {
       return a.nanoseconds > b.nanoseconds;
     });
     return rows;
   }
 
-  std::int64_t calls() const {
-    std::int64_t n = 0;
-    for (const auto& entry : kernels_) n += entry.second.calls;
-    return n;
-  }
+  std::int64_t calls() const { return std::int64_t(executions_.size()); }
 
   double summed_nanoseconds() const {
     double total = 0.0;
-    for (const auto& entry : kernels_) total += entry.second.nanoseconds;
+    for (const kernel_execution& e : executions_) total += double(e.end - e.start);
     return total;
   }
 
@@ -119,8 +117,7 @@ class kernel_table {
   }
 
  private:
-  std::map<std::string, kernel_time> kernels_;  // by name: each name's row once, sorted for by_time
-  std::vector<kernel_execution> executions_;    // in the order they were added
+  std::vector<kernel_execution> executions_;  // in the order they were added
 };
 
 // A field of a CSV line: quoted, since kernel names hold commas ("quantize<float, 128>"), with any
