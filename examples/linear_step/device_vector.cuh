@@ -1,5 +1,5 @@
-// device_vector<T>: an owning cudaMalloc allocation of `count` elements, freed when it goes out of
-// scope: the example's only memory management.
+// device_vector<T>: an owning cudaMalloc allocation of `count` elements, zeroed on the stream that
+// will use it and freed when it goes out of scope: the example's only memory management.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,11 +14,14 @@ namespace linear_step {
 template <class T>
 class device_vector {
  public:
-  explicit device_vector(std::size_t count) : count_(count) {
+  // The zeros are written on `stream`, not by a plain cudaMemset: that one runs on the legacy
+  // default stream, which a cudaStreamNonBlocking stream does not wait for, so a kernel on `stream`
+  // could otherwise read (or be overwritten by) the zeros out of order.
+  device_vector(std::size_t count, cudaStream_t stream) : count_(count) {
     void* p = nullptr;
     FP8_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
     data_.reset(static_cast<T*>(p));
-    FP8_CUDA_CHECK(cudaMemset(p, 0, count * sizeof(T)));
+    FP8_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(T), stream));
   }
   T* data() const noexcept { return data_.get(); }
   std::size_t size() const noexcept { return count_; }

@@ -32,8 +32,13 @@ struct run_options {
 
 // A weight tensor [rows, cols]: its BF16 compute copy, FP32 gradient and AdamW state.
 struct weight {
-  weight(int rows, int cols)
-      : n(std::size_t(rows) * std::size_t(cols)), w16(n), grad(n), master(n), m(n), v(n) {}
+  weight(int rows, int cols, cudaStream_t stream)
+      : n(std::size_t(rows) * std::size_t(cols)),
+        w16(n, stream),
+        grad(n, stream),
+        master(n, stream),
+        m(n, stream),
+        v(n, stream) {}
   adamw_tensor state() { return {master.data(), m.data(), v.data(), w16.data(), n}; }
   std::size_t n;
   device_vector<__nv_bfloat16> w16;
@@ -73,8 +78,8 @@ inline std::vector<float> train(const run_options& o) {
 
   // Weights ~ N(0, 1 / fan_in) before the ReLU, N(0, 2 / fan_in) after it: outputs of unit scale.
   // The student and the teacher start from different seeds.
-  weight up_w(o.hidden, o.in), down_w(o.out, o.hidden), teacher_up_w(o.hidden, o.in),
-      teacher_down_w(o.out, o.hidden);
+  weight up_w(o.hidden, o.in, stream), down_w(o.out, o.hidden, stream), teacher_up_w(o.hidden, o.in, stream),
+      teacher_down_w(o.out, o.hidden, stream);
   fill_normal(up_w.master.data(), up_w.w16.data(), up_w.n, 1, 1.0f / std::sqrt(float(o.in)), stream);
   fill_normal(down_w.master.data(), down_w.w16.data(), down_w.n, 2, std::sqrt(2.0f / float(o.hidden)),
               stream);
@@ -84,9 +89,10 @@ inline std::vector<float> train(const run_options& o) {
 
   // Activations [tokens, features] and their gradients, BF16; the loss, one float.
   const std::size_t hidden = tokens * std::size_t(o.hidden), outputs = tokens * std::size_t(o.out);
-  device_vector<__nv_bfloat16> x_(tokens * std::size_t(o.in)), h_(hidden), a_(hidden), out_(outputs),
-      target_(outputs), d_out_(outputs), d_a_(hidden), d_h_(hidden), teacher_h_(hidden), teacher_a_(hidden);
-  device_vector<float> loss_(1);
+  device_vector<__nv_bfloat16> x_(tokens * std::size_t(o.in), stream), h_(hidden, stream), a_(hidden, stream),
+      out_(outputs, stream), target_(outputs, stream), d_out_(outputs, stream), d_a_(hidden, stream),
+      d_h_(hidden, stream), teacher_h_(hidden, stream), teacher_a_(hidden, stream);
+  device_vector<float> loss_(1, stream);
   __nv_bfloat16 *x = x_.data(), *h = h_.data(), *a = a_.data(), *out = out_.data(), *target = target_.data(),
                 *d_out = d_out_.data(), *d_a = d_a_.data(), *d_h = d_h_.data();
   const __nv_bfloat16 *w_up = up_w.w16.data(), *w_down = down_w.w16.data();

@@ -105,7 +105,10 @@ class linear_layer {
     }
     counters_ = detail::device_array<cast_counters>(gemm_operand_count);
     // read_statistics copies all of them back, counted or not: no uninitialised bytes in that copy.
+    // cudaMemset runs on the legacy default stream, which a cudaStreamNonBlocking stream does not
+    // wait for: the wait makes the zeros land before any stream's first use of the layer.
     FP8_CUDA_CHECK(cudaMemset(counters_.data(), 0, gemm_operand_count * sizeof(cast_counters)));
+    FP8_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
   const linear_config& config() const noexcept { return config_; }
