@@ -325,14 +325,21 @@ void trace_kernels(const bench_options& o, const trainer::model& host,
     return;
   }
   const fp8_bench::kernel_table& k = *r.kernels;
-  const std::string dropped =
-      trace->dropped() > 0 ? ", " + std::to_string(trace->dropped()) + " records dropped (undercounted)" : "";
+  // What the table misses, each by its cause; none in a complete trace.
+  std::string missing;
+  const auto count_missing = [&missing](std::uint64_t count, const char* what) {
+    if (count > 0) missing += ", " + std::to_string(count) + " " + what;
+  };
+  count_missing(trace->dropped(), "records dropped");
+  count_missing(std::uint64_t(k.untimed()), "records without times");
+  count_missing(trace->buffers_cut_short(), "buffers cut short at an unreadable record");
+  if (!missing.empty()) missing += " (undercounted)";
   std::printf(
       "bench_trainer: %s: kernel trace: %.0f executions per optimizer step (%d traced); something ran for "
       "%.1f "
       "ms per step, the executions' times summed %.1f ms%s\n",
       name, double(k.calls()) / o.trace_steps, o.trace_steps, k.busy_nanoseconds() / 1e6 / o.trace_steps,
-      k.summed_nanoseconds() / 1e6 / o.trace_steps, dropped.c_str());
+      k.summed_nanoseconds() / 1e6 / o.trace_steps, missing.c_str());
 #else
   (void)o;
   (void)host;

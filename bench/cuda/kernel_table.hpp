@@ -60,11 +60,20 @@ struct kernel_time {
 
 class kernel_table {
  public:
-  // One execution from start to end (nanoseconds, one clock for all). A record CUPTI could not
-  // complete has its end before its start; it counts as a call of no time, not as a negative one.
+  // One execution from start to end (nanoseconds, one clock for all). A record without times (both
+  // 0: CUPTI says so when it lacked device memory for its timestamps) is only counted (untimed()): in
+  // the timeline it would move the origin to 0, and as a call of no time skew the counts. One whose
+  // end came before its start counts as a call of no time, not as a negative one.
   void add(const std::string& name, std::uint64_t start, std::uint64_t end) {
+    if (start == 0 && end == 0) {
+      ++untimed_;
+      return;
+    }
     executions_.push_back({name, start, end < start ? start : end});
   }
+
+  // Records add() was given without times: the table undercounts by as many.
+  std::int64_t untimed() const { return untimed_; }
 
   // Every execution in the order the GPU started them (records arrive in no particular order).
   std::vector<kernel_execution> timeline() const {
@@ -118,6 +127,7 @@ class kernel_table {
 
  private:
   std::vector<kernel_execution> executions_;  // in the order they were added
+  std::int64_t untimed_ = 0;
 };
 
 // A field of a CSV line: quoted, since kernel names hold commas ("quantize<float, 128>"), with any

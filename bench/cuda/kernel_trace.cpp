@@ -24,6 +24,7 @@ constexpr CUpti_ActivityKind traced_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KE
 // on a thread of its own, so the table is reached under the lock.
 std::mutex active_mutex;
 kernel_table* active = nullptr;
+std::uint64_t cut_short = 0;  // the trace's buffers whose reading stopped at a record it cannot read
 
 std::string result_text(CUptiResult result) {
   const char* text = nullptr;
@@ -57,8 +58,11 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
   {
     const std::lock_guard<std::mutex> lock(active_mutex);
     CUpti_Activity* record = nullptr;
-    // The loop ends at the buffer's end (CUPTI_ERROR_MAX_LIMIT_REACHED) or at a record it cannot read.
-    while (active != nullptr && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    // The loop ends at the buffer's end (CUPTI_ERROR_MAX_LIMIT_REACHED) or at a record it cannot read
+    // (CUPTI_ERROR_INVALID_KIND: incomplete or invalid), which loses the records after it too.
+    CUptiResult next = CUPTI_SUCCESS;
+    while (active != nullptr &&
+           (next = cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS) {
       switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         case CUPTI_ACTIVITY_KIND_KERNEL: {
@@ -81,6 +85,7 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
         default: break;
       }
     }
+    if (active != nullptr && next != CUPTI_SUCCESS && next != CUPTI_ERROR_MAX_LIMIT_REACHED) ++cut_short;
   }
   std::free(buffer);
 }
@@ -97,6 +102,7 @@ kernel_trace::kernel_trace() {
     const std::lock_guard<std::mutex> lock(active_mutex);
     if (active != nullptr) throw std::logic_error("kernel_trace: another trace is running (one at a time)");
     active = &table_;
+    cut_short = 0;
   }
   try {
     // Registered once per process: the functions stay the same for every trace.
@@ -134,6 +140,7 @@ kernel_table kernel_trace::stop() {
   {
     const std::lock_guard<std::mutex> lock(active_mutex);
     active = nullptr;
+    buffers_cut_short_ = cut_short;
   }
   if (synchronized != cudaSuccess) {
     throw std::runtime_error(std::string("kernel_trace: cudaDeviceSynchronize failed: ") +

@@ -29,11 +29,15 @@ class kernel_trace {
 
   // Records CUPTI dropped because its buffers were full: the table undercounts by as many.
   std::uint64_t dropped() const { return dropped_; }
+  // Buffers whose reading stopped at a record CUPTI could not read, losing the rest of the buffer (a
+  // number of records no one counted): 0 in a complete trace.
+  std::uint64_t buffers_cut_short() const { return buffers_cut_short_; }
 
  private:
   kernel_table table_;  // what the records say; CUPTI's callbacks reach it while running_
   bool running_ = false;
   std::uint64_t dropped_ = 0;
+  std::uint64_t buffers_cut_short_ = 0;
 };
 
 }  // namespace fp8_bench

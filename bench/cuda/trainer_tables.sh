@@ -22,13 +22,14 @@
 # given to --data). Default: Debian's fortunes where installed, otherwise the repository's docs/*.md
 # concatenated. --steps: parity steps; default 1100 on the fortunes, just under one epoch (their
 # 2.31 MB of training text hold 1129 steps of 16 x 128 bytes: no window is seen twice), 600 on other
-# text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --archive: also pack <out-dir> into one .tar.gz at the end, however
-# the script ends. Writes <out-dir>/trainer_cuda_results.md, speed_passes{1,8}/ (speed.csv,
-# profile.csv, torch_peer.csv and the two programs' logs), runs/<config>-s<seed>/log.csv,
-# parity_<config>-s<seed>.log and loss_parity.png. GPU only.
+# text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --archive: also pack <out-dir>
+# into one .tar.gz at the end, however the script ends. Writes <out-dir>/trainer_cuda_results.md,
+# speed_passes{1,8}/ (speed.csv, profile.csv, kernels.csv, timeline.csv, torch_peer.csv and the two
+# programs' logs), runs/<config>-s<seed>/log.csv, parity_<config>-s<seed>.log and loss_parity.png.
+# GPU only.
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
-  sed -n '2,27p' "$0"
+  awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"  # the header comment above
   exit 2
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -107,3 +107,19 @@ TEST_CASE("timeline_csv_lines: every execution in the order the GPU started them
   CHECK(ordered[2].end == ordered[2].start);
   CHECK(fp8_bench::timeline_csv_lines("bf16", kernel_table()).empty());
 }
+
+TEST_CASE("kernel_table: a record without times is counted apart, out of the calls and the timeline") {
+  kernel_table table;
+  table.add("timed", 5'000'000, 5'000'400);
+  table.add("untimed", 0, 0);  // CUPTI's mark of a record it could not time
+  table.add("timed", 5'001'000, 5'001'100);
+  CHECK(table.untimed() == 1);
+  CHECK(table.calls() == 2);
+  CHECK(table.summed_nanoseconds() == 500.0);
+  REQUIRE(table.by_time().size() == 1);
+  CHECK(table.by_time()[0].name == "timed");
+  // The origin stays the first timed execution's start, not 0.
+  CHECK(fp8_bench::timeline_csv_lines("fp8", table) ==
+        "fp8,0.000,0.400,\"timed\"\n"
+        "fp8,1.000,0.100,\"timed\"\n");
+}

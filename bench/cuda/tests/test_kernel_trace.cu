@@ -52,9 +52,11 @@ TEST_CASE("kernel_trace: the launches, the memset and the copy of a traced seque
   float* b = nullptr;
   FP8_CUDA_CHECK(cudaMalloc(&a, n * sizeof(unsigned)));
   FP8_CUDA_CHECK(cudaMalloc(&b, n * sizeof(float)));
-  // Launched once before the trace: module loading is not what the trace is about, and a kernel
-  // that ran before the trace must not appear in it.
+  // Both kernels launched once before the trace: module loading (lazy since CUDA 12.2: at a
+  // kernel's first launch) is not what the trace is about, and a kernel that ran before the trace
+  // must not appear in it.
   trace_test::spin<unsigned, 64><<<n / 256, 256>>>(a, n);
+  trace_test::spin<float, 8><<<n / 256, 256>>>(b, n);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 
   for (int round = 0; round < 2; ++round) {  // the second trace starts from an empty table
@@ -67,6 +69,8 @@ TEST_CASE("kernel_trace: the launches, the memset and the copy of a traced seque
     FP8_CUDA_CHECK(cudaMemcpyAsync(b, a, n * sizeof(float), cudaMemcpyDeviceToDevice));
     const fp8_bench::kernel_table table = trace.stop();
     CHECK(trace.dropped() == 0);
+    CHECK(trace.buffers_cut_short() == 0);
+    CHECK(table.untimed() == 0);
 
     const std::vector<fp8_bench::kernel_time> rows = table.by_time();
     INFO("traced: " << names(rows));
@@ -88,10 +92,11 @@ TEST_CASE("kernel_trace: the launches, the memset and the copy of a traced seque
     CHECK(spin64->nanoseconds > 0.0);
     CHECK(spin8->nanoseconds > 0.0);
     CHECK(spin64->nanoseconds > spin8->nanoseconds);
-    // One stream: nothing overlapped, so the busy time is the executions' sum (give or take the
-    // rounding of a nanosecond per record), and never more.
+    // One stream: nothing ran at once, so the busy time is the executions' sum, and never more; the
+    // slack of a microsecond per execution allows for a copy's or memset's timestamps, taken
+    // otherwise than a kernel's, touching a neighbour's.
     CHECK(table.busy_nanoseconds() <= table.summed_nanoseconds());
-    CHECK(table.busy_nanoseconds() >= 0.99 * table.summed_nanoseconds());
+    CHECK(table.summed_nanoseconds() - table.busy_nanoseconds() <= 1e3 * double(table.calls()));
   }
   FP8_CUDA_CHECK(cudaFree(a));
   FP8_CUDA_CHECK(cudaFree(b));
