@@ -137,9 +137,11 @@ struct shape {
 };
 // {3, 2051}: rows longer than one block step of the row kernel (4 x 256 elements), ragged 1x128
 // tiles, 128x128 blocks and 32-column groups of the transposed copy; {132, 36}: rows a multiple of 4
-// with a partial tile, block and chunk below the full ones.
+// with a partial tile, block and chunk below the full ones; {256, 130}: whole 128x128 blocks of a
+// matrix whose rows cannot be read 4 columns at a time (cols % 4 != 0) while its transposed copy is
+// still stored 4 codes at a time (rows % 4 == 0).
 const shape shapes[] = {{1, 1},     {3, 300}, {129, 257}, {256, 1024}, {1000, 130}, {64, 64},
-                        {130, 128}, {7, 0},   {0, 5},     {3, 2051},   {132, 36}};
+                        {130, 128}, {7, 0},   {0, 5},     {3, 2051},   {132, 36},   {256, 130}};
 
 const char* format_label(fp8_format format) { return fp8::format_name(format); }
 
@@ -481,9 +483,10 @@ TEST_CASE_TEMPLATE("current scaling with misaligned pointers = fp8::quantize", H
 using grid_cap = fp8::cuda::detail::scoped_grid_cap_for_testing;
 
 TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 blocks") {
-  // {200, 300}: 3 tiles of 128 per row, a count that divides none of the capped grids' tiles per
-  // step (8, 16, 24), so the tile kernel's stepped position carries into the next row.
-  const shape capped_shapes[] = {{1000, 130}, {300, 1024}, {257, 385}, {512, 512}, {200, 300}};
+  // {200, 600}: 5 tiles of 128 per row (the last one partial), a count that divides none of the
+  // capped grids' tiles per step (8, 16, 24), so the tile kernel's stepped position carries into the
+  // next row under every cap (3 tiles would not under a cap of 3 blocks: 24 is 8 whole rows).
+  const shape capped_shapes[] = {{1000, 130}, {300, 1024}, {257, 385}, {512, 512}, {200, 600}};
   std::uint32_t seed = 5000;
   for (const std::size_t blocks : {std::size_t(1), std::size_t(2), std::size_t(3)}) {
     const grid_cap cap(blocks);

@@ -238,7 +238,9 @@ __global__ void __launch_bounds__(block_threads_2d)
     const auto row_of = [&](int pass) { return i * block_length + std::size_t(row_in_block(pass)); };
     // A whole, aligned block keeps its values in registers (one read); an edge block reads twice
     // with guards instead, so that the common path stays lean. `whole` is the same for the block.
-    const bool whole = vector && (i + 1) * block_length <= rows && (j + 1) * block_length <= cols;
+    // The transposed copy's packed stores need the block inside the matrix, not X's alignment.
+    const bool inside = (i + 1) * block_length <= rows && (j + 1) * block_length <= cols;
+    const bool whole = vector && inside;
     float scale = 1.0f;
     if (whole) {
       float4 v[block_passes_2d];
@@ -296,7 +298,7 @@ __global__ void __launch_bounds__(block_threads_2d)
     }
     if constexpr (Transposed) {
       __syncthreads();
-      store_transposed_block(tile, i * block_length, j * block_length, rows, cols, whole && packed_t, out_t);
+      store_transposed_block(tile, i * block_length, j * block_length, rows, cols, inside && packed_t, out_t);
       __syncthreads();  // the tile is refilled by the next block of this grid-stride loop
     }
   }

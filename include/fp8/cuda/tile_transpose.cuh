@@ -48,8 +48,10 @@ __global__ void __launch_bounds__(block_threads_2d, 2)
   constexpr int warps = block_threads_2d / 32;
   constexpr int length = int(block_length);
   __shared__ std::uint32_t tile[length * block_tile_words];  // the codes of the transposed copy
-  __shared__ std::uint32_t column_bits[warps][length];       // per warp, each column's amax bits
-  __shared__ float column_scale[length];
+  // A lane's 4 columns are written and read as one 16-byte access: 4-byte ones at 4 * lane + k put
+  // lanes 8 apart on one bank (4-way conflicts), a quarter-warp's 16-byte ones never share a bank.
+  __shared__ alignas(16) std::uint32_t column_bits[warps][length];  // per warp, each column's amax bits
+  __shared__ alignas(16) float column_scale[length];
   const int lane = int(threadIdx.x) % 32;
   const int warp = int(threadIdx.x) / 32;
   const std::size_t block_cols = (cols + block_length - 1) / block_length;
@@ -62,8 +64,10 @@ __global__ void __launch_bounds__(block_threads_2d, 2)
     const std::size_t c0 = j * block_length;
     const std::size_t c = c0 + 4 * std::size_t(lane);
     const auto row_of = [&](int pass) { return r0 + std::size_t(warp + pass * warps); };
-    // The same for the whole block.
-    const bool whole = vector && r0 + block_length <= rows && c0 + block_length <= cols;
+    // The same for the whole block. The transposed copy's packed stores need the block inside the
+    // matrix, not X's alignment.
+    const bool inside = r0 + block_length <= rows && c0 + block_length <= cols;
+    const bool whole = vector && inside;
     // The thread's 16 x 4 values: plain vector loads for an aligned block inside the matrix; guarded
     // loads at the edges, 0 outside (0 leaves every amax alone).
     const auto load_block = [&](float4(&v)[block_passes_2d]) {
@@ -118,8 +122,8 @@ __global__ void __launch_bounds__(block_threads_2d, 2)
       for (std::size_t p = rows; p < layout.leading; ++p) scales.pad(layout.index(p, j));
     }
     // Xᵀ's copy: each column's amax over the block's rows (its tile in Xᵀ), then its scale.
-#pragma unroll
-    for (int k = 0; k < 4; ++k) column_bits[warp][4 * lane + k] = own_columns[k];
+    *reinterpret_cast<uint4*>(&column_bits[warp][4 * lane]) =
+        make_uint4(own_columns[0], own_columns[1], own_columns[2], own_columns[3]);
     __syncthreads();  // (the previous block's readers of column_scale and tile are done too)
     if (int(threadIdx.x) < length) {
       std::uint32_t bits = 0;
@@ -133,18 +137,17 @@ __global__ void __launch_bounds__(block_threads_2d, 2)
       for (std::size_t p = cols; p < layout_t.leading; ++p) scales_t.pad(layout_t.index(p, i));
     }
     __syncthreads();
-    const float s0 = column_scale[4 * lane], s1 = column_scale[4 * lane + 1];
-    const float s2 = column_scale[4 * lane + 2], s3 = column_scale[4 * lane + 3];
+    const float4 s = *reinterpret_cast<const float4*>(&column_scale[4 * lane]);
     load_block(v);  // again, from L1 (see above)
 #pragma unroll
     for (int pass = 0; pass < block_passes_2d; ++pass) {
-      const float4 scaled{v[pass].x * s0, v[pass].y * s1, v[pass].z * s2, v[pass].w * s3};
+      const float4 scaled{v[pass].x * s.x, v[pass].y * s.y, v[pass].z * s.z, v[pass].w * s.w};
       // Codes past the matrix's edge are never read.
       tile[(warp + pass * warps) * block_tile_words + lane] =
           convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
     }
     __syncthreads();
-    store_transposed_block(tile, r0, c0, rows, cols, whole && packed_t, out_t);
+    store_transposed_block(tile, r0, c0, rows, cols, inside && packed_t, out_t);
     // The next block's first writes to column_bits, column_scale and tile each follow a barrier that
     // every reader here reaches first.
   }
