@@ -27,7 +27,7 @@
 set -uo pipefail
 
 if [[ $# -lt 1 ]]; then
-  sed -n '2,26p' "$0"
+  awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"  # the header comment above
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -8,15 +8,19 @@
 
 namespace trainer::cuda {
 
-// At most `blocks` blocks per grid from now on; 0: the device's own cap (SMs x 8).
-void set_grid_cap_for_testing(std::size_t blocks);
+// At most `blocks` blocks per grid from now on; 0: the device's own cap (SMs x 8). Returns the cap
+// it replaces.
+std::size_t set_grid_cap_for_testing(std::size_t blocks);
 
-// The cap for a scope, lifted when the scope ends.
+// The cap for a scope; the one it replaced comes back when the scope ends (so that scopes nest).
 struct scoped_grid_cap {
-  explicit scoped_grid_cap(std::size_t blocks) { set_grid_cap_for_testing(blocks); }
-  ~scoped_grid_cap() { set_grid_cap_for_testing(0); }
+  explicit scoped_grid_cap(std::size_t blocks) : replaced_(set_grid_cap_for_testing(blocks)) {}
+  ~scoped_grid_cap() { set_grid_cap_for_testing(replaced_); }
   scoped_grid_cap(const scoped_grid_cap&) = delete;
   scoped_grid_cap& operator=(const scoped_grid_cap&) = delete;
+
+ private:
+  std::size_t replaced_;
 };
 
 }  // namespace trainer::cuda

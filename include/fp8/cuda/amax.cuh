@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 
@@ -47,6 +48,8 @@ __device__ __forceinline__ std::uint32_t warp_max(std::uint32_t bits) { return g
 template <int Threads>
 __device__ __forceinline__ std::uint32_t block_max(std::uint32_t bits) {
   static_assert(Threads % 32 == 0 && Threads <= 1024, "whole warps");
+  // Fewer threads would read partial[] entries no warp wrote, more would leave warps out.
+  assert(blockDim.x == unsigned(Threads) && blockDim.y == 1 && blockDim.z == 1);
   constexpr int warps = Threads / 32;
   __shared__ std::uint32_t partial[warps];
   bits = warp_max(bits);

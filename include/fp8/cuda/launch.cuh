@@ -49,12 +49,18 @@ inline int multiprocessor_count() {
 // that only large tensors reach otherwise. Not for production use: it is process-wide state.
 inline std::size_t grid_cap_for_testing = 0;
 
-// Sets grid_cap_for_testing for a test's scope and restores "no cap" when it ends.
+// Sets grid_cap_for_testing for a test's scope and restores the cap it replaced when it ends (so
+// that scopes nest).
 struct scoped_grid_cap_for_testing {
-  explicit scoped_grid_cap_for_testing(std::size_t blocks) { grid_cap_for_testing = blocks; }
-  ~scoped_grid_cap_for_testing() { grid_cap_for_testing = 0; }
+  explicit scoped_grid_cap_for_testing(std::size_t blocks) : replaced_(grid_cap_for_testing) {
+    grid_cap_for_testing = blocks;
+  }
+  ~scoped_grid_cap_for_testing() { grid_cap_for_testing = replaced_; }
   scoped_grid_cap_for_testing(const scoped_grid_cap_for_testing&) = delete;
   scoped_grid_cap_for_testing& operator=(const scoped_grid_cap_for_testing&) = delete;
+
+ private:
+  std::size_t replaced_;
 };
 
 // Blocks for a grid-stride loop over `work_items` items of `block_threads` each: enough to cover the
