@@ -16,5 +16,6 @@
 #include "cuda/quantize.cuh"
 #include "cuda/scale.cuh"
 #include "cuda/tile_transpose.cuh"
+#include "cuda/transpose_codes.cuh"
 #include "fp8.hpp"
 #include "scaling.hpp"

@@ -328,6 +328,55 @@ TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_tran
   for (const shape s : shapes) check_quantize_transpose<Host>(s, seed++);
 }
 
+// The transpose of codes that already exist (transpose_codes, for the codes a producer wrote): byte
+// for byte the transposed copy of the CPU's cast + transpose of the same values, and both inverse
+// scales 1 / scale. Offset 1 misaligns the codes and the copy (byte loads and stores).
+void check_transpose_codes(const shape s, std::uint32_t seed, std::size_t offset) {
+  const std::size_t n = s.rows * s.cols;
+  const std::vector<float> values = make_input(n, seed, true);
+  const float scale = 0.5f;
+  std::vector<std::uint8_t> codes(n), expected_t(n);
+  fp8::quantize_transpose(values.data(), s.rows, s.cols, fp8_format::e4m3, scale, codes.data(),
+                          expected_t.data());
+  const dirty_buffer<std::uint8_t> in(codes, offset), out_t(n, offset);
+  const dirty_buffer<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});  // scale, both inverses
+  fp8::cuda::transpose_codes(in.data(), s.rows, s.cols, out_t.data(), scalars.data(), scalars.data() + 1,
+                             scalars.data() + 2);
+  const std::string what = "transpose_codes " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                           " offset " + std::to_string(offset);
+  check_same_bytes(out_t.download(), expected_t, what);
+  check_same_bytes(in.download(), codes, what + " (its input untouched)");
+  const auto results = scalars.download();
+  CAPTURE(what);
+  CHECK(bits(results[1]) == bits(1.0f / scale));
+  CHECK(bits(results[2]) == bits(1.0f / scale));
+}
+
+TEST_CASE("transpose_codes = the transposed copy of the CPU's cast + transpose, with both inverse scales") {
+  std::uint32_t seed = 150;
+  for (const shape s : shapes) {
+    for (const std::size_t offset : {std::size_t(0), std::size_t(1)})
+      check_transpose_codes(s, seed++, offset);
+  }
+  // Several blocks per thread block: the tile's reuse across the grid-stride loop.
+  for (const std::size_t blocks : {std::size_t(1), std::size_t(3)}) {
+    const fp8::cuda::detail::scoped_grid_cap_for_testing cap(blocks);
+    CAPTURE(blocks);
+    for (const shape s : {shape{257, 385}, shape{512, 512}, shape{200, 600}})
+      check_transpose_codes(s, seed++, 0);
+  }
+  // No scale: 1, as a cast without one.
+  const dirty_buffer<std::uint8_t> codes(std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6}), out_t(6);
+  const dirty_buffer<float> inverses(std::vector<float>{0.0f, 0.0f});
+  fp8::cuda::transpose_codes(codes.data(), 2, 3, out_t.data(), nullptr, inverses.data(), inverses.data() + 1);
+  CHECK(out_t.download() == std::vector<std::uint8_t>{1, 4, 2, 5, 3, 6});
+  CHECK(inverses.download() == std::vector<float>{1.0f, 1.0f});
+  // A non-empty matrix without its buffers is refused before anything runs; an empty one is not.
+  CHECK_THROWS_WITH_AS(fp8::cuda::transpose_codes(nullptr, 2, 3, out_t.data(), nullptr, nullptr, nullptr),
+                       doctest::Contains("codes and out_t must be set"), fp8::invalid_argument);
+  CHECK_NOTHROW(fp8::cuda::transpose_codes(nullptr, 0, 3, nullptr, nullptr, nullptr, nullptr));
+}
+
 // --- Current scaling at every granularity -------------------------------------------------------
 
 std::vector<fp8::quantization> current_recipes() {

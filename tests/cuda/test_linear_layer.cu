@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -604,6 +605,135 @@ TEST_CASE(
   } catch (const fp8::invalid_argument& e) { refusal = e.what(); }
   CHECK(refusal.find("fp8::cuda::linear_layer::forward: x_amax is at 0x") != std::string::npos);
   CHECK(refusal.find("not a float's 4-byte alignment") != std::string::npos);
+}
+
+namespace {
+
+// A producer that writes its output as the layer's FP8 codes (linear_layer::fp8_input), as a user's
+// norm or activation kernel would: each value (here the input itself) as BF16, times the target's
+// scale, converted rounding to nearest even and saturating; its amax recorded when `amax` is set.
+template <class Format>
+__global__ void __launch_bounds__(producer_threads)
+    produce_fp8(const __nv_bfloat16* in, std::size_t count, const float* scale, std::uint8_t* codes,
+                float* amax) {
+  fp8::cuda::amax_tracker tracker;
+  const float s = *scale;
+  const std::size_t stride = std::size_t(gridDim.x) * producer_threads;
+  for (std::size_t i = blockIdx.x * std::size_t(producer_threads) + threadIdx.x; i < count; i += stride) {
+    const __nv_bfloat16 value = in[i];
+    codes[i] = fp8::cuda::convert<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(
+        __bfloat162float(value) * s);
+    tracker.add(value);
+  }
+  if (amax != nullptr) tracker.record<producer_threads>(amax);  // the same for the whole grid
+}
+
+void produce_into(const linear_layer::fp8_input_target& target, const device_buffer<__nv_bfloat16>& in,
+                  bool record) {
+  REQUIRE(std::size_t(target.rows * target.cols) == in.size());
+  float* amax = record ? target.amax : nullptr;
+  if (target.format == fp8::fp8_format::e4m3) {
+    produce_fp8<fp8::e4m3_format>
+        <<<7, producer_threads>>>(in.data(), in.size(), target.scale, target.codes, amax);
+  } else {
+    REQUIRE(target.format == fp8::fp8_format::e5m2);
+    produce_fp8<fp8::e5m2_format>
+        <<<7, producer_threads>>>(in.data(), in.size(), target.scale, target.codes, amax);
+  }
+  FP8_CUDA_CHECK(cudaGetLastError());
+}
+
+std::string refusal_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const fp8::invalid_argument& e) { return e.what(); }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE(
+    "X and dY written as FP8 by their producers: the same results as the layer's own casts, bit for bit") {
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};  // HYBRID: X E4M3, dY E5M2
+  fp8::cublaslt::handle lt;
+  linear_scaling cast_scaling(recipe, 1), written_scaling(recipe, 1);
+  const linear_config config{K, N, M, false, recipe, linear_precision::fp8(), true};
+  linear_layer cast(config, cast_scaling, 0, lt), written(config, written_scaling, 0, lt);
+  REQUIRE(written.takes_fp8_input(fp8::cuda::linear_tensor::x));
+  REQUIRE(written.takes_fp8_input(fp8::cuda::linear_tensor::dy));
+  device_buffer<__nv_bfloat16> w(random_bf16(N * K, 71, 0.5f));
+  device_buffer<__nv_bfloat16> y_cast(std::size_t(M * N)), y_written(std::size_t(M * N)),
+      dx_cast(std::size_t(M * K)), dx_written(std::size_t(M * K));
+  device_buffer<float> dw_cast(std::size_t(N * K)), dw_written(std::size_t(N * K));
+  // Three steps: the first with the state's initial scales (1), the later ones with scales from the
+  // amax history, and dY's values growing so that the last step's E5M2 codes saturate.
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 72 + unsigned(step), 2.0f)),
+        dy(random_bf16(M * N, 82 + unsigned(step), 0.01f * float(1 << (8 * step))));
+    cast.forward({x.data(), w.data(), nullptr, y_cast.data(), M, true});
+    cast.backward(
+        {dy.data(), x.data(), w.data(), dx_cast.data(), dw_cast.data(), nullptr, M, step > 0, true});
+
+    produce_into(written.fp8_input(fp8::cuda::linear_tensor::x, M), x, true);
+    linear_layer::forward_args f{nullptr, w.data(), nullptr, y_written.data(), M, true};
+    f.x_written = true;
+    written.forward(f);
+    produce_into(written.fp8_input(fp8::cuda::linear_tensor::dy, M), dy, true);
+    linear_layer::backward_args b{nullptr, nullptr,  w.data(), dx_written.data(), dw_written.data(), nullptr,
+                                  M,       step > 0, true};
+    b.dy_written = true;
+    written.backward(b);
+
+    CHECK(same_bytes(y_cast.download(), y_written.download()));
+    CHECK(same_bytes(dx_cast.download(), dx_written.download()));
+    CHECK(same_bytes(dw_cast.download(), dw_written.download()));
+    for (const linear_buffer buffer :
+         {linear_buffer::x_fp8, linear_buffer::x_t_fp8, linear_buffer::dy_fp8, linear_buffer::dy_t_fp8}) {
+      CAPTURE(fp8::cuda::buffer_name(buffer));
+      CHECK(same_bytes(copy_bytes(cast, buffer, M), copy_bytes(written, buffer, M)));
+    }
+    CHECK(current_amaxes(cast_scaling) == current_amaxes(written_scaling));
+    cast_scaling.end_step();
+    written_scaling.end_step();
+  }
+  const fp8::delayed_scaling_state cast_state = cast_scaling.state().download(),
+                                   written_state = written_scaling.state().download();
+  for (std::size_t t = 0; t < cast_state.size(); ++t) {
+    CAPTURE(t);
+    CHECK(cast_state[t].history == written_state[t].history);
+    CHECK(std::memcmp(&cast_state[t].scales, &written_state[t].scales, sizeof(cast_state[t].scales)) == 0);
+  }
+
+  // What the layer refuses, named: statistics (they count the BF16 tensor), dY written without dX,
+  // a flag without a layer that takes the codes, W, and current scaling.
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 90, 1.0f)), dy(random_bf16(M * N, 91, 0.01f));
+  linear_layer::forward_args f{nullptr, w.data(), nullptr, y_written.data(), M, true};
+  f.x_written = true;
+  f.statistics = true;
+  CHECK(refusal_of([&] { written.forward(f); }).find("statistics count the BF16 X") != std::string::npos);
+  written.forward({x.data(), w.data(), nullptr, y_written.data(), M, true});
+  linear_layer::backward_args b{nullptr, nullptr, w.data(), nullptr, dw_written.data(),
+                                nullptr, M,       true,     true};
+  b.dy_written = true;
+  CHECK(refusal_of([&] { written.backward(b); }).find("needs a backward with dX") != std::string::npos);
+  linear_layer::forward_args missing{nullptr, w.data(), nullptr, y_written.data(), M, true};
+  CHECK(refusal_of([&] { written.forward(missing); }).find("x must be set") != std::string::npos);
+  CHECK(refusal_of([&] {
+          (void)written.fp8_input(fp8::cuda::linear_tensor::w, M);
+        }).find("W cannot be written as FP8 by its producer") != std::string::npos);
+  const fp8::gemm_recipe per_tensor = current(fp8::granularity::per_tensor, fp8::granularity::per_tensor);
+  linear_scaling current_scaling(per_tensor, 1);
+  linear_layer current_layer({K, N, M, false, per_tensor, linear_precision::fp8(), true}, current_scaling, 0,
+                             lt);
+  CHECK_FALSE(current_layer.takes_fp8_input(fp8::cuda::linear_tensor::x));
+  CHECK(refusal_of([&] {
+          (void)current_layer.fp8_input(fp8::cuda::linear_tensor::x, M);
+        }).find("not delayed scaling") != std::string::npos);
+  linear_layer::forward_args g{nullptr, w.data(), nullptr, y_written.data(), M, true};
+  g.x_written = true;
+  CHECK(refusal_of([&] { current_layer.forward(g); }).find("X was written as FP8 by its producer, but") !=
+        std::string::npos);
 }
 
 TEST_CASE("the stage hook sees each call's own kernels and its products, in stream order") {

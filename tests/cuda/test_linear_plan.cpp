@@ -898,3 +898,36 @@ TEST_CASE("a producer's amax saves a read where a current per-tensor cast or an 
   // W is never given one.
   CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, per_tensor), linear_tensor::w));
 }
+
+TEST_CASE("a producer may write X's or dY's FP8 codes itself where the layer makes one delayed fused cast") {
+  using fp8::cuda::fp8_input_refusal;
+  const fp8::gemm_recipe delayed{fp8::delayed_scaling{}};
+  const auto refused = [](const linear_config& config, linear_tensor t, const std::string& because) {
+    const char* why = fp8_input_refusal(config, t);
+    REQUIRE(why != nullptr);
+    CHECK_MESSAGE(contains(why, because), why);
+  };
+  // The default: HYBRID delayed, every class FP8: X and dY, never W.
+  for (const linear_tensor t : {linear_tensor::x, linear_tensor::dy}) {
+    CAPTURE(int(t));
+    CHECK(fp8_input_refusal(config_of(256, 128, 256, delayed), t) == nullptr);
+    // One of the tensor's classes in BF16 reads the BF16 tensor: no fused cast.
+    linear_precision wgrad_bf16{};
+    wgrad_bf16.wgrad = gemm_precision::bf16;
+    refused(config_of(256, 128, 256, delayed, wgrad_bf16), t, "no fused cast");
+    refused(config_of(256, 128, 256, delayed, linear_precision::bf16()), t, "no fused cast");
+    // fake_fp8 reads a decode of the copy.
+    linear_precision fake{};
+    fake.fprop = fake.dgrad = fake.wgrad = gemm_precision::fake_fp8;
+    refused(config_of(256, 128, 256, delayed, fake), t, "fake_fp8");
+    // Current scaling: the scale comes from the tensor itself.
+    refused(config_of(256, 128, 256, fp8::gemm_recipe{fp8::current_scaling{}}), t, "not delayed");
+  }
+  refused(config_of(256, 128, 256, delayed), linear_tensor::w, "weights_changed");
+  // A bias: its gradient sums the BF16 dY (FP8 wgrad); X is still taken.
+  linear_config with_bias = config_of(256, 128, 256, delayed);
+  with_bias.bias = true;
+  CHECK(fp8_input_refusal(with_bias, linear_tensor::x) == nullptr);
+  refused(with_bias, linear_tensor::dy, "column sum");
+  CHECK(std::string(fp8::cuda::tensor_name(linear_tensor::dy)) == "dY");
+}

@@ -19,8 +19,9 @@
 // counts what its casts did (saturated and flushed elements, amax, scale range), and what a cast
 // would do to the operands of BF16 classes, read with read_statistics(). A caller whose kernel wrote
 // X (or dY) can pass its amax (x_amax, dy_amax: amax_tracker), which saves the read of the tensor
-// that current per-tensor scaling and BF16 amax recording otherwise make for it. See
-// docs/linear_layer.md.
+// that current per-tensor scaling and BF16 amax recording otherwise make for it. Under delayed
+// scaling it can write X's (or dY's) FP8 codes itself (fp8_input, x_written, dy_written), which
+// saves its BF16 store of the tensor and the layer's cast of it. See docs/linear_layer.md.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -48,6 +49,7 @@
 #include "linear/scaling.cuh"
 #include "linear/statistics.hpp"
 #include "quantize.cuh"
+#include "transpose_codes.cuh"
 
 namespace fp8::cuda {
 
@@ -67,6 +69,10 @@ class linear_layer {
     // BF16 class is copied from it. Delayed and block-scaled casts find X's amax in their one read
     // and do not read it. It must be exactly X's amax: a smaller one saturates X's largest elements.
     const float* x_amax = nullptr;
+    // X's FP8 codes were written by the caller's kernel into fp8_input(linear_tensor::x, m), its
+    // amax recorded there when record_amax: the layer makes only the transposed copy, and x may be
+    // null. Not with statistics (they count the BF16 tensor against its copies).
+    bool x_written = false;
   };
   struct backward_args {
     const __nv_bfloat16* dy = nullptr;  // [M, N]
@@ -80,6 +86,10 @@ class linear_layer {
     bool record_amax = true;
     bool statistics = false;         // count what the casts of dY did (read_statistics)
     const float* dy_amax = nullptr;  // max |dY| of this call's dY, as forward_args::x_amax for X
+    // dY's FP8 codes written into fp8_input(linear_tensor::dy, m), as forward_args::x_written for X;
+    // dy may then be null. Only in a backward with dX (without, the layer casts only wgrad's copy,
+    // with that operand's own scale).
+    bool dy_written = false;
   };
 
   // An FP8 copy the layer holds (for inspection and tests): codes, inverse scales and how they were made.
@@ -130,6 +140,40 @@ class linear_layer {
   // Whether x_amax (tensor x) or dy_amax (dy) would save this layer a read of the tensor
   // (given_amax_saves_read): a producer can skip recording the amax where it would not.
   bool takes_given_amax(linear_tensor tensor) const { return given_amax_saves_read(config_, tensor); }
+  // Where the kernel that writes X (or dY) puts the tensor's FP8 codes for a call with x_written (or
+  // dy_written), instead of the BF16 tensor: for each element, the value as BF16 (rounded to nearest
+  // even, as the BF16 store would), widened, times *scale, converted to `format` rounding to nearest
+  // even and saturating (fp8::cuda::convert_x4, or the CPU's quantize of one value: the codes are
+  // then those the layer's cast would make); and, in calls that record amaxes, the values' amax
+  // max-accumulated into *amax (fp8::cuda::amax_tracker). Device pointers, valid until the layer
+  // goes; *scale is the scaling state's, which moves only at end_step().
+  struct fp8_input_target {
+    std::uint8_t* codes = nullptr;  // [rows, cols] row-major
+    const float* scale = nullptr;
+    float* amax = nullptr;
+    fp8_format format = fp8_format::e4m3;
+    std::int64_t rows = 0;  // m
+    std::int64_t cols = 0;  // in_features for X, out_features for dY
+  };
+  // Whether fp8_input(tensor) is available (fp8_input_refusal says why not).
+  bool takes_fp8_input(linear_tensor tensor) const { return fp8_input_refusal(config_, tensor) == nullptr; }
+  // The target for X's (or dY's) codes in a call with m tokens; throws fp8::invalid_argument with
+  // the reason where the layer cannot take them (takes_fp8_input).
+  fp8_input_target fp8_input(linear_tensor tensor, std::int64_t m) {
+    const char* refusal = fp8_input_refusal(config_, tensor);
+    if (refusal != nullptr) {
+      throw invalid_argument(std::string("fp8::cuda::linear_layer::fp8_input: ") + tensor_name(tensor) +
+                             " cannot be written as FP8 by its producer: " + refusal);
+    }
+    const cast_plan& c = plan_for(m).cast(tensor);
+    return {copies_[std::size_t(tensor)].row.data(),
+            scaling_.state().scale(scaling_.slot(index_, c.row_operand)),
+            amax_slot(c.row_operand),
+            config_.recipe[c.row_operand].quant.format,
+            c.rows,
+            c.cols};
+  }
+
   // How many times W has been cast (once per weights_changed() when its copies are in use).
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
@@ -144,7 +188,10 @@ class linear_layer {
   void forward(const forward_args& args, cudaStream_t stream = nullptr) {
     constexpr const char* function = "fp8::cuda::linear_layer::forward";
     const linear_plan& p = plan_for(args.m);
-    detail::require(args.x != nullptr && args.y != nullptr, function, "x and y must be set");
+    detail::require(args.y != nullptr, function, "y must be set");
+    detail::require(args.x != nullptr || args.x_written, function,
+                    "x must be set (or its FP8 codes written: x_written)");
+    if (args.x_written) check_written(linear_tensor::x, args.statistics, function);
     detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
     detail::require(
         config_.bias == (args.bias != nullptr), function,
@@ -156,8 +203,12 @@ class linear_layer {
     check_given_amax(args.x_amax, function, "x_amax");
     enter(stage::kernels);
     ensure_weight_copies(p, args.w, args.record_amax, stream);
-    cast_tensor(p.cast(linear_tensor::x), p.bf16_cast(linear_tensor::x), args.x, args.x_amax,
-                args.record_amax, stream);
+    if (args.x_written) {
+      transpose_written(p.cast(linear_tensor::x), args.record_amax, stream);
+    } else {
+      cast_tensor(p.cast(linear_tensor::x), p.bf16_cast(linear_tensor::x), args.x, args.x_amax,
+                  args.record_amax, stream);
+    }
     if (args.statistics) {
       // W's copies may be cached from an earlier call: they are counted against the W passed now,
       // which is the W they were made from as long as weights_changed() follows every change.
@@ -179,7 +230,15 @@ class linear_layer {
     const linear_plan& p = plan_for(args.m);
     const bool dgrad = args.dx != nullptr;
     const bool wgrad8 = casts_to_fp8(p.gemm(gemm_kind::wgrad).precision);  // reads the saved Xᵀ copy
-    detail::require(args.dy != nullptr && args.dw != nullptr, function, "dy and dw must be set");
+    detail::require(args.dw != nullptr, function, "dw must be set");
+    detail::require(args.dy != nullptr || args.dy_written, function,
+                    "dy must be set (or its FP8 codes written: dy_written)");
+    if (args.dy_written) {
+      check_written(linear_tensor::dy, args.statistics, function);
+      detail::require(dgrad, function,
+                      "dy_written needs a backward with dX (without, only wgrad's copy of dY is made, "
+                      "with that operand's own scale)");
+    }
     detail::require(
         config_.bias == (args.dbias != nullptr), function,
         config_.bias ? "the config has a bias: pass dbias" : "dbias was passed but the config has none");
@@ -207,7 +266,11 @@ class linear_layer {
     if (dgrad && args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
-    cast_tensor(dy.cast, dy.bf16, args.dy, args.dy_amax, args.record_amax, stream);
+    if (args.dy_written) {
+      transpose_written(dy.cast, args.record_amax, stream);
+    } else {
+      cast_tensor(dy.cast, dy.bf16, args.dy, args.dy_amax, args.record_amax, stream);
+    }
     if (args.statistics) count_tensor(dy.cast, dy.bf16, args.dy, stream);
     pointers_.fill(nullptr);
     pointers_[index_of(linear_buffer::x)] = args.x;
@@ -311,6 +374,32 @@ class linear_layer {
                              cublaslt::detail::hex_address(amax) + ", not a float's 4-byte alignment");
     }
   }
+  // A call whose X (or dY) its producer wrote as FP8 codes: the layer must take them, and statistics,
+  // which count the BF16 tensor against its copies, have no BF16 tensor to count.
+  void check_written(linear_tensor tensor, bool statistics, const char* function) const {
+    const char* refusal = fp8_input_refusal(config_, tensor);
+    if (refusal != nullptr) {
+      throw invalid_argument(std::string(function) + ": " + tensor_name(tensor) +
+                             " was written as FP8 by its producer, but " + refusal);
+    }
+    detail::require(!statistics, function,
+                    std::string("statistics count the BF16 ") + tensor_name(tensor) +
+                        " against its copies: a statistics call takes it in BF16, not written as FP8");
+  }
+
+  // The rest of the fused delayed cast of a tensor whose codes its producer wrote into the row copy
+  // (fp8_input): the transposed copy, both copies' inverse scale 1 / scale (the scale the producer
+  // read), and the amax the producer recorded into the row operand's slot copied into the transposed
+  // operand's, as cast_one does after a fused delayed cast.
+  void transpose_written(const cast_plan& c, bool record, cudaStream_t stream) {
+    tensor_copies& t = copies_[std::size_t(c.tensor)];
+    transpose_codes(t.row.data(), std::size_t(c.rows), std::size_t(c.cols), t.transposed.data(),
+                    scaling_.state().scale(scaling_.slot(index_, c.row_operand)), t.row_scale.data(),
+                    t.transposed_scale.data(), stream);
+    if (record)
+      detail::record_amax(amax_slot(c.row_operand), amax_slot(c.transposed_operand), nullptr, stream);
+  }
+
   // The bits of an FP8 code without its sign (the same for E4M3 and E5M2): zero means ±0.
   static constexpr std::uint32_t magnitude_mask = format_traits<e4m3_format>::magnitude_mask;
 

@@ -84,6 +84,15 @@ constexpr const char* buffer_name(linear_buffer buffer) noexcept {
 // The three high-precision tensors the layer casts.
 enum class linear_tensor : std::uint8_t { x = 0, w = 1, dy = 2 };
 
+constexpr const char* tensor_name(linear_tensor tensor) noexcept {
+  switch (tensor) {
+    case linear_tensor::x: return "X";
+    case linear_tensor::w: return "W";
+    case linear_tensor::dy: return "dY";
+  }
+  return "?";
+}
+
 // How one tensor (rows x cols, row-major BF16) becomes FP8: the copy as stored (for the product that
 // reads it K-contiguous as it is) and/or its transpose (for the one that reduces over its rows).
 // `fused`: both copies come from one pass (quantize_transpose), which needs one recipe for both
@@ -548,6 +557,29 @@ inline bool given_amax_saves_read(const linear_config& config, linear_tensor ten
   if (c.row_major && per_tensor_current(c.row_operand)) return true;
   if (c.transposed && per_tensor_current(c.fused ? c.row_operand : c.transposed_operand)) return true;
   return !c.any() && config.record_bf16_amax && plan.bf16_cast(tensor).any();
+}
+
+// Why the kernel that writes X (or dY) cannot write its FP8 codes for the layer itself
+// (linear_layer::fp8_input), or null when it can. It can where the layer would make both copies of
+// the tensor in one delayed cast: the scale is then known before the tensor exists (the state's), the
+// transposed copy is the codes' transpose, and no product reads the tensor in BF16.
+inline const char* fp8_input_refusal(const linear_config& config, linear_tensor tensor) {
+  if (tensor == linear_tensor::w) return "W is cast by the layer itself, once per weights_changed()";
+  const linear_plan plan = make_linear_plan(config, config.max_tokens);
+  const cast_plan& c = plan.cast(tensor);
+  if (!c.fused) {
+    return "the layer makes no fused cast of it: both of its products must read FP8 copies made with "
+           "one recipe";
+  }
+  if (c.dequantize_row || c.dequantize_transposed) return "a fake_fp8 product reads a BF16 decode of it";
+  if (config.recipe[c.row_operand].mode != scaling_mode::delayed) {
+    return "its recipe is not delayed scaling: the scale must be known before the tensor is written "
+           "(under current scaling, pass its amax instead: x_amax, dy_amax)";
+  }
+  if (tensor == linear_tensor::dy && plan.bias_gradient == bias_gradient_method::column_sum) {
+    return "the bias gradient is a column sum of the BF16 dY";
+  }
+  return nullptr;
 }
 
 // A pointer of the caller's that a product reads or writes directly: FP8 products need every matrix
