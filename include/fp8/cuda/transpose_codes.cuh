@@ -29,9 +29,9 @@ namespace detail {
 // (A template, as every kernel in these headers, so that translation units may share it.)
 template <int Threads>
 __global__ void __launch_bounds__(Threads)
-    transpose_codes_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols, bool vector,
-                           bool packed_t, const float* scale, float* scale_inv, float* scale_inv_t,
-                           std::uint8_t* __restrict__ out_t) {
+    transpose_codes_kernel(const std::uint8_t* __restrict__ in, std::size_t rows, std::size_t cols,
+                           bool vector, bool packed_t, const float* scale, float* scale_inv,
+                           float* scale_inv_t, std::uint8_t* __restrict__ out_t) {
   static_assert(Threads == block_threads_2d, "the block kernels' layout: 8 warps x 16 passes");
   constexpr int warps = Threads / 32;
   __shared__ std::uint32_t tile[block_length * block_tile_words];
@@ -78,21 +78,22 @@ __global__ void __launch_bounds__(Threads)
 // set, *scale_inv = *scale_inv_t = 1 / *scale (scale in device memory, null meaning 1): the inverse
 // scales of both copies, as a cast with that scale writes them. Throws fp8::invalid_argument on null
 // matrices (of a non-empty shape), fp8::cuda_error if the launch fails.
-inline void transpose_codes(const std::uint8_t* codes, std::size_t rows, std::size_t cols, std::uint8_t* out_t,
-                            const float* scale, float* scale_inv, float* scale_inv_t,
+inline void transpose_codes(const std::uint8_t* codes, std::size_t rows, std::size_t cols,
+                            std::uint8_t* out_t, const float* scale, float* scale_inv, float* scale_inv_t,
                             cudaStream_t stream = nullptr) {
   constexpr const char* function = "fp8::cuda::transpose_codes";
   detail::require(rows == 0 || cols == 0 || (codes != nullptr && out_t != nullptr), function,
                   "codes and out_t must be set for a non-empty matrix");
-  const std::size_t blocks = ((rows + block_length - 1) / block_length) *
-                             ((cols + block_length - 1) / block_length);
+  const std::size_t blocks =
+      ((rows + block_length - 1) / block_length) * ((cols + block_length - 1) / block_length);
   if (blocks == 0 && scale_inv == nullptr && scale_inv_t == nullptr) return;
   const bool vector = cols % 4 == 0 && detail::is_aligned(codes, 4);
   const bool packed_t = rows % 4 == 0 && detail::is_aligned(out_t, 4);
   const unsigned grid = detail::grid_for(blocks, 1);
   detail::transpose_codes_kernel<detail::block_threads_2d><<<grid, detail::block_threads_2d, 0, stream>>>(
       codes, rows, cols, vector, packed_t, scale, scale_inv, scale_inv_t, out_t);
-  detail::check_launch("fp8::cuda::detail::transpose_codes_kernel", rows, cols, grid, detail::block_threads_2d);
+  detail::check_launch("fp8::cuda::detail::transpose_codes_kernel", rows, cols, grid,
+                       detail::block_threads_2d);
 }
 
 }  // namespace fp8::cuda
