@@ -113,6 +113,8 @@ class linear_layer {
       column_partials_ = detail::device_array<float>(
           detail::column_sum_workspace(std::size_t(config_.max_tokens), std::size_t(config_.out_features)));
     }
+    for (const linear_tensor t : {linear_tensor::x, linear_tensor::w, linear_tensor::dy})
+      input_refusals_[std::size_t(t)] = fp8_input_refusal(config_, t);
     counters_ = detail::device_array<cast_counters>(gemm_operand_count);
     // read_statistics copies all of them back, counted or not: no uninitialised bytes in that copy.
     // cudaMemset runs on the legacy default stream, which a cudaStreamNonBlocking stream does not
@@ -156,18 +158,18 @@ class linear_layer {
     std::int64_t cols = 0;  // in_features for X, out_features for dY
   };
   // Whether fp8_input(tensor) is available (fp8_input_refusal says why not).
-  bool takes_fp8_input(linear_tensor tensor) const { return fp8_input_refusal(config_, tensor) == nullptr; }
+  bool takes_fp8_input(linear_tensor tensor) const { return input_refusals_[std::size_t(tensor)] == nullptr; }
   // The target for X's (or dY's) codes in a call with m tokens; throws fp8::invalid_argument with
   // the reason where the layer cannot take them (takes_fp8_input).
   fp8_input_target fp8_input(linear_tensor tensor, std::int64_t m) {
-    const char* refusal = fp8_input_refusal(config_, tensor);
+    const char* refusal = input_refusals_[std::size_t(tensor)];
     if (refusal != nullptr) {
       throw invalid_argument(std::string("fp8::cuda::linear_layer::fp8_input: ") + tensor_name(tensor) +
                              " cannot be written as FP8 by its producer: " + refusal);
     }
     const cast_plan& c = plan_for(m).cast(tensor);
     return {copies_[std::size_t(tensor)].row.data(),
-            scaling_.state().scale(scaling_.slot(index_, c.row_operand)),
+            delayed_scale(c.row_operand),
             amax_slot(c.row_operand),
             config_.recipe[c.row_operand].quant.format,
             c.rows,
@@ -377,7 +379,7 @@ class linear_layer {
   // A call whose X (or dY) its producer wrote as FP8 codes: the layer must take them, and statistics,
   // which count the BF16 tensor against its copies, have no BF16 tensor to count.
   void check_written(linear_tensor tensor, bool statistics, const char* function) const {
-    const char* refusal = fp8_input_refusal(config_, tensor);
+    const char* refusal = input_refusals_[std::size_t(tensor)];
     if (refusal != nullptr) {
       throw invalid_argument(std::string(function) + ": " + tensor_name(tensor) +
                              " was written as FP8 by its producer, but " + refusal);
@@ -394,8 +396,7 @@ class linear_layer {
   void transpose_written(const cast_plan& c, bool record, cudaStream_t stream) {
     tensor_copies& t = copies_[std::size_t(c.tensor)];
     transpose_codes(t.row.data(), std::size_t(c.rows), std::size_t(c.cols), t.transposed.data(),
-                    scaling_.state().scale(scaling_.slot(index_, c.row_operand)), t.row_scale.data(),
-                    t.transposed_scale.data(), stream);
+                    delayed_scale(c.row_operand), t.row_scale.data(), t.transposed_scale.data(), stream);
     if (record)
       detail::record_amax(amax_slot(c.row_operand), amax_slot(c.transposed_operand), nullptr, stream);
   }
@@ -469,6 +470,10 @@ class linear_layer {
     return record && config_.record_bf16_amax && bf16.any();
   }
   float* amax_slot(gemm_operand operand) { return scaling_.state().amax(scaling_.slot(index_, operand)); }
+  // The operand's delayed scale of this step, in device memory (the state's: end_step() moves it).
+  const float* delayed_scale(gemm_operand operand) const {
+    return scaling_.state().scale(scaling_.slot(index_, operand));
+  }
 
   // The FP8 casts `c` of `in` into the layer's copies, recording their amaxes when `record`, and the
   // amaxes of the operands of BF16 classes (`bf16`, the tensor's other operands) with them: from the
@@ -514,8 +519,7 @@ class linear_layer {
     if (recipe.mode == scaling_mode::delayed) {
       // The scale of this step from the state; 1 / scale snapshotted into the copy's own scale_inv, so
       // a cached W keeps the scale it was made with even after end_step() moves the state on.
-      const tensor_scale s{scaling_.state().scale(scaling_.slot(index_, scale_operand)), scale_inv,
-                           record ? slot0 : nullptr};
+      const tensor_scale s{delayed_scale(scale_operand), scale_inv, record ? slot0 : nullptr};
       if (out_t != nullptr) {
         quantize_transpose(in, r, c, recipe.quant.format, s, out, out_t, stream);
         FP8_CUDA_CHECK(
@@ -687,6 +691,9 @@ class linear_layer {
   std::array<const void*, linear_buffer_count> pointers_{};
   detail::device_array<cast_counters> counters_;  // per gemm_operand: the last statistics pass's counts
   std::array<bool, gemm_operand_count> counted_{};
+  // fp8_input_refusal of each tensor (indexed by linear_tensor), fixed by the configuration: worked
+  // out once, not in every call that passes written codes.
+  std::array<const char*, 3> input_refusals_{};
   bool weights_cached_ = false;  // W cast (or its BF16 amax recorded) since the last weights_changed()
   std::uint64_t weight_casts_ = 0;
   std::int64_t saved_m_ = -1;
