@@ -5,7 +5,7 @@
 //   bench_trainer [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
 //                 [--batch 2] [--passes 1] [--warmup 3] [--steps 10] [--profile-steps 3]
 //                 [--trace-steps 1] [--precisions bf16,fp8] [--attention auto|fused|materialized]
-//                 [--out DIR]
+//                 [--producer-fp8 on|off] [--out DIR]
 //
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
 // byte vocabulary, 4 blocks (0.975 B parameters, about the issue's 1 B). Attention as fp8_trainer's
@@ -13,6 +13,10 @@
 // says which ran). The BF16 run is plain BF16 (no amaxes recorded for a later FP8 switch, unlike the
 // trainer's bf16 runs); the FP8 run is the trainer's. Random tokens; weights drawn once, the same for
 // both precisions.
+//
+// --producer-fp8 off: the FP8 run's RMSNorm and SwiGLU write BF16 for the linear layers to cast, as
+// the trainer's --no-producer-fp8, instead of the layers' FP8 codes (on, the trainer's default). The
+// line printed per precision says how many operands per pass the producers wrote as codes.
 //
 // --passes P: gradient accumulation, as the trainer's --micro-batch takes it: every optimizer step
 // runs P forward/backward passes of --batch sequences, each on its own tokens (the first pass writes
@@ -36,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -71,6 +76,7 @@ struct bench_options {
   int trace_steps = 1;  // 0: no kernel trace
   std::vector<trainer::precision> precisions{trainer::precision::bf16, trainer::precision::fp8};
   trainer::attention_kernel attention = trainer::attention_kernel::automatic;
+  bool producer_fp8 = true;
   std::string out;
 };
 
@@ -133,6 +139,11 @@ bench_options parse(int argc, char** argv) {
       o.trace_steps = whole_number(option, value, 0);
     else if (option == "--out")
       o.out = value;
+    else if (option == "--producer-fp8") {
+      const std::string v = value;
+      if (v != "on" && v != "off") usage("--producer-fp8 takes on or off; got '" + v + "'");
+      o.producer_fp8 = v == "on";
+    }
     else if (option == "--attention") {
       const std::string v = value;
       if (v == "auto")
@@ -197,9 +208,11 @@ class bench_run {
     // The BF16 run is the plain BF16 baseline a user would otherwise run (as PyTorch's): no amaxes
     // recorded for later FP8 use, which the trainer's bf16 runs do by default, as on the CPU.
     if (p == trainer::precision::bf16) model_.record_bf16_amax(false);
+    model_.producer_fp8(o.producer_fp8);
   }
 
   std::string attention() const { return model_.attention_description(); }
+  std::uint64_t producer_fp8_calls() const { return model_.producer_fp8_calls(); }
   float loss() const { return loss_; }
 
   // One optimizer step: o.passes forward/backward passes, the mean of their gradients, the update.
@@ -273,6 +286,9 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   r.precision = p;
   for (int s = 0; s < o.warmup; ++s) run.step(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("bench_trainer: %s: operands written as FP8 codes by their producers: %.1f per pass%s\n",
+              to_string(p), double(run.producer_fp8_calls()) / (double(o.warmup) * double(o.passes)),
+              o.producer_fp8 ? "" : " (--producer-fp8 off)");
   // After a step, with every workspace allocated: the room left says how many more blocks fit.
   std::size_t free = 0, total = 0;
   FP8_CUDA_CHECK(cudaMemGetInfo(&free, &total));

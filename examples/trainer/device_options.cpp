@@ -28,6 +28,10 @@ void check_device_options(const run_options& o, bool cuda_built) {
       throw std::invalid_argument(
           "--no-producer-amaxes needs --device cuda (the CPU trainer's casts read their tensors' amaxes)");
     }
+    if (!o.producer_fp8) {
+      throw std::invalid_argument(
+          "--no-producer-fp8 needs --device cuda (the CPU trainer's layers cast their BF16 operands)");
+    }
     return;
   }
   if (!cuda_built) {

@@ -49,6 +49,7 @@ struct parse_state {
   shape_overrides shape;
   bool fake_quant = false;
   bool no_producer_amaxes = false;
+  bool no_producer_fp8 = false;
   std::vector<std::string> current_scaling_for;
 };
 
@@ -255,6 +256,9 @@ void declare_options(CLI::App& app, parse_state& s) {
   o.flag("--no-producer-amaxes", s.no_producer_amaxes,
          "--device cuda: the linear layers read X and dY for their amaxes instead of taking them from the "
          "kernels that wrote them (the same results; for debugging)");
+  o.flag("--no-producer-fp8", s.no_producer_fp8,
+         "--device cuda: the kernels that write a linear layer's X or dY write BF16 for the layer to cast, "
+         "instead of the layer's FP8 codes where it takes them (the same results; for debugging)");
   o.list("--bf16-layers", "LIST", r.bf16_layers,
          "keep these layers in BF16: transformer block indices or 'head' (e.g. 0,3,head); MLP layer indices "
          "(the "
@@ -333,6 +337,7 @@ std::vector<int> bf16_units_of(const std::vector<std::string>& items, int unit_c
 void apply_late_switches(parse_state& s) {
   run_options& o = s.options;
   o.producer_amaxes = !s.no_producer_amaxes;
+  o.producer_fp8 = !s.no_producer_fp8;
   if (s.fake_quant) {
     for (gemm_mode& mode : o.linear_modes) {
       if (mode == gemm_mode::fp8) mode = gemm_mode::fake_fp8;

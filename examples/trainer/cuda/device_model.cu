@@ -175,10 +175,15 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   check_planned(x, planned.x, linear, "x");
   check_planned(y, planned.y, linear, "y");
   fp8::cuda::linear_layer::forward_args args;
-  // A staged X's amax from its staging copy; a BF16 X's from the model's kernel that wrote it.
-  float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::x, staged_amax_.data());
-  args.x = layer_operand(x, x16_, mk, stream, staged_amax);
-  args.x_amax = x.staged() ? staged_amax : x.amax();
+  if (x.is_fp8_written()) {
+    args.x_written = true;  // its codes are in the layer's copy already
+    ++producer_fp8_calls_;
+  } else {
+    // A staged X's amax from its staging copy; a BF16 X's from the model's kernel that wrote it.
+    float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::x, staged_amax_.data());
+    args.x = layer_operand(x, x16_, mk, stream, staged_amax);
+    args.x_amax = x.staged() ? staged_amax : x.amax();
+  }
   args.w = w16;
   args.y = layer_result(y, y16_);
   args.m = m;
@@ -214,13 +219,23 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   check_planned(dy, planned.dy, linear, "dy");
   fp8::cuda::linear_layer& chosen = layer(linear, pass_kind::train);
   fp8::cuda::linear_layer::backward_args args;
-  float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::dy, staged_amax_.data() + 1);
-  args.dy = layer_operand(dy, dy16_, mn, stream, staged_amax);
-  args.dy_amax = dy.staged() ? staged_amax : dy.amax();
+  if (dy.is_fp8_written()) {
+    args.dy_written = true;
+    ++producer_fp8_calls_;
+  } else {
+    float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::dy, staged_amax_.data() + 1);
+    args.dy = layer_operand(dy, dy16_, mn, stream, staged_amax);
+    args.dy_amax = dy.staged() ? staged_amax : dy.amax();
+  }
   // x is read by a BF16 wgrad only (an FP8 or fake wgrad uses the forward's Xᵀ copy, and X's amaxes
   // were recorded in forward): a BF16 x is passed as it is, a float one staged again, and neither is
   // passed when the wgrad does not read it.
   const bool wgrad_reads_x = !fp8::cuda::casts_to_fp8(chosen.config().precision.wgrad);
+  if (wgrad_reads_x && x.is_fp8_written()) {
+    // fp8_output_of offers codes only to layers whose every class of X is FP8.
+    throw std::logic_error("trainer::cuda::device_linears::backward: layer " + std::to_string(linear) +
+                           "'s wgrad reads X in BF16, but its producer wrote X as FP8 codes");
+  }
   if (wgrad_reads_x) args.x = layer_operand(x, x16_, mk, stream);
   args.w = w16;
   args.dx = layer_result(dx, dx16_);
@@ -231,6 +246,17 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.statistics = statistics_;
   chosen.backward(args, stream);  // it marks its stages (set_profile)
   stage_result(dx, dx16_, mk, stream);
+}
+
+std::optional<fp8_output> device_linears::fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor,
+                                                        pass_kind kind, int m) {
+  if (fp32_ || !producer_fp8_ || kind == pass_kind::shadow) return std::nullopt;
+  if (statistics_ && kind == pass_kind::train) return std::nullopt;
+  fp8::cuda::linear_layer& chosen = layer(linear, kind);
+  if (!chosen.takes_fp8_input(tensor)) return std::nullopt;
+  const fp8::cuda::linear_layer::fp8_input_target target = chosen.fp8_input(tensor, m);
+  return fp8_output{target.codes, target.scale, kind == pass_kind::train ? target.amax : nullptr,
+                    target.format};
 }
 
 void device_linears::drop_weight_copies() {

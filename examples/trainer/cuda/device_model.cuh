@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "adamw.hpp"
 #include "batched_gemm.hpp"
 #include "device_buffer.hpp"
+#include "fp8_output.hpp"
 #include "linear_policy.hpp"
 #include "phase_profile.hpp"
 
@@ -46,7 +48,16 @@ class linear_tensor {
  public:
   linear_tensor(Float* floats) : floats_(floats) {}           // NOLINT: implicit by design
   linear_tensor(Bf16* bf16) : bf16_(bf16), staged_(false) {}  // NOLINT: implicit by design
+  // An operand its producer wrote as the layer's FP8 codes (device_linears::fp8_output_of): no BF16
+  // values. As x forward and dy backward, the layer only transposes the codes; as x backward, the
+  // layer's FP8 wgrad reads the transposed copy the forward made.
+  static linear_tensor fp8_written() {
+    linear_tensor t(static_cast<Bf16*>(nullptr));
+    t.written_ = true;
+    return t;
+  }
   bool staged() const { return staged_; }
+  bool is_fp8_written() const { return written_; }
   Float* floats() const { return floats_; }  // null unless staged()
   Bf16* bf16() const { return bf16_; }       // null when staged()
   // A BF16 tensor's amax, recorded by the kernel that wrote it (device memory; null: none), which
@@ -62,6 +73,7 @@ class linear_tensor {
   Float* floats_ = nullptr;
   Bf16* bf16_ = nullptr;
   bool staged_ = true;
+  bool written_ = false;
   const float* amax_ = nullptr;
 };
 using linear_input = linear_tensor<const float, const std::uint16_t>;  // x, dy
@@ -129,6 +141,22 @@ class device_linears {
   // layer's training calls take it (fp8::cuda::linear_layer::takes_given_amax), else null (the
   // producer records nothing). fp32 runs: null.
   float* amax_slot(std::size_t linear, fp8::cuda::linear_tensor tensor, float* slot) const;
+  // Whether producers write FP8 codes where a layer takes them (on by default; fp8_output_of).
+  // Off: every producer writes BF16 and the layers cast it (the same results, bit for bit).
+  void set_producer_fp8(bool on) { producer_fp8_ = on; }
+  // Where the producer of layer `linear`'s X (tensor x, in a forward pass of `kind`) or dY (dy, in
+  // the training backward: kind train) of m tokens writes it as the layer's FP8 codes; or nothing,
+  // where it writes BF16: producer_fp8 off, fp32 runs, a shadow pass (its layers are BF16), a
+  // statistics pass (they count the BF16 tensor), or a layer that does not take codes
+  // (fp8::cuda::linear_layer::takes_fp8_input: a class of the tensor in BF16 or fake FP8, scaling
+  // that is not delayed, dY of a layer with a bias). The call then passes
+  // linear_input::fp8_written() for the tensor, forward and (x) backward. The amax slot is set in
+  // training passes only, which record amaxes.
+  std::optional<fp8_output> fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor, pass_kind kind,
+                                          int m);
+  // How many layer calls have taken a producer's FP8 codes (x forward, dy backward) since the layers
+  // were made: whether, and how often, the path ran.
+  std::uint64_t producer_fp8_calls() const { return producer_fp8_calls_; }
   // The counts of the statistics passes since the last read, per layer (empty in fp32 runs, which
   // have no layers). Waits for `stream`.
   std::vector<fp8::cuda::linear_statistics> read_statistics(cudaStream_t stream);
@@ -166,6 +194,8 @@ class device_linears {
   phase_profile* profile_ = nullptr;
   bool statistics_ = false;
   bool producer_amaxes_ = true;
+  bool producer_fp8_ = true;
+  std::uint64_t producer_fp8_calls_ = 0;
   // Per layer, whether its training calls take a given amax of X and of dY (takes_given_amax, kept
   // here: the query plans the layer); refresh_takes_amax() asks the layers again.
   std::vector<std::array<bool, 2>> takes_amax_;
@@ -235,6 +265,10 @@ class device_model {
   void record_bf16_amax(bool on) { linears_.set_record_bf16_amax(on); }
   // device_linears::set_producer_amaxes (on by default; off for the tests that compare the two).
   void producer_amaxes(bool on) { linears_.set_producer_amaxes(on); }
+  // device_linears::set_producer_fp8, producer_fp8_calls (the transformer's producers; the MLP
+  // stages its operands and has none).
+  void producer_fp8(bool on) { linears_.set_producer_fp8(on); }
+  std::uint64_t producer_fp8_calls() const { return linears_.producer_fp8_calls(); }
   std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }
 
  protected:

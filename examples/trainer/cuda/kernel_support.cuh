@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <fp8/cuda/convert.cuh>
 #include <fp8/cuda/launch.cuh>
 #include <fp8/format.hpp>
 
@@ -61,18 +62,45 @@ __device__ __forceinline__ float load_element(const __nv_bfloat16* p, std::size_
   return __bfloat162float(p[i]);
 }
 
+// One FP8 code of a linear layer's operand that its producer writes as the layer's codes
+// (fp8_output.hpp), as an element type of its own, so that the kernels templated over their output's
+// element type take it. Format: fp8::e4m3_format or fp8::e5m2_format.
+template <class Format>
+struct fp8_code {
+  std::uint8_t bits;
+};
+
+// What store_element needs beside the value: the storage of float results, the scale of FP8 codes
+// (the layer's, read once per thread from fp8_output::scale). Implicit from a storage, which is
+// all the float and BF16 forms need.
+struct store_rule {
+  storage where = storage::fp32;
+  float scale = 1.0f;
+  __host__ __device__ store_rule(storage stored) : where(stored) {}  // NOLINT: implicit by design
+  __host__ __device__ store_rule(storage stored, float code_scale) : where(stored), scale(code_scale) {}
+};
+
 // A result as it is stored. Floats: per `where`. BF16 (whose launchers pass storage::bf16): the
 // float form's BF16 value, narrowed exactly; the bits are those to_bf16 makes of the float form, so
-// a linear layer reads the same operand either way. Returns the value stored, as a float (exact):
-// what an amax_tracker of the stored tensor adds.
-__device__ __forceinline__ float store_element(float* p, std::size_t i, float x, storage where) {
-  const float stored = store_value(where, x);
+// a linear layer reads the same operand either way. Returns the value stored, as a float (exact;
+// for FP8 codes, the BF16 value they were made from): what an amax_tracker of the tensor adds.
+__device__ __forceinline__ float store_element(float* p, std::size_t i, float x, store_rule rule) {
+  const float stored = store_value(rule.where, x);
   p[i] = stored;
   return stored;
 }
-__device__ __forceinline__ float store_element(__nv_bfloat16* p, std::size_t i, float x, storage) {
+__device__ __forceinline__ float store_element(__nv_bfloat16* p, std::size_t i, float x, store_rule) {
   const float stored = round_to_bf16(x);
   p[i] = __float2bfloat16_rn(stored);
+  return stored;
+}
+// FP8 codes: the BF16 form's value (so the same amax), times the scale, converted rounding to
+// nearest even and saturating: the arithmetic of the linear layer's delayed cast of that BF16 value,
+// so the code is the one the cast would have made of the BF16 form's output.
+template <class Format>
+__device__ __forceinline__ float store_element(fp8_code<Format>* p, std::size_t i, float x, store_rule rule) {
+  const float stored = round_to_bf16(x);
+  p[i].bits = fp8::cuda::convert<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(stored * rule.scale);
   return stored;
 }
 

@@ -1,6 +1,7 @@
 // RMSNorm kernels: one block per row for the row statistics, and a two-pass column sum for the
 // weight gradient. The forward kernel is templated over the output's element type: floats (any
-// run) or BF16 (the transformer's norms that feed linear layers, in bf16 and fp8 runs).
+// run), BF16 (the transformer's norms that feed linear layers, in bf16 and fp8 runs) or those
+// layers' FP8 codes (fp8 runs whose layer takes them).
 #include "rmsnorm.hpp"
 
 #include <cuda_bf16.h>
@@ -10,6 +11,7 @@
 
 #include <fp8/cuda/amax_tracker.cuh>
 
+#include "fp8_output.hpp"
 #include "kernel_support.cuh"
 
 namespace trainer::cuda {
@@ -17,13 +19,16 @@ namespace trainer::cuda {
 namespace {
 
 // out, inp: [N, C]; rstd: [N]; weight: [C]. Grid-stride over rows, one block per row; blockDim.x a
-// multiple of 32 (block_sum). T: the output's element type, floats (stored per out_storage) or BF16
-// (the linear layers' inputs in bf16 and fp8 runs); the arithmetic is the same either way. out_amax
-// (or null): max |out| as stored, max-accumulated (a linear layer's x_amax); blocks of block_threads.
+// multiple of 32 (block_sum). T: the output's element type, floats (stored per out_storage), BF16
+// (the linear layers' inputs in bf16 and fp8 runs) or the FP8 codes of such a layer's X
+// (detail::fp8_code, with out_scale their scale; null for the others); the arithmetic is the same
+// either way. out_amax (or null): max |out| as stored (the BF16 value, for codes), max-accumulated
+// (a linear layer's x_amax, or its slot for codes); blocks of block_threads.
 template <class T>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const float* inp, const float* weight, int n,
-                                       int c, storage out_storage, float* out_amax) {
+                                       int c, storage out_storage, const float* out_scale, float* out_amax) {
   __shared__ float scratch[detail::warp_size];
+  const detail::store_rule rule(out_storage, out_scale != nullptr ? *out_scale : 1.0f);
   fp8::cuda::amax_tracker amax;
   for (int row = int(blockIdx.x); row < n; row += int(gridDim.x)) {
     const float* x = inp + std::size_t(row) * std::size_t(c);
@@ -34,7 +39,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const float* inp, co
     const float s = 1.0f / sqrtf(sum_squares / float(c) + rmsnorm_epsilon);
     if (threadIdx.x == 0) rstd[row] = s;
     for (int j = int(threadIdx.x); j < c; j += int(blockDim.x)) {
-      const float stored = detail::store_element(y, std::size_t(j), x[j] * s * weight[j], out_storage);
+      const float stored = detail::store_element(y, std::size_t(j), x[j] * s * weight[j], rule);
       if (out_amax != nullptr) amax.add(stored);
     }
   }
@@ -102,7 +107,7 @@ void check_shape(const char* function, int n, int c) {
 
 template <class T>
 void launch_forward(const char* function, T* out, float* rstd, const float* inp, const float* weight, int n,
-                    int c, storage out_storage, float* out_amax, cudaStream_t stream) {
+                    int c, storage out_storage, const float* out_scale, float* out_amax, cudaStream_t stream) {
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
   detail::check_pointer(out, elements, function, "out");
@@ -111,7 +116,7 @@ void launch_forward(const char* function, T* out, float* rstd, const float* inp,
   detail::check_pointer(weight, std::size_t(c), function, "weight");
   if (n == 0) return;
   rmsnorm_forward_kernel<<<detail::grid_for_rows(std::size_t(n)), detail::block_threads, 0, stream>>>(
-      out, rstd, inp, weight, n, c, out_storage, out_amax);
+      out, rstd, inp, weight, n, c, out_storage, out_scale, out_amax);
   detail::check_launch("rmsnorm_forward_kernel");
 }
 
@@ -150,14 +155,27 @@ void launch_backward(const char* function, float* dinp, float* dweight, const D*
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
                      storage out_storage, cudaStream_t stream) {
-  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, nullptr,
+  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, nullptr, nullptr,
                  stream);
 }
 
 void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
                      cudaStream_t stream, float* out_amax) {
   launch_forward("trainer::cuda::rmsnorm_forward (BF16)", reinterpret_cast<__nv_bfloat16*>(out), rstd, inp,
-                 weight, n, c, storage::bf16, out_amax, stream);
+                 weight, n, c, storage::bf16, nullptr, out_amax, stream);
+}
+
+void rmsnorm_forward(const fp8_output& out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     cudaStream_t stream) {
+  constexpr const char* function = "trainer::cuda::rmsnorm_forward (FP8 codes)";
+  if (n > 0 && c > 0) {
+    detail::check_pointer(out.scale, 1, function, "the FP8 output's scale");
+    fp8::detail::check_format(out.format, function);
+  }
+  fp8::visit_format(out.format, [&](auto format) {
+    launch_forward(function, reinterpret_cast<detail::fp8_code<decltype(format)>*>(out.codes), rstd, inp,
+                   weight, n, c, storage::bf16, out.scale, out.amax, stream);
+  });
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

@@ -9,6 +9,7 @@
 
 #include "../precision.hpp"
 #include "../rmsnorm.hpp"
+#include "fp8_output.hpp"
 
 namespace trainer::cuda {
 
@@ -24,6 +25,12 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 // first), for the linear layer that reads out (its x_amax).
 void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,
                      cudaStream_t stream, float* out_amax = nullptr);
+// The FP8 form (fp8 runs, where wqkv or w_gate_up takes its X as codes written here: the layer only
+// transposes them): out written as FP8 codes (fp8_output) of the BF16 form's values, the codes the
+// layer's cast of those values would make, bit for bit; the amax recorded into out.amax (when set)
+// is the BF16 form's. rstd as the other forms'.
+void rmsnorm_forward(const fp8_output& out, float* rstd, const float* inp, const float* weight, int n, int c,
+                     cudaStream_t stream);
 
 // Rows summed per partial weight-gradient row of the backward pass's workspace.
 inline constexpr int rmsnorm_rows_per_partial = 64;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "../precision.hpp"
+#include "fp8_output.hpp"
 
 namespace trainer::cuda {
 
@@ -26,5 +27,13 @@ void swiglu_forward(std::uint16_t* out, const std::uint16_t* inp, int n, int f, 
                     float* out_amax = nullptr);
 void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
                      cudaStream_t stream, float* dinp_amax = nullptr);
+
+// The FP8 forms (fp8 runs, where w_down takes its X and w_gate_up its dY as codes written here: the
+// layer only transposes them): inputs as the BF16 forms', the result written as FP8 codes
+// (fp8_output) of the BF16 form's values, which are the codes the layer's cast of those values
+// would make, bit for bit; the amax recorded into the output's (when set) is the BF16 form's.
+void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int f, cudaStream_t stream);
+void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
+                     cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <fp8/cuda/error.hpp>
@@ -48,6 +49,7 @@ class cuda_training_run final : public training_run {
           options_.model, split_.micro, *model_, policy_, recipe, options_.shadow_every > 0, stream_,
           devices_ != nullptr ? &devices_->amax_reducer() : nullptr, options_.attention);
       device_->producer_amaxes(options_.producer_amaxes);
+      device_->producer_fp8(options_.producer_fp8);
     } catch (const fp8::cuda_error& e) {
       if (e.status() != cudaErrorMemoryAllocation) throw;
       throw fp8::error(std::string(e.what()) + "; the run does not fit this GPU: " + too_large_hint);
@@ -104,6 +106,8 @@ class cuda_training_run final : public training_run {
     device_->weights_changed();
     upload_scaling();
   }
+
+  std::uint64_t producer_fp8_calls() const { return device_->producer_fp8_calls(); }
 
   std::string describe() const override {
     int device = 0;
@@ -182,6 +186,14 @@ std::unique_ptr<training_run> make_training_run(const run_options& options, proc
 
 std::unique_ptr<training_run> make_training_run(const run_options& options) {
   return std::make_unique<cuda_training_run>(options, nullptr);
+}
+
+std::uint64_t producer_fp8_calls(const training_run& run) {
+  const auto* gpu = dynamic_cast<const cuda_training_run*>(&run);
+  if (gpu == nullptr) {
+    throw std::invalid_argument("trainer::cuda::producer_fp8_calls: the run is not a GPU run (--device cuda)");
+  }
+  return gpu->producer_fp8_calls();
 }
 
 }  // namespace trainer::cuda

@@ -3,6 +3,7 @@
 // host header: main() includes it where the trainer is built with CUDA (FP8_TRAINER_CUDA).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "../options.hpp"
@@ -21,5 +22,10 @@ namespace trainer::cuda {
 std::unique_ptr<training_run> make_training_run(const run_options& options, process_group& group);
 // This process alone.
 std::unique_ptr<training_run> make_training_run(const run_options& options);
+
+// How many linear-layer calls of a run made by make_training_run took FP8 codes written by their
+// producers (RMSNorm, SwiGLU; --no-producer-fp8 turns them off): whether, and how often, that path
+// ran. Throws std::invalid_argument for a run that is not a GPU run.
+std::uint64_t producer_fp8_calls(const training_run& run);
 
 }  // namespace trainer::cuda

@@ -3,6 +3,7 @@
 #include "transformer.cuh"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +99,46 @@ void swiglu_backward(activation_tensor& dinp, const activation_tensor& dout, con
   } else {
     cuda::swiglu_backward(dinp.floats(), dout.floats(), inp.floats(), n, f, storage::fp32, stream);
   }
+}
+
+// The producers of linear-layer operands that write the layer's FP8 codes where it takes them
+// (`codes`, from device_linears::fp8_output_of), else the tensor in the run's form with its amax.
+// Each returns the operand the layer reads: linear_input::fp8_written(), or the tensor.
+linear_input rmsnorm_into(activation_tensor& out, const std::optional<fp8_output>& codes, float* rstd,
+                          const float* inp, const float* weight, int n, int c, cudaStream_t stream, float* amax) {
+  if (codes) {
+    cuda::rmsnorm_forward(*codes, rstd, inp, weight, n, c, stream);
+    return linear_input::fp8_written();
+  }
+  rmsnorm_forward(out, rstd, inp, weight, n, c, stream, amax);
+  return out.input().with_amax(amax);
+}
+
+linear_input swiglu_forward_into(activation_tensor& out, const std::optional<fp8_output>& codes,
+                                 const activation_tensor& inp, int n, int f, cudaStream_t stream, float* amax) {
+  if (codes) {
+    cuda::swiglu_forward(*codes, inp.bf16(), n, f, stream);
+    return linear_input::fp8_written();
+  }
+  swiglu_forward(out, inp, n, f, stream, amax);
+  return out.input().with_amax(amax);
+}
+
+linear_input swiglu_backward_into(activation_tensor& dinp, const std::optional<fp8_output>& codes,
+                                  const activation_tensor& dout, const activation_tensor& inp, int n, int f,
+                                  cudaStream_t stream, float* amax) {
+  if (codes) {
+    cuda::swiglu_backward(*codes, dout.bf16(), inp.bf16(), n, f, stream);
+    return linear_input::fp8_written();
+  }
+  swiglu_backward(dinp, dout, inp, n, f, stream, amax);
+  return dinp.input().with_amax(amax);
+}
+
+// A layer's X as the backward pass reads it (its wgrad): the tensor, or, where the forward's
+// producer wrote X as FP8 codes, fp8_written() (the FP8 wgrad reads the layer's transposed copy).
+linear_input saved_x(const activation_tensor& x, bool fp8_written) {
+  return fp8_written ? linear_input::fp8_written() : x.input();
 }
 
 constexpr fp8::cuda::linear_tensor x_tensor = fp8::cuda::linear_tensor::x;
@@ -236,9 +277,11 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     const block_parameters& p = blocks_[std::size_t(l)];
     const std::size_t linear = std::size_t(4 * l);
     mark(phase::norms);
-    float* ln1_amax = producer_amax(linear + 0, x_tensor, forward_slot(l, 0));
-    rmsnorm_forward(a.ln1, a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_, ln1_amax);
-    linear_forward(linear + 0, kind, a.qkv.output(), a.ln1.input().with_amax(ln1_amax), p.wqkv, N);
+    const linear_input ln1 =
+        rmsnorm_into(a.ln1, linears_.fp8_output_of(linear + 0, x_tensor, kind, N), a.ln1_rstd.data(), residual,
+                     compute(p.attn_norm), N, C, stream_, producer_amax(linear + 0, x_tensor, forward_slot(l, 0)));
+    a.ln1_fp8 = ln1.is_fp8_written();
+    linear_forward(linear + 0, kind, a.qkv.output(), ln1, p.wqkv, N);
     mark(phase::attention);
     if (attention_path_.fused) {
       fused_attention_forward(a.atty.bf16(), a.att_stats.data(), a.qkv.bf16(), rope_, shape_,
@@ -251,23 +294,28 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     mark(phase::residual);
     residual_forward(a.residual2.data(), residual, branch_, NC, stored, stream_);
     mark(phase::norms);
-    float* ln2_amax = producer_amax(linear + 2, x_tensor, forward_slot(l, 1));
-    rmsnorm_forward(a.ln2, a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C, stream_,
-                    ln2_amax);
-    linear_forward(linear + 2, kind, a.gate_up.output(), a.ln2.input().with_amax(ln2_amax), p.w_gate_up, N);
+    const linear_input ln2 = rmsnorm_into(
+        a.ln2, linears_.fp8_output_of(linear + 2, x_tensor, kind, N), a.ln2_rstd.data(), a.residual2.data(),
+        compute(p.mlp_norm), N, C, stream_, producer_amax(linear + 2, x_tensor, forward_slot(l, 1)));
+    a.ln2_fp8 = ln2.is_fp8_written();
+    linear_forward(linear + 2, kind, a.gate_up.output(), ln2, p.w_gate_up, N);
     mark(phase::activation);
-    float* swiglu_amax = producer_amax(linear + 3, x_tensor, forward_slot(l, 2));
-    swiglu_forward(a.swiglu, a.gate_up, N, F, stream_, swiglu_amax);
-    linear_forward(linear + 3, kind, branch_.output(), a.swiglu.input().with_amax(swiglu_amax), p.w_down, N);
+    const linear_input swiglu =
+        swiglu_forward_into(a.swiglu, linears_.fp8_output_of(linear + 3, x_tensor, kind, N), a.gate_up, N, F,
+                            stream_, producer_amax(linear + 3, x_tensor, forward_slot(l, 2)));
+    a.swiglu_fp8 = swiglu.is_fp8_written();
+    linear_forward(linear + 3, kind, branch_.output(), swiglu, p.w_down, N);
     mark(phase::residual);
     residual_forward(a.residual3.data(), a.residual2.data(), branch_, NC, stored, stream_);
     residual = a.residual3.data();
   }
   mark(phase::norms);
-  float* lnf_amax = producer_amax(std::size_t(4 * layers_), x_tensor, forward_slot(layers_, 0));
-  rmsnorm_forward(lnf_, lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_, lnf_amax);
-  linear_forward(std::size_t(4 * layers_), kind, loss_.logits(), lnf_.input().with_amax(lnf_amax), lm_head_,
-                 N);
+  const std::size_t head = std::size_t(4 * layers_);
+  const linear_input lnf =
+      rmsnorm_into(lnf_, linears_.fp8_output_of(head, x_tensor, kind, N), lnf_rstd_.data(), residual,
+                   compute(final_norm_), N, C, stream_, producer_amax(head, x_tensor, forward_slot(layers_, 0)));
+  lnf_fp8_ = lnf.is_fp8_written();
+  linear_forward(head, kind, loss_.logits(), lnf, lm_head_, N);
   mark(phase::loss);
   const double loss = loss_.forward_backward(targets_.data(), N, stored, stream_);
   stop_profile();
@@ -281,7 +329,8 @@ void device_transformer::backward_pass() {
   // The head: dlnf = dlogits . W_head, dW_head (+)= dlogits^T . lnf. In bf16 and fp8 runs the norms'
   // outputs (lnf, ln2, ln1) and their gradients (dnorm_, which RMSNorm's backward reads as BF16) are
   // BF16, read and written by the layers as they are.
-  linear_backward(std::size_t(4 * layers_), dnorm_.output(), lm_head_, loss_.dlogits(), lnf_.input(), N);
+  linear_backward(std::size_t(4 * layers_), dnorm_.output(), lm_head_, loss_.dlogits(), saved_x(lnf_, lnf_fp8_),
+                  N);
   mark(phase::other);
   FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
   const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();
@@ -295,12 +344,13 @@ void device_transformer::backward_pass() {
     const float* block_input = l == 0 ? encoded_.data() : acts_[std::size_t(l - 1)].residual3.data();
     // MLP branch: residual3 = residual2 + down(swiglu(gate_up(rmsnorm(residual2)))).
     // In bf16 and fp8 runs the [N, F] and [N, 2F] tensors stay BF16 from layer to layer.
-    linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), a.swiglu.input(), N);
+    linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), saved_x(a.swiglu, a.swiglu_fp8),
+                    N);
     mark(phase::activation);
-    float* dgate_up_amax = producer_amax(linear + 2, dy_tensor, backward_slot(l));
-    swiglu_backward(dgate_up_, dswiglu_, a.gate_up, N, F, stream_, dgate_up_amax);
-    linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up_.input().with_amax(dgate_up_amax),
-                    a.ln2.input(), N);
+    const linear_input dgate_up = swiglu_backward_into(
+        dgate_up_, linears_.fp8_output_of(linear + 2, dy_tensor, pass_kind::train, N), dswiglu_, a.gate_up, N, F,
+        stream_, producer_amax(linear + 2, dy_tensor, backward_slot(l)));
+    linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up, saved_x(a.ln2, a.ln2_fp8), N);
     mark(phase::norms);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dnorm_, a.residual2.data(), compute(p.mlp_norm),
                      a.ln2_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);
@@ -317,7 +367,7 @@ void device_transformer::backward_pass() {
       attention_backward(dqkv_.floats(), dbuffer_c_.data(), a.qkvr.data(), a.att.data(), rope_, shape_,
                          attention_mode, stored, attention_, cublas_.get(), stream_);
     }
-    linear_backward(linear + 0, dnorm_.output(), p.wqkv, dqkv_.input(), a.ln1.input(), N);
+    linear_backward(linear + 0, dnorm_.output(), p.wqkv, dqkv_.input(), saved_x(a.ln1, a.ln1_fp8), N);
     mark(phase::norms);
     rmsnorm_backward(dresidual_.data(), grad(p.attn_norm), dnorm_, block_input, compute(p.attn_norm),
                      a.ln1_rstd.data(), N, C, stored, norm_workspace_.data(), stream_);

@@ -98,6 +98,10 @@ class device_transformer final : public device_model {
     // empty): qkv with q and k rotated in place, and the heads' outputs.
     activation_tensor qkv, atty;
     device_buffer<float> att_stats;  // [B, H, T] fused path: each score row's log-sum-exp
+    // Whether the last forward's producer wrote wqkv's, w_gate_up's and w_down's X as the layer's
+    // FP8 codes (device_linears::fp8_output_of), leaving ln1, ln2 and swiglu unwritten: their
+    // backward passes name X as fp8_written (the FP8 wgrad reads the layer's transposed copy).
+    bool ln1_fp8 = false, ln2_fp8 = false, swiglu_fp8 = false;
   };
   struct block_parameters {
     std::size_t attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
@@ -119,6 +123,7 @@ class device_transformer final : public device_model {
   // block; BF16 in bf16 and fp8 runs, read by the residual add as it is (no staging copy).
   activation_tensor branch_;
   activation_tensor lnf_;          // [N, C]: the head's x
+  bool lnf_fp8_ = false;           // the last forward wrote the head's X as FP8 codes (--fp8-head)
   device_buffer<float> lnf_rstd_;  // [N]
   device_loss loss_;
   device_buffer<float> dresidual_;

@@ -72,6 +72,32 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::rmsnorm_forward (BF16): rstd is null");
   expect_refusal([] { cuda::rmsnorm_forward(bf16, some, nullptr, some, 1, 4, nullptr); }, "inp is null");
   expect_refusal([] { cuda::rmsnorm_forward(bf16, some, some, nullptr, 1, 4, nullptr); }, "weight is null");
+  // The FP8 forms (codes a linear layer takes from its producer) check their codes, scale and
+  // format as well, and name themselves.
+  std::uint8_t placeholder_codes[4];
+  const cuda::fp8_output codes{placeholder_codes, some, some, fp8::fp8_format::e4m3};
+  cuda::fp8_output no_codes = codes, no_scale = codes, bad_format = codes;
+  no_codes.codes = nullptr;
+  no_scale.scale = nullptr;
+  bad_format.format = fp8::fp8_format(7);
+  expect_refusal([&] { cuda::rmsnorm_forward(no_codes, some, some, some, 1, 4, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (FP8 codes): out is null");
+  expect_refusal([&] { cuda::rmsnorm_forward(no_scale, some, some, some, 1, 4, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (FP8 codes): the FP8 output's scale is null");
+  expect_refusal([&] { cuda::rmsnorm_forward(bad_format, some, some, some, 1, 4, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (FP8 codes): unknown fp8_format value");
+  expect_refusal([&] { cuda::rmsnorm_forward(codes, some, some, some, 3, 0, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (FP8 codes): needs n >= 0 rows and c > 0 channels");
+  expect_refusal([&] { cuda::swiglu_forward(no_scale, bf16, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_forward (FP8 codes): the FP8 output's scale is null");
+  expect_refusal([&] { cuda::swiglu_forward(no_codes, bf16, 2, 2, nullptr); }, "the [N, F] buffer is null");
+  expect_refusal([&] { cuda::swiglu_forward(codes, bf16, -1, 2, nullptr); },
+                 "trainer::cuda::swiglu_forward (FP8 codes): needs n >= 0 and f >= 0 (got n -1, f 2)");
+  expect_refusal([&] { cuda::swiglu_backward(bad_format, bf16, bf16, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_backward (FP8 codes): unknown fp8_format value");
+  expect_refusal([&] { cuda::swiglu_backward(no_codes, bf16, bf16, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_backward (FP8 codes): the [N, 2F] buffer is null");
+  expect_refusal([&] { cuda::swiglu_backward(codes, nullptr, bf16, 2, 2, nullptr); }, "the [N, F] buffer is null");
   // The BF16 forms check the same way, and name themselves.
   expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (BF16): inp is null");

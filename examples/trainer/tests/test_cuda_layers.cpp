@@ -41,8 +41,10 @@
 #include <vector>
 
 #include <fp8/cuda/error.hpp>
+#include <fp8/convert.hpp>
 #include <fp8/float8.hpp>
 #include <fp8/quantize.hpp>
+#include <fp8/scaling/fp8_format.hpp>
 
 #include "adamw.hpp"
 #include "attention.hpp"
@@ -735,6 +737,129 @@ TEST_CASE("the producers of linear-layer operands record the amax of what they w
       CHECK(bits_of(recorded(slot)) == bits_of(expected(out16.to_host())));
     }
   }
+}
+
+namespace {
+
+// The codes the linear layer's delayed cast makes of BF16 values: each value times the scale,
+// converted rounding to nearest even and saturating (the CPU's conversion).
+std::vector<std::uint8_t> layer_codes_of(const std::vector<std::uint16_t>& bf16, float scale,
+                                         fp8::fp8_format format) {
+  const std::vector<float> values = floats_of_bf16(bf16);
+  std::vector<std::uint8_t> codes(values.size());
+  fp8::visit_format(format, [&](auto descriptor) {
+    using format_type = decltype(descriptor);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      codes[i] = fp8::convert_bits<format_type, fp8::rounding::nearest_even, fp8::overflow::saturate>(
+          values[i] * scale);
+    }
+  });
+  return codes;
+}
+
+// A producer's FP8 form against its BF16 form: the codes equal the layer's cast of the BF16 form's
+// values.
+void expect_layer_codes(const char* what, const device_buffer<std::uint8_t>& codes,
+                        const device_buffer<std::uint16_t>& bf16_form, float scale, fp8::fp8_format format) {
+  const std::vector<std::uint8_t> got = codes.to_host(), want = layer_codes_of(bf16_form.to_host(), scale, format);
+  REQUIRE(got.size() == want.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) differing += got[i] != want[i] ? 1 : 0;
+  INFO(what << " (" << fp8::format_name(format) << ", scale " << scale << "): " << differing << " of "
+            << got.size() << " codes differ from the layer's cast of the BF16 form");
+  CHECK(differing == 0);
+}
+
+// ... and the amaxes the two forms recorded into slots that held the same value are the same bits.
+void expect_codes_of(const char* what, const device_buffer<std::uint8_t>& codes, const device_buffer<float>& amax,
+                     const device_buffer<std::uint16_t>& bf16_form, const device_buffer<float>& bf16_amax,
+                     float scale, fp8::fp8_format format) {
+  expect_layer_codes(what, codes, bf16_form, scale, format);
+  CHECK(bits_of(amax.to_host().at(0)) == bits_of(bf16_amax.to_host().at(0)));
+}
+
+}  // namespace
+
+TEST_CASE("the FP8 forms of RMSNorm and SwiGLU write the codes the layer's cast makes of the BF16 forms") {
+  // Where a linear layer takes its X or dY as FP8 codes from the producer (the transformer's fp8
+  // runs under delayed scaling), the codes must be those the layer's own cast of the BF16 form's
+  // output makes, bit for bit, and the amax the BF16 form's: else the written and the cast runs
+  // differ. Both formats; a scale of 1, one that is not a power of two, and one that saturates most
+  // values (E4M3's largest is 448, E5M2's 57344); specials (NaN, infinities, signed zeros,
+  // subnormals) in the inputs; SwiGLU through its one-element (f = 150) and chunked (f = 152) paths.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::pair<fp8::fp8_format, float>> targets = {{fp8::fp8_format::e4m3, 1.0f},
+                                                                   {fp8::fp8_format::e4m3, 37.3f},
+                                                                   {fp8::fp8_format::e4m3, 400.0f},
+                                                                   {fp8::fp8_format::e5m2, 1.0f},
+                                                                   {fp8::fp8_format::e5m2, 0.37f},
+                                                                   {fp8::fp8_format::e5m2, 60000.0f}};
+  for (const auto& [format, scale] : targets) {
+    CAPTURE(fp8::format_name(format));
+    CAPTURE(scale);
+    const device_buffer<float> scale_d(std::vector<float>{scale});
+    {
+      const int n = 300, c = 200;
+      std::vector<float> inp = random_values(std::size_t(n) * c, 40, 2.0f, storage::bf16);
+      inp[3] = nan;
+      inp[std::size_t(c) + 7] = inf;
+      inp[std::size_t(2 * c) + 5] = -0.0f;
+      for (int j = 0; j < c; j += 2) inp[std::size_t(3 * c + j)] = j % 4 == 0 ? 1.0e-39f : -1.0e-40f;
+      std::vector<float> weight = random_values(std::size_t(c), 41, 1.0f, storage::bf16);
+      weight[13] = -0.0f;
+      store(storage::bf16, inp.data(), inp.size());
+      const std::size_t rows = std::size_t(n);
+      device_buffer<float> inp_d(inp), weight_d(weight), rstd16(rows), rstd8(rows),
+          amax16(std::vector<float>{0.5f}), amax8(std::vector<float>{0.5f});
+      device_buffer<std::uint16_t> out16(inp.size());
+      device_buffer<std::uint8_t> out8(inp.size());
+      cuda::rmsnorm_forward(out16.data(), rstd16.data(), inp_d.data(), weight_d.data(), n, c, nullptr,
+                            amax16.data());
+      cuda::rmsnorm_forward(cuda::fp8_output{out8.data(), scale_d.data(), amax8.data(), format}, rstd8.data(),
+                            inp_d.data(), weight_d.data(), n, c, nullptr);
+      synchronize();
+      expect_codes_of("rmsnorm out", out8, amax8, out16, amax16, scale, format);
+      expect_same_bits("rmsnorm rstd of the FP8 form", rstd8.to_host(), rstd16.to_host());
+    }
+    for (const int f : {150, 152}) {
+      CAPTURE(f);
+      const int n = 301;
+      std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 42, 3.0f, storage::bf16);
+      std::vector<float> dout = random_values(std::size_t(n) * f, 43, 1.0f, storage::bf16);
+      const float gates[] = {inf, -inf, nan, 0.0f, -0.0f, 1.0e-39f, 90.0f};
+      const float ups[] = {2.0f, 3.0f, 1.0f, nan, inf, -1.0e-39f, 5.0f};
+      for (std::size_t j = 0; j < std::size(gates); ++j) {
+        inp[j] = gates[j];
+        inp[std::size_t(f) + j] = ups[j];
+      }
+      store(storage::bf16, inp.data(), inp.size());
+      device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), dout16(bf16_bits_of(dout)), out16(dout.size()),
+          dinp16(inp.size());
+      device_buffer<std::uint8_t> out8(dout.size()), dinp8(inp.size());
+      device_buffer<float> out_amax16(std::vector<float>{0.5f}), out_amax8(std::vector<float>{0.5f}),
+          dinp_amax16(std::vector<float>{0.5f}), dinp_amax8(std::vector<float>{0.5f});
+      cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr, out_amax16.data());
+      cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr, dinp_amax16.data());
+      cuda::swiglu_forward(cuda::fp8_output{out8.data(), scale_d.data(), out_amax8.data(), format}, inp16.data(),
+                           n, f, nullptr);
+      cuda::swiglu_backward(cuda::fp8_output{dinp8.data(), scale_d.data(), dinp_amax8.data(), format},
+                            dout16.data(), inp16.data(), n, f, nullptr);
+      synchronize();
+      expect_codes_of("swiglu out", out8, out_amax8, out16, out_amax16, scale, format);
+      expect_codes_of("swiglu dinp", dinp8, dinp_amax8, dinp16, dinp_amax16, scale, format);
+    }
+  }
+  // Without an amax slot (evaluation passes), the codes alone.
+  const int n = 4, f = 8;
+  const std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 44, 1.0f, storage::bf16);
+  device_buffer<std::uint16_t> inp16(bf16_bits_of(inp)), out16(std::size_t(n) * f);
+  device_buffer<std::uint8_t> out8(std::size_t(n) * f);
+  const device_buffer<float> one(std::vector<float>{1.0f});
+  cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
+  cuda::swiglu_forward(cuda::fp8_output{out8.data(), one.data(), nullptr, fp8::fp8_format::e4m3}, inp16.data(), n,
+                       f, nullptr);
+  synchronize();
+  expect_layer_codes("swiglu out without an amax", out8, out16, 1.0f, fp8::fp8_format::e4m3);
 }
 
 TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give the same bits") {

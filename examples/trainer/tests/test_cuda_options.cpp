@@ -404,3 +404,11 @@ TEST_CASE("--no-producer-amaxes: on the GPU it turns the producers' amaxes off; 
   CHECK(device_error({"--device", "cuda", "--no-producer-amaxes"}).empty());
   CHECK(contains(device_error({"--no-producer-amaxes"}), "--no-producer-amaxes needs --device cuda"));
 }
+
+TEST_CASE("--no-producer-fp8: on the GPU it turns the producers' FP8 codes off; the CPU refuses it") {
+  CHECK(parse({}).producer_fp8);
+  CHECK_FALSE(parse({"--device", "cuda", "--no-producer-fp8"}).producer_fp8);
+  CHECK(parse({"--device", "cuda", "--no-producer-amaxes"}).producer_fp8);  // one switch, one field
+  CHECK(device_error({"--device", "cuda", "--no-producer-fp8"}).empty());
+  CHECK(contains(device_error({"--no-producer-fp8"}), "--no-producer-fp8 needs --device cuda"));
+}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -308,6 +309,77 @@ TEST_CASE("on the GPU, the producers' amaxes give the layers' own results, bit f
     CHECK(identical(histories, amax_histories(*b)));
     CHECK(std::any_of(histories.begin(), histories.end(), [](float x) { return x > 0.0f; }));  // recorded
   }
+}
+
+TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts' results, bit for bit") {
+  // Under delayed scaling RMSNorm and SwiGLU write the FP8 codes of the linear layers that take them
+  // (wqkv's, w_gate_up's, w_down's and the head's X; w_gate_up's dY) instead of BF16 for the layer
+  // to cast. Runs with and without --no-producer-fp8, over steps of two passes, agree bit for bit
+  // in losses, evaluation, master weights and every amax history; and the path ran, every training
+  // pass, exactly where the layers take codes: not under current scaling (the cast needs the amax
+  // first), not with a BF16 wgrad (it reads X and dY as BF16). A code or an amax slot off by one
+  // changes the losses or the histories.
+  struct config {
+    const char* what;
+    attention_kernel attention;
+    fp8::scaling_mode scaling;
+    gemm_mode wgrad;
+    bool written;
+  };
+  const auto delayed = fp8::scaling_mode::delayed;
+  for (const config& c : {config{"delayed, automatic attention", attention_kernel::automatic, delayed,
+                                 gemm_mode::fp8, true},
+                          config{"delayed, materialised attention", attention_kernel::materialized, delayed,
+                                 gemm_mode::fp8, true},
+                          config{"delayed, wgrad in bf16", attention_kernel::automatic, delayed, gemm_mode::bf16,
+                                 false},
+                          config{"current scaling", attention_kernel::automatic, fp8::scaling_mode::current,
+                                 gemm_mode::fp8, false}}) {
+    CAPTURE(c.what);
+    run_options with = tiny_options(precision::fp8, device_kind::cuda);  // the head in FP8 too
+    with.recipe.recipe = c.scaling;
+    with.attention = c.attention;
+    with.linear_modes = {gemm_mode::fp8, gemm_mode::fp8, c.wgrad};
+    with.micro_batch = 2;
+    run_options without = with;
+    without.producer_fp8 = false;
+    const std::unique_ptr<training_run> a = make_run(with);
+    const std::unique_ptr<training_run> b = make_run(without);
+    const long steps = 10;
+    CHECK(identical(train_losses(*a, steps), train_losses(*b, steps)));
+    // Per training pass: three X per block (ln1, ln2, SwiGLU's output) and the head's, one dY per
+    // block (SwiGLU's input gradient).
+    const std::uint64_t passes = std::uint64_t(steps) * std::uint64_t(with.batch / with.micro_batch);
+    const std::uint64_t per_pass = 4 * std::uint64_t(with.model.layers) + 1;
+    CHECK(cuda::producer_fp8_calls(*a) == (c.written ? passes * per_pass : 0));
+    CHECK(cuda::producer_fp8_calls(*b) == 0);
+    CHECK(a->evaluate() == b->evaluate());
+    CHECK(identical(saved_master(*a, "producer_fp8.safetensors"), saved_master(*b, "no_producer_fp8.safetensors")));
+    const std::vector<float> histories = amax_histories(*a);
+    CHECK(identical(histories, amax_histories(*b)));
+    CHECK(std::any_of(histories.begin(), histories.end(), [](float x) { return x > 0.0f; }));
+  }
+  // Steps that count the casts (--stats-every: the producers write BF16 in their first pass) and
+  // shadow passes (all BF16) between steps that take codes, through run(): the same run either way.
+  run_options with = tiny_options(precision::fp8, device_kind::cuda);
+  with.micro_batch = 2;
+  with.steps = 6;
+  with.stats_every = 2;
+  with.shadow_every = 3;
+  with.eval_every = 3;
+  with.overwrite = true;
+  run_options without = with;
+  without.producer_fp8 = false;
+  with.out_dir = temporary_path("producer_fp8_run");
+  without.out_dir = temporary_path("no_producer_fp8_run");
+  const std::unique_ptr<training_run> a = make_run(with);
+  const std::unique_ptr<training_run> b = make_run(without);
+  const double loss_a = a->run(), loss_b = b->run();
+  CHECK(std::memcmp(&loss_a, &loss_b, sizeof(double)) == 0);
+  CHECK(cuda::producer_fp8_calls(*a) > 0);
+  CHECK(identical(saved_master(*a, "producer_fp8_run.safetensors"),
+                  saved_master(*b, "no_producer_fp8_run.safetensors")));
+  CHECK(identical(amax_histories(*a), amax_histories(*b)));
 }
 
 TEST_CASE("on the GPU, FP8 differs from BF16 (the FP8 products run)") {

@@ -1,0 +1,25 @@
+// A linear layer's operand written as the layer's FP8 codes by the kernel that computes it
+// (fp8::cuda::linear_layer::fp8_input), instead of as BF16 values that the layer would then cast:
+// the FP8 forms of the transformer's RMSNorm forward (wqkv's and w_gate_up's X) and SwiGLU
+// (w_down's X, and backward w_gate_up's dY). Host-visible: no nvcc needed.
+#pragma once
+
+#include <cstdint>
+
+#include <fp8/scaling/fp8_format.hpp>
+
+namespace trainer::cuda {
+
+// Where and how a producer writes the codes. Each element: the value the producer's BF16 form would
+// store (rounded to BF16), times *scale, converted to `format` rounding to nearest even and
+// saturating: the codes the layer's delayed cast of the BF16 form's output makes, bit for bit.
+// amax: that BF16 tensor's amax, max-accumulated (the layer's slot), or null in calls that record
+// none (evaluation). Device pointers, from the layer (device_linears::fp8_output_of).
+struct fp8_output {
+  std::uint8_t* codes = nullptr;  // [rows, cols] row-major, as the BF16 form's tensor
+  const float* scale = nullptr;   // the scaling state's (one float)
+  float* amax = nullptr;
+  fp8::fp8_format format = fp8::fp8_format::e4m3;
+};
+
+}  // namespace trainer::cuda
