@@ -143,8 +143,7 @@ bench_options parse(int argc, char** argv) {
       const std::string v = value;
       if (v != "on" && v != "off") usage("--producer-fp8 takes on or off; got '" + v + "'");
       o.producer_fp8 = v == "on";
-    }
-    else if (option == "--attention") {
+    } else if (option == "--attention") {
       const std::string v = value;
       if (v == "auto")
         o.attention = trainer::attention_kernel::automatic;

@@ -100,7 +100,8 @@ __device__ __forceinline__ float store_element(__nv_bfloat16* p, std::size_t i, 
 template <class Format>
 __device__ __forceinline__ float store_element(fp8_code<Format>* p, std::size_t i, float x, store_rule rule) {
   const float stored = round_to_bf16(x);
-  p[i].bits = fp8::cuda::convert<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(stored * rule.scale);
+  p[i].bits =
+      fp8::cuda::convert<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(stored * rule.scale);
   return stored;
 }
 

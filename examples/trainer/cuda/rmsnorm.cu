@@ -107,7 +107,8 @@ void check_shape(const char* function, int n, int c) {
 
 template <class T>
 void launch_forward(const char* function, T* out, float* rstd, const float* inp, const float* weight, int n,
-                    int c, storage out_storage, const float* out_scale, float* out_amax, cudaStream_t stream) {
+                    int c, storage out_storage, const float* out_scale, float* out_amax,
+                    cudaStream_t stream) {
   check_shape(function, n, c);
   const std::size_t elements = std::size_t(n) * std::size_t(c);
   detail::check_pointer(out, elements, function, "out");
@@ -155,8 +156,8 @@ void launch_backward(const char* function, float* dinp, float* dweight, const D*
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int n, int c,
                      storage out_storage, cudaStream_t stream) {
-  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, nullptr, nullptr,
-                 stream);
+  launch_forward("trainer::cuda::rmsnorm_forward", out, rstd, inp, weight, n, c, out_storage, nullptr,
+                 nullptr, stream);
 }
 
 void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const float* weight, int n, int c,

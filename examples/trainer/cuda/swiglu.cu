@@ -98,7 +98,8 @@ __global__ void swiglu_backward_kernel(Out* dinp, const In* dout, const In* inp,
         const float gv = detail::load_element(g.v, e), uv = detail::load_element(u.v, e);
         const float dy = detail::load_element(d.v, e);
         const float s = sigmoid(gv);
-        const float stored_gate = detail::store_element(dg.v, e, dy * uv * s * (1.0f + gv * (1.0f - s)), rule);
+        const float stored_gate =
+            detail::store_element(dg.v, e, dy * uv * s * (1.0f + gv * (1.0f - s)), rule);
         const float stored_up = detail::store_element(du.v, e, dy * gv * s, rule);
         if (dinp_amax != nullptr) {
           amax.add(stored_gate);
@@ -219,8 +220,8 @@ void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int 
   });
 }
 
-void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
-                     cudaStream_t stream) {
+void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n,
+                     int f, cudaStream_t stream) {
   constexpr const char* function = "trainer::cuda::swiglu_backward (FP8 codes)";
   check_codes(function, dinp, std::size_t(n > 0 ? n : 0) * std::size_t(f > 0 ? f : 0));
   fp8::visit_format(dinp.format, [&](auto format) {

@@ -33,7 +33,7 @@ void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::
 // (fp8_output) of the BF16 form's values, which are the codes the layer's cast of those values
 // would make, bit for bit; the amax recorded into the output's (when set) is the BF16 form's.
 void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int f, cudaStream_t stream);
-void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n, int f,
-                     cudaStream_t stream);
+void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n,
+                     int f, cudaStream_t stream);
 
 }  // namespace trainer::cuda

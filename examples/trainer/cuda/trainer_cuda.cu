@@ -191,7 +191,8 @@ std::unique_ptr<training_run> make_training_run(const run_options& options) {
 std::uint64_t producer_fp8_calls(const training_run& run) {
   const auto* gpu = dynamic_cast<const cuda_training_run*>(&run);
   if (gpu == nullptr) {
-    throw std::invalid_argument("trainer::cuda::producer_fp8_calls: the run is not a GPU run (--device cuda)");
+    throw std::invalid_argument(
+        "trainer::cuda::producer_fp8_calls: the run is not a GPU run (--device cuda)");
   }
   return gpu->producer_fp8_calls();
 }

@@ -105,7 +105,8 @@ void swiglu_backward(activation_tensor& dinp, const activation_tensor& dout, con
 // (`codes`, from device_linears::fp8_output_of), else the tensor in the run's form with its amax.
 // Each returns the operand the layer reads: linear_input::fp8_written(), or the tensor.
 linear_input rmsnorm_into(activation_tensor& out, const std::optional<fp8_output>& codes, float* rstd,
-                          const float* inp, const float* weight, int n, int c, cudaStream_t stream, float* amax) {
+                          const float* inp, const float* weight, int n, int c, cudaStream_t stream,
+                          float* amax) {
   if (codes) {
     cuda::rmsnorm_forward(*codes, rstd, inp, weight, n, c, stream);
     return linear_input::fp8_written();
@@ -115,7 +116,8 @@ linear_input rmsnorm_into(activation_tensor& out, const std::optional<fp8_output
 }
 
 linear_input swiglu_forward_into(activation_tensor& out, const std::optional<fp8_output>& codes,
-                                 const activation_tensor& inp, int n, int f, cudaStream_t stream, float* amax) {
+                                 const activation_tensor& inp, int n, int f, cudaStream_t stream,
+                                 float* amax) {
   if (codes) {
     cuda::swiglu_forward(*codes, inp.bf16(), n, f, stream);
     return linear_input::fp8_written();
@@ -277,9 +279,9 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     const block_parameters& p = blocks_[std::size_t(l)];
     const std::size_t linear = std::size_t(4 * l);
     mark(phase::norms);
-    const linear_input ln1 =
-        rmsnorm_into(a.ln1, linears_.fp8_output_of(linear + 0, x_tensor, kind, N), a.ln1_rstd.data(), residual,
-                     compute(p.attn_norm), N, C, stream_, producer_amax(linear + 0, x_tensor, forward_slot(l, 0)));
+    const linear_input ln1 = rmsnorm_into(a.ln1, linears_.fp8_output_of(linear + 0, x_tensor, kind, N),
+                                          a.ln1_rstd.data(), residual, compute(p.attn_norm), N, C, stream_,
+                                          producer_amax(linear + 0, x_tensor, forward_slot(l, 0)));
     a.ln1_fp8 = ln1.is_fp8_written();
     linear_forward(linear + 0, kind, a.qkv.output(), ln1, p.wqkv, N);
     mark(phase::attention);
@@ -294,9 +296,9 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
     mark(phase::residual);
     residual_forward(a.residual2.data(), residual, branch_, NC, stored, stream_);
     mark(phase::norms);
-    const linear_input ln2 = rmsnorm_into(
-        a.ln2, linears_.fp8_output_of(linear + 2, x_tensor, kind, N), a.ln2_rstd.data(), a.residual2.data(),
-        compute(p.mlp_norm), N, C, stream_, producer_amax(linear + 2, x_tensor, forward_slot(l, 1)));
+    const linear_input ln2 = rmsnorm_into(a.ln2, linears_.fp8_output_of(linear + 2, x_tensor, kind, N),
+                                          a.ln2_rstd.data(), a.residual2.data(), compute(p.mlp_norm), N, C,
+                                          stream_, producer_amax(linear + 2, x_tensor, forward_slot(l, 1)));
     a.ln2_fp8 = ln2.is_fp8_written();
     linear_forward(linear + 2, kind, a.gate_up.output(), ln2, p.w_gate_up, N);
     mark(phase::activation);
@@ -311,9 +313,9 @@ double device_transformer::forward_device(const std::int32_t* inputs, const std:
   }
   mark(phase::norms);
   const std::size_t head = std::size_t(4 * layers_);
-  const linear_input lnf =
-      rmsnorm_into(lnf_, linears_.fp8_output_of(head, x_tensor, kind, N), lnf_rstd_.data(), residual,
-                   compute(final_norm_), N, C, stream_, producer_amax(head, x_tensor, forward_slot(layers_, 0)));
+  const linear_input lnf = rmsnorm_into(lnf_, linears_.fp8_output_of(head, x_tensor, kind, N),
+                                        lnf_rstd_.data(), residual, compute(final_norm_), N, C, stream_,
+                                        producer_amax(head, x_tensor, forward_slot(layers_, 0)));
   lnf_fp8_ = lnf.is_fp8_written();
   linear_forward(head, kind, loss_.logits(), lnf, lm_head_, N);
   mark(phase::loss);
@@ -329,8 +331,8 @@ void device_transformer::backward_pass() {
   // The head: dlnf = dlogits . W_head, dW_head (+)= dlogits^T . lnf. In bf16 and fp8 runs the norms'
   // outputs (lnf, ln2, ln1) and their gradients (dnorm_, which RMSNorm's backward reads as BF16) are
   // BF16, read and written by the layers as they are.
-  linear_backward(std::size_t(4 * layers_), dnorm_.output(), lm_head_, loss_.dlogits(), saved_x(lnf_, lnf_fp8_),
-                  N);
+  linear_backward(std::size_t(4 * layers_), dnorm_.output(), lm_head_, loss_.dlogits(),
+                  saved_x(lnf_, lnf_fp8_), N);
   mark(phase::other);
   FP8_CUDA_CHECK(cudaMemsetAsync(dresidual_.data(), 0, dresidual_.size() * sizeof(float), stream_));
   const float* last = layers_ > 0 ? acts_.back().residual3.data() : encoded_.data();
@@ -344,12 +346,12 @@ void device_transformer::backward_pass() {
     const float* block_input = l == 0 ? encoded_.data() : acts_[std::size_t(l - 1)].residual3.data();
     // MLP branch: residual3 = residual2 + down(swiglu(gate_up(rmsnorm(residual2)))).
     // In bf16 and fp8 runs the [N, F] and [N, 2F] tensors stay BF16 from layer to layer.
-    linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(), saved_x(a.swiglu, a.swiglu_fp8),
-                    N);
+    linear_backward(linear + 3, dswiglu_.output(), p.w_down, dresidual_.data(),
+                    saved_x(a.swiglu, a.swiglu_fp8), N);
     mark(phase::activation);
     const linear_input dgate_up = swiglu_backward_into(
-        dgate_up_, linears_.fp8_output_of(linear + 2, dy_tensor, pass_kind::train, N), dswiglu_, a.gate_up, N, F,
-        stream_, producer_amax(linear + 2, dy_tensor, backward_slot(l)));
+        dgate_up_, linears_.fp8_output_of(linear + 2, dy_tensor, pass_kind::train, N), dswiglu_, a.gate_up, N,
+        F, stream_, producer_amax(linear + 2, dy_tensor, backward_slot(l)));
     linear_backward(linear + 2, dnorm_.output(), p.w_gate_up, dgate_up, saved_x(a.ln2, a.ln2_fp8), N);
     mark(phase::norms);
     rmsnorm_backward(dresidual_.data(), grad(p.mlp_norm), dnorm_, a.residual2.data(), compute(p.mlp_norm),

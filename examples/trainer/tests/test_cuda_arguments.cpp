@@ -97,7 +97,8 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::swiglu_backward (FP8 codes): unknown fp8_format value");
   expect_refusal([&] { cuda::swiglu_backward(no_codes, bf16, bf16, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_backward (FP8 codes): the [N, 2F] buffer is null");
-  expect_refusal([&] { cuda::swiglu_backward(codes, nullptr, bf16, 2, 2, nullptr); }, "the [N, F] buffer is null");
+  expect_refusal([&] { cuda::swiglu_backward(codes, nullptr, bf16, 2, 2, nullptr); },
+                 "the [N, F] buffer is null");
   // The BF16 forms check the same way, and name themselves.
   expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (BF16): inp is null");

@@ -40,8 +40,8 @@
 #include <utility>
 #include <vector>
 
-#include <fp8/cuda/error.hpp>
 #include <fp8/convert.hpp>
+#include <fp8/cuda/error.hpp>
 #include <fp8/float8.hpp>
 #include <fp8/quantize.hpp>
 #include <fp8/scaling/fp8_format.hpp>
@@ -761,7 +761,8 @@ std::vector<std::uint8_t> layer_codes_of(const std::vector<std::uint16_t>& bf16,
 // values.
 void expect_layer_codes(const char* what, const device_buffer<std::uint8_t>& codes,
                         const device_buffer<std::uint16_t>& bf16_form, float scale, fp8::fp8_format format) {
-  const std::vector<std::uint8_t> got = codes.to_host(), want = layer_codes_of(bf16_form.to_host(), scale, format);
+  const std::vector<std::uint8_t> got = codes.to_host(),
+                                  want = layer_codes_of(bf16_form.to_host(), scale, format);
   REQUIRE(got.size() == want.size());
   std::size_t differing = 0;
   for (std::size_t i = 0; i < got.size(); ++i) differing += got[i] != want[i] ? 1 : 0;
@@ -771,9 +772,9 @@ void expect_layer_codes(const char* what, const device_buffer<std::uint8_t>& cod
 }
 
 // ... and the amaxes the two forms recorded into slots that held the same value are the same bits.
-void expect_codes_of(const char* what, const device_buffer<std::uint8_t>& codes, const device_buffer<float>& amax,
-                     const device_buffer<std::uint16_t>& bf16_form, const device_buffer<float>& bf16_amax,
-                     float scale, fp8::fp8_format format) {
+void expect_codes_of(const char* what, const device_buffer<std::uint8_t>& codes,
+                     const device_buffer<float>& amax, const device_buffer<std::uint16_t>& bf16_form,
+                     const device_buffer<float>& bf16_amax, float scale, fp8::fp8_format format) {
   expect_layer_codes(what, codes, bf16_form, scale, format);
   CHECK(bits_of(amax.to_host().at(0)) == bits_of(bf16_amax.to_host().at(0)));
 }
@@ -788,12 +789,9 @@ TEST_CASE("the FP8 forms of RMSNorm and SwiGLU write the codes the layer's cast 
   // values (E4M3's largest is 448, E5M2's 57344); specials (NaN, infinities, signed zeros,
   // subnormals) in the inputs; SwiGLU through its one-element (f = 150) and chunked (f = 152) paths.
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<std::pair<fp8::fp8_format, float>> targets = {{fp8::fp8_format::e4m3, 1.0f},
-                                                                   {fp8::fp8_format::e4m3, 37.3f},
-                                                                   {fp8::fp8_format::e4m3, 400.0f},
-                                                                   {fp8::fp8_format::e5m2, 1.0f},
-                                                                   {fp8::fp8_format::e5m2, 0.37f},
-                                                                   {fp8::fp8_format::e5m2, 60000.0f}};
+  const std::vector<std::pair<fp8::fp8_format, float>> targets = {
+      {fp8::fp8_format::e4m3, 1.0f}, {fp8::fp8_format::e4m3, 37.3f}, {fp8::fp8_format::e4m3, 400.0f},
+      {fp8::fp8_format::e5m2, 1.0f}, {fp8::fp8_format::e5m2, 0.37f}, {fp8::fp8_format::e5m2, 60000.0f}};
   for (const auto& [format, scale] : targets) {
     CAPTURE(fp8::format_name(format));
     CAPTURE(scale);
@@ -840,8 +838,8 @@ TEST_CASE("the FP8 forms of RMSNorm and SwiGLU write the codes the layer's cast 
           dinp_amax16(std::vector<float>{0.5f}), dinp_amax8(std::vector<float>{0.5f});
       cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr, out_amax16.data());
       cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr, dinp_amax16.data());
-      cuda::swiglu_forward(cuda::fp8_output{out8.data(), scale_d.data(), out_amax8.data(), format}, inp16.data(),
-                           n, f, nullptr);
+      cuda::swiglu_forward(cuda::fp8_output{out8.data(), scale_d.data(), out_amax8.data(), format},
+                           inp16.data(), n, f, nullptr);
       cuda::swiglu_backward(cuda::fp8_output{dinp8.data(), scale_d.data(), dinp_amax8.data(), format},
                             dout16.data(), inp16.data(), n, f, nullptr);
       synchronize();
@@ -856,8 +854,8 @@ TEST_CASE("the FP8 forms of RMSNorm and SwiGLU write the codes the layer's cast 
   device_buffer<std::uint8_t> out8(std::size_t(n) * f);
   const device_buffer<float> one(std::vector<float>{1.0f});
   cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
-  cuda::swiglu_forward(cuda::fp8_output{out8.data(), one.data(), nullptr, fp8::fp8_format::e4m3}, inp16.data(), n,
-                       f, nullptr);
+  cuda::swiglu_forward(cuda::fp8_output{out8.data(), one.data(), nullptr, fp8::fp8_format::e4m3},
+                       inp16.data(), n, f, nullptr);
   synchronize();
   expect_layer_codes("swiglu out without an amax", out8, out16, 1.0f, fp8::fp8_format::e4m3);
 }

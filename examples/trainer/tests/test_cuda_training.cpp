@@ -327,14 +327,13 @@ TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts
     bool written;
   };
   const auto delayed = fp8::scaling_mode::delayed;
-  for (const config& c : {config{"delayed, automatic attention", attention_kernel::automatic, delayed,
-                                 gemm_mode::fp8, true},
-                          config{"delayed, materialised attention", attention_kernel::materialized, delayed,
-                                 gemm_mode::fp8, true},
-                          config{"delayed, wgrad in bf16", attention_kernel::automatic, delayed, gemm_mode::bf16,
-                                 false},
-                          config{"current scaling", attention_kernel::automatic, fp8::scaling_mode::current,
-                                 gemm_mode::fp8, false}}) {
+  for (const config& c :
+       {config{"delayed, automatic attention", attention_kernel::automatic, delayed, gemm_mode::fp8, true},
+        config{"delayed, materialised attention", attention_kernel::materialized, delayed, gemm_mode::fp8,
+               true},
+        config{"delayed, wgrad in bf16", attention_kernel::automatic, delayed, gemm_mode::bf16, false},
+        config{"current scaling", attention_kernel::automatic, fp8::scaling_mode::current, gemm_mode::fp8,
+               false}}) {
     CAPTURE(c.what);
     run_options with = tiny_options(precision::fp8, device_kind::cuda);  // the head in FP8 too
     with.recipe.recipe = c.scaling;
@@ -354,7 +353,8 @@ TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts
     CHECK(cuda::producer_fp8_calls(*a) == (c.written ? passes * per_pass : 0));
     CHECK(cuda::producer_fp8_calls(*b) == 0);
     CHECK(a->evaluate() == b->evaluate());
-    CHECK(identical(saved_master(*a, "producer_fp8.safetensors"), saved_master(*b, "no_producer_fp8.safetensors")));
+    CHECK(identical(saved_master(*a, "producer_fp8.safetensors"),
+                    saved_master(*b, "no_producer_fp8.safetensors")));
     const std::vector<float> histories = amax_histories(*a);
     CHECK(identical(histories, amax_histories(*b)));
     CHECK(std::any_of(histories.begin(), histories.end(), [](float x) { return x > 0.0f; }));
