@@ -610,8 +610,8 @@ TEST_CASE(
 namespace {
 
 // A producer that writes its output as the layer's FP8 codes (linear_layer::fp8_input), as a user's
-// norm or activation kernel would: each value (here the input itself) as BF16, times the target's
-// scale, converted rounding to nearest even and saturating; its amax recorded when `amax` is set.
+// norm or activation kernel would: each value (here the input itself) as BF16, through
+// fp8::cuda::scaled_code with the target's scale; its amax recorded when `amax` is set.
 template <class Format>
 __global__ void __launch_bounds__(producer_threads)
     produce_fp8(const __nv_bfloat16* in, std::size_t count, const float* scale, std::uint8_t* codes,
@@ -621,8 +621,7 @@ __global__ void __launch_bounds__(producer_threads)
   const std::size_t stride = std::size_t(gridDim.x) * producer_threads;
   for (std::size_t i = blockIdx.x * std::size_t(producer_threads) + threadIdx.x; i < count; i += stride) {
     const __nv_bfloat16 value = in[i];
-    codes[i] = fp8::cuda::convert<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(
-        __bfloat162float(value) * s);
+    codes[i] = fp8::cuda::scaled_code<Format>(__bfloat162float(value), s);
     tracker.add(value);
   }
   if (amax != nullptr) tracker.record<producer_threads>(amax);  // the same for the whole grid

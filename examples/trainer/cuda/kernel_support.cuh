@@ -94,14 +94,12 @@ __device__ __forceinline__ float store_element(__nv_bfloat16* p, std::size_t i, 
   p[i] = __float2bfloat16_rn(stored);
   return stored;
 }
-// FP8 codes: the BF16 form's value (so the same amax), times the scale, converted rounding to
-// nearest even and saturating: the arithmetic of the linear layer's delayed cast of that BF16 value,
-// so the code is the one the cast would have made of the BF16 form's output.
+// FP8 codes: the BF16 form's value (so the same amax), through the library's scaled cast of one
+// value (fp8::cuda::scaled_code): the code the linear layer's cast makes of the BF16 form's output.
 template <class Format>
 __device__ __forceinline__ float store_element(fp8_code<Format>* p, std::size_t i, float x, store_rule rule) {
   const float stored = round_to_bf16(x);
-  p[i].bits =
-      fp8::cuda::convert<Format, fp8::rounding::nearest_even, fp8::overflow::saturate>(stored * rule.scale);
+  p[i].bits = fp8::cuda::scaled_code<Format>(stored, rule.scale);
   return stored;
 }
 

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(transpose_threads)
           if (r < rows && c + j < cols) {
             const float x = widen(in[r * cols + c + j]);
             if constexpr (WithAmax) bits = max(bits, amax_bits(x));
-            const auto code = convert<Format, rounding::nearest_even, overflow::saturate>(x * scale);
+            const auto code = scaled_code<Format>(x, scale);
             out[r * cols + c + j] = code;
             tile_bytes[tr * row_bytes + tc + j] = code;
           }

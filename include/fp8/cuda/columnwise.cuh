@@ -143,8 +143,7 @@ __global__ void __launch_bounds__(column_threads)
     }
 #pragma unroll
     for (int k = 0; k < column_values; ++k) {
-      codes[lane][warp + k * column_warps] =
-          convert<Format, rounding::nearest_even, overflow::saturate>(v[k] * scale[k / per_group]);
+      codes[lane][warp + k * column_warps] = scaled_code<Format>(v[k], scale[k / per_group]);
     }
     __syncthreads();
     // Row cc of the chunk's transpose: 128 codes, 16 per thread (8 threads per row).

@@ -106,4 +106,13 @@ __host__ __device__ __forceinline__ packed_x4 convert_x4(float4 v, uint4 random 
   return low | (high << 16);
 }
 
+// The code fp8's scaled casts make of one value: value * scale (one float multiplication),
+// converted rounding to nearest even and saturating. A kernel that writes a linear layer's FP8
+// operand itself (linear_layer::fp8_input) makes the layer's codes with it; convert_x4 of the four
+// products is the same, four at a time.
+template <class Format>
+__host__ __device__ __forceinline__ typename Format::storage scaled_code(float value, float scale) {
+  return convert<Format, rounding::nearest_even, overflow::saturate>(value * scale);
+}
+
 }  // namespace fp8::cuda

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(Threads)
   for (std::size_t i = scalar_begin + thread; i < count; i += stride) {
     const float x = widen(in[i]);
     if constexpr (WithAmax) bits = max(bits, amax_bits(x));
-    out[i] = convert<Format, rounding::nearest_even, overflow::saturate>(x * scale);
+    out[i] = scaled_code<Format>(x, scale);
   }
   if constexpr (WithAmax) {
     bits = block_max<Threads>(bits);
