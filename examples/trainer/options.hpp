@@ -66,9 +66,10 @@ struct run_options {
   // where they would otherwise read the tensor for it; --no-producer-amaxes turns that off (the same
   // results, bit for bit: a debugging switch).
   bool producer_amaxes = true;
-  // --device cuda: under delayed scaling the kernels that compute a linear layer's X or dY (RMSNorm,
-  // SwiGLU) write the layer's FP8 codes where it takes them, instead of BF16 for the layer to cast;
-  // --no-producer-fp8 turns that off (the same results, bit for bit: a debugging switch).
+  // --device cuda: under delayed scaling the kernels that write a linear layer's X or dY (RMSNorm,
+  // SwiGLU, the staging copies of float operands) write the layer's FP8 codes where it takes them,
+  // instead of BF16 for the layer to cast; --no-producer-fp8 turns that off (the same results, bit
+  // for bit: a debugging switch).
   bool producer_fp8 = true;
 
   // Evaluation, output, checkpoints.

@@ -175,7 +175,7 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   check_planned(x, planned.x, linear, "x");
   check_planned(y, planned.y, linear, "y");
   fp8::cuda::linear_layer::forward_args args;
-  if (x.is_fp8_written()) {
+  if (x.is_fp8_written() || stage_codes(x, linear, fp8::cuda::linear_tensor::x, kind, m, mk, stream)) {
     args.x_written = true;  // its codes are in the layer's copy already
     ++producer_fp8_calls_;
   } else {
@@ -219,7 +219,8 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   check_planned(dy, planned.dy, linear, "dy");
   fp8::cuda::linear_layer& chosen = layer(linear, pass_kind::train);
   fp8::cuda::linear_layer::backward_args args;
-  if (dy.is_fp8_written()) {
+  if (dy.is_fp8_written() ||
+      stage_codes(dy, linear, fp8::cuda::linear_tensor::dy, pass_kind::train, m, mn, stream)) {
     args.dy_written = true;
     ++producer_fp8_calls_;
   } else {
@@ -246,6 +247,16 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.statistics = statistics_;
   chosen.backward(args, stream);  // it marks its stages (set_profile)
   stage_result(dx, dx16_, mk, stream);
+}
+
+bool device_linears::stage_codes(linear_input t, std::size_t linear, fp8::cuda::linear_tensor tensor,
+                                 pass_kind kind, int m, std::size_t count, cudaStream_t stream) {
+  if (!t.staged()) return false;
+  const std::optional<fp8_output> codes = fp8_output_of(linear, tensor, kind, m);
+  if (!codes) return false;
+  mark(phase::staging);
+  to_fp8(*codes, t.floats(), count, stream);
+  return true;
 }
 
 std::optional<fp8_output> device_linears::fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor,

@@ -141,8 +141,9 @@ class device_linears {
   // layer's training calls take it (fp8::cuda::linear_layer::takes_given_amax), else null (the
   // producer records nothing). fp32 runs: null.
   float* amax_slot(std::size_t linear, fp8::cuda::linear_tensor tensor, float* slot) const;
-  // Whether producers write FP8 codes where a layer takes them (on by default; fp8_output_of).
-  // Off: every producer writes BF16 and the layers cast it (the same results, bit for bit).
+  // Whether producers write FP8 codes where a layer takes them (on by default; fp8_output_of), the
+  // model's kernels and the staging copies of float operands alike. Off: every producer writes BF16
+  // and the layers cast it (the same results, bit for bit).
   void set_producer_fp8(bool on) { producer_fp8_ = on; }
   // Where the producer of layer `linear`'s X (tensor x, in a forward pass of `kind`) or dY (dy, in
   // the training backward: kind train) of m tokens writes it as the layer's FP8 codes; or nothing,
@@ -154,8 +155,9 @@ class device_linears {
   // training passes only, which record amaxes.
   std::optional<fp8_output> fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor, pass_kind kind,
                                           int m);
-  // How many layer calls have taken a producer's FP8 codes (x forward, dy backward) since the layers
-  // were made: whether, and how often, the path ran.
+  // How many layer calls have taken FP8 codes written before the call (x forward, dy backward: by
+  // the model's producers, or by the staging copy of a float operand, to_fp8) since the layers were
+  // made: whether, and how often, the path ran.
   std::uint64_t producer_fp8_calls() const { return producer_fp8_calls_; }
   // The counts of the statistics passes since the last read, per layer (empty in fp32 runs, which
   // have no layers). Waits for `stream`.
@@ -174,6 +176,12 @@ class device_linears {
   // whose amax the copy records into `amax` when it is set (zeroed here first).
   const __nv_bfloat16* layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch, std::size_t count,
                                      cudaStream_t stream, float* amax = nullptr);
+  // A staged operand (x forward, dy backward) copied straight into the layer's FP8 codes where the
+  // layer takes them (fp8_output_of; to_fp8: the codes its cast makes of the BF16 copy, with that
+  // copy's amax): true, and the call passes the codes as written; false where the operand is not
+  // staged or the layer does not take codes (layer_operand then stages BF16).
+  bool stage_codes(linear_input t, std::size_t linear, fp8::cuda::linear_tensor tensor, pass_kind kind, int m,
+                   std::size_t count, cudaStream_t stream);
   // Where the layer writes a result: t itself, or `scratch`, widened into t's floats by stage_result.
   static __nv_bfloat16* layer_result(linear_output t, device_buffer<std::uint16_t>& scratch);
   void stage_result(linear_output t, const device_buffer<std::uint16_t>& scratch, std::size_t count,
@@ -265,8 +273,8 @@ class device_model {
   void record_bf16_amax(bool on) { linears_.set_record_bf16_amax(on); }
   // device_linears::set_producer_amaxes (on by default; off for the tests that compare the two).
   void producer_amaxes(bool on) { linears_.set_producer_amaxes(on); }
-  // device_linears::set_producer_fp8, producer_fp8_calls (the transformer's producers; the MLP
-  // stages its operands and has none).
+  // device_linears::set_producer_fp8, producer_fp8_calls (the transformer's RMSNorm and SwiGLU, and
+  // every model's staging copies of float operands).
   void producer_fp8(bool on) { linears_.set_producer_fp8(on); }
   std::uint64_t producer_fp8_calls() const { return linears_.producer_fp8_calls(); }
   std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }

@@ -1,9 +1,10 @@
-// Element-wise BF16 rounding kernels (grid-stride loops).
+// Element-wise BF16 rounding and staging-copy kernels (grid-stride loops).
 #include "storage.hpp"
 
 #include <cuda_bf16.h>
 
 #include <fp8/cuda/amax_tracker.cuh>
+#include <fp8/quantize/checks.hpp>
 
 #include "kernel_support.cuh"
 
@@ -27,6 +28,23 @@ __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t 
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const __nv_bfloat16 value = __float2bfloat16_rn(in[i]);
     out[i] = value;
+    if constexpr (Track) tracker.add(value);
+  }
+  if constexpr (Track) tracker.record<detail::block_threads>(amax);
+}
+
+// out: [count] the FP8 codes a linear layer's cast makes of to_bf16_kernel's copy of in: [count]
+// (each value rounded as that copy rounds it, then fp8::cuda::scaled_code with *scale); with Track,
+// the copy's amax max-accumulated into *amax, as to_bf16_kernel records it. Blocks of block_threads.
+template <class Format, bool Track>
+__global__ void to_fp8_kernel(std::uint8_t* out, const float* in, std::size_t count, const float* scale,
+                              float* amax) {
+  const float s = *scale;
+  fp8::cuda::amax_tracker tracker;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const __nv_bfloat16 value = __float2bfloat16_rn(in[i]);
+    out[i] = fp8::cuda::scaled_code<Format>(__bfloat162float(value), s);
     if constexpr (Track) tracker.add(value);
   }
   if constexpr (Track) tracker.record<detail::block_threads>(amax);
@@ -70,6 +88,26 @@ void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_
         <<<detail::grid_for(count), detail::block_threads, 0, stream>>>(bf16, in, count, nullptr);
   }
   detail::check_launch("to_bf16_kernel");
+}
+
+void to_fp8(const fp8_output& out, const float* in, std::size_t count, cudaStream_t stream) {
+  constexpr const char* function = "trainer::cuda::to_fp8";
+  detail::check_pointer(out.codes, count, function, "out.codes");
+  detail::check_pointer(in, count, function, "in");
+  if (count == 0) return;
+  detail::check_pointer(out.scale, 1, function, "out.scale");
+  fp8::detail::check_format(out.format, function);
+  fp8::visit_format(out.format, [&](auto format) {
+    using format_type = decltype(format);
+    if (out.amax != nullptr) {
+      to_fp8_kernel<format_type, true><<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
+          out.codes, in, count, out.scale, out.amax);
+    } else {
+      to_fp8_kernel<format_type, false><<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
+          out.codes, in, count, out.scale, nullptr);
+    }
+  });
+  detail::check_launch("to_fp8_kernel");
 }
 
 void from_bf16(float* out, const std::uint16_t* in, std::size_t count, cudaStream_t stream) {

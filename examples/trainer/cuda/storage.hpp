@@ -1,5 +1,6 @@
 // The BF16 rounding of stored tensors and compute weights on the device: the CUDA form of
-// trainer::round_to_bf16 and trainer::store (precision.hpp), bit-identical to them.
+// trainer::round_to_bf16 and trainer::store (precision.hpp), bit-identical to them; and the copies
+// of float tensors into the BF16 or FP8 operands of linear layers (the staging copies).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 
 #include "../precision.hpp"
+#include "fp8_output.hpp"
 
 namespace trainer::cuda {
 
@@ -26,6 +28,11 @@ void store_copy(storage where, float* out, const float* in, std::size_t count, c
 // zero it first), for the linear layer that reads out.
 void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_t stream,
              float* amax = nullptr);
+
+// The staging copy straight to a linear layer's FP8 codes (fp8_output), where the layer takes them:
+// out.codes[count] are the codes the layer's cast makes of to_bf16's copy of in, and the amax
+// recorded into out.amax (when set) is that copy's, bit for bit.
+void to_fp8(const fp8_output& out, const float* in, std::size_t count, cudaStream_t stream);
 
 // out: [count] = the BF16 values in: [count] (raw __nv_bfloat16 bits) as floats, exactly.
 void from_bf16(float* out, const std::uint16_t* in, std::size_t count, cudaStream_t stream);

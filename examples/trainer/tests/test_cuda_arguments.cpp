@@ -99,6 +99,13 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::swiglu_backward (FP8 codes): the [N, 2F] buffer is null");
   expect_refusal([&] { cuda::swiglu_backward(codes, nullptr, bf16, 2, 2, nullptr); },
                  "the [N, F] buffer is null");
+  expect_refusal([&] { cuda::to_fp8(no_codes, some, 4, nullptr); },
+                 "trainer::cuda::to_fp8: out.codes is null");
+  expect_refusal([&] { cuda::to_fp8(codes, nullptr, 4, nullptr); }, "trainer::cuda::to_fp8: in is null");
+  expect_refusal([&] { cuda::to_fp8(no_scale, some, 4, nullptr); },
+                 "trainer::cuda::to_fp8: out.scale is null");
+  expect_refusal([&] { cuda::to_fp8(bad_format, some, 4, nullptr); },
+                 "trainer::cuda::to_fp8: unknown fp8_format value");
   // The BF16 forms check the same way, and name themselves.
   expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (BF16): inp is null");

@@ -781,13 +781,15 @@ void expect_codes_of(const char* what, const device_buffer<std::uint8_t>& codes,
 
 }  // namespace
 
-TEST_CASE("the FP8 forms of RMSNorm and SwiGLU write the codes the layer's cast makes of the BF16 forms") {
+TEST_CASE("the FP8 forms of RMSNorm, SwiGLU and the staging copy write the layer's codes of the BF16 forms") {
   // Where a linear layer takes its X or dY as FP8 codes from the producer (the transformer's fp8
   // runs under delayed scaling), the codes must be those the layer's own cast of the BF16 form's
   // output makes, bit for bit, and the amax the BF16 form's: else the written and the cast runs
   // differ. Both formats; a scale of 1, one that is not a power of two, and one that saturates most
   // values (E4M3's largest is 448, E5M2's 57344); specials (NaN, infinities, signed zeros,
   // subnormals) in the inputs; SwiGLU through its one-element (f = 150) and chunked (f = 152) paths.
+  // (NaNs are positive: the device's multiplication makes any NaN positive, the host's keeps the
+  // sign, so a negative NaN would differ in the host reference only.)
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<std::pair<fp8::fp8_format, float>> targets = {
       {fp8::fp8_format::e4m3, 1.0f}, {fp8::fp8_format::e4m3, 37.3f}, {fp8::fp8_format::e4m3, 400.0f},
@@ -845,6 +847,20 @@ TEST_CASE("the FP8 forms of RMSNorm and SwiGLU write the codes the layer's cast 
       synchronize();
       expect_codes_of("swiglu out", out8, out_amax8, out16, out_amax16, scale, format);
       expect_codes_of("swiglu dinp", dinp8, dinp_amax8, dinp16, dinp_amax16, scale, format);
+    }
+    {
+      // The staging copy: floats that are not BF16 values (the copy rounds them), specials.
+      std::vector<float> values = random_values(100003, 45, 3.0f);
+      const float specials[] = {nan, inf, -inf, -0.0f, 1.0e-39f, 3.0e38f, -3.0e38f, 448.5f, 1.0e-6f};
+      std::copy(std::begin(specials), std::end(specials), values.begin() + 1000);
+      device_buffer<float> in(values), amax16(std::vector<float>{0.5f}), amax8(std::vector<float>{0.5f});
+      device_buffer<std::uint16_t> copy16(values.size());
+      device_buffer<std::uint8_t> copy8(values.size());
+      cuda::to_bf16(copy16.data(), in.data(), values.size(), nullptr, amax16.data());
+      cuda::to_fp8(cuda::fp8_output{copy8.data(), scale_d.data(), amax8.data(), format}, in.data(),
+                   values.size(), nullptr);
+      synchronize();
+      expect_codes_of("staging copy", copy8, amax8, copy16, amax16, scale, format);
     }
   }
   // Without an amax slot (evaluation passes), the codes alone.

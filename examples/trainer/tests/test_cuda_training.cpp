@@ -312,30 +312,34 @@ TEST_CASE("on the GPU, the producers' amaxes give the layers' own results, bit f
 }
 
 TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts' results, bit for bit") {
-  // Under delayed scaling RMSNorm and SwiGLU write the FP8 codes of the linear layers that take them
-  // (wqkv's, w_gate_up's, w_down's and the head's X; w_gate_up's dY) instead of BF16 for the layer
-  // to cast. Runs with and without --no-producer-fp8, over steps of two passes, agree bit for bit
-  // in losses, evaluation, master weights and every amax history; and the path ran, every training
-  // pass, exactly where the layers take codes: not under current scaling (the cast needs the amax
-  // first), not with a BF16 wgrad (it reads X and dY as BF16). A code or an amax slot off by one
-  // changes the losses or the histories.
+  // Under delayed scaling the kernels that write a linear layer's X or dY write the layer's FP8
+  // codes where it takes them, instead of BF16 for the layer to cast: RMSNorm (wqkv's, w_gate_up's
+  // and the head's X), SwiGLU (w_down's X; backward w_gate_up's dY) and the staging copies of float
+  // operands (the residual stream's gradient as the dY of wo and w_down, the logits' gradient as
+  // the head's; on the materialised attention path the heads' output as wo's X and qkv's gradient
+  // as wqkv's dY; every operand of the MLP). Runs with and without --no-producer-fp8, over steps of
+  // two passes, agree bit for bit in losses, evaluation, master weights and every amax history; and
+  // the path ran in exactly the calls where the layers take codes: none under current scaling (the
+  // cast needs the amax first) or with a BF16 wgrad (it reads X and dY as BF16). A code or an amax
+  // slot off by one changes the losses or the histories.
   struct config {
     const char* what;
+    bool mlp;
     attention_kernel attention;
     fp8::scaling_mode scaling;
     gemm_mode wgrad;
-    bool written;
   };
   const auto delayed = fp8::scaling_mode::delayed;
+  const auto automatic = attention_kernel::automatic, materialized = attention_kernel::materialized;
   for (const config& c :
-       {config{"delayed, automatic attention", attention_kernel::automatic, delayed, gemm_mode::fp8, true},
-        config{"delayed, materialised attention", attention_kernel::materialized, delayed, gemm_mode::fp8,
-               true},
-        config{"delayed, wgrad in bf16", attention_kernel::automatic, delayed, gemm_mode::bf16, false},
-        config{"current scaling", attention_kernel::automatic, fp8::scaling_mode::current, gemm_mode::fp8,
-               false}}) {
+       {config{"delayed, automatic attention", false, automatic, delayed, gemm_mode::fp8},
+        config{"delayed, materialised attention", false, materialized, delayed, gemm_mode::fp8},
+        config{"delayed, wgrad in bf16", false, automatic, delayed, gemm_mode::bf16},
+        config{"current scaling", false, automatic, fp8::scaling_mode::current, gemm_mode::fp8},
+        config{"mlp, delayed", true, automatic, delayed, gemm_mode::fp8}}) {
     CAPTURE(c.what);
-    run_options with = tiny_options(precision::fp8, device_kind::cuda);  // the head in FP8 too
+    run_options with = c.mlp ? tiny_mlp_options(precision::fp8, device_kind::cuda)
+                             : tiny_options(precision::fp8, device_kind::cuda);  // the head in FP8 too
     with.recipe.recipe = c.scaling;
     with.attention = c.attention;
     with.linear_modes = {gemm_mode::fp8, gemm_mode::fp8, c.wgrad};
@@ -346,11 +350,18 @@ TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts
     const std::unique_ptr<training_run> b = make_run(without);
     const long steps = 10;
     CHECK(identical(train_losses(*a, steps), train_losses(*b, steps)));
-    // Per training pass: three X per block (ln1, ln2, SwiGLU's output) and the head's, one dY per
-    // block (SwiGLU's input gradient).
+    // Calls per training pass that take codes, where the layers take them. The MLP: X and dY of
+    // every layer. The transformer, per block: X of wqkv, w_gate_up, w_down; dY of w_gate_up, wo,
+    // w_down; on the materialised path also wo's X and wqkv's dY (cuDNN's BF16 tensors on the fused
+    // one); and the head's X and dY.
+    const std::uint64_t blocks = std::uint64_t(with.model.layers);
+    const bool fused = a->describe().find("attention: fused") != std::string::npos;
+    const std::uint64_t per_pass = c.mlp
+                                       ? 2 * std::uint64_t(make_model(with.model, 1)->linear_layers().size())
+                                       : (fused ? 6 : 8) * blocks + 2;
+    const bool taken = c.scaling == delayed && c.wgrad == gemm_mode::fp8;
     const std::uint64_t passes = std::uint64_t(steps) * std::uint64_t(with.batch / with.micro_batch);
-    const std::uint64_t per_pass = 4 * std::uint64_t(with.model.layers) + 1;
-    CHECK(cuda::producer_fp8_calls(*a) == (c.written ? passes * per_pass : 0));
+    CHECK(cuda::producer_fp8_calls(*a) == (taken ? passes * per_pass : 0));
     CHECK(cuda::producer_fp8_calls(*b) == 0);
     CHECK(a->evaluate() == b->evaluate());
     CHECK(identical(saved_master(*a, "producer_fp8.safetensors"),
@@ -359,8 +370,9 @@ TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts
     CHECK(identical(histories, amax_histories(*b)));
     CHECK(std::any_of(histories.begin(), histories.end(), [](float x) { return x > 0.0f; }));
   }
-  // Steps that count the casts (--stats-every: the producers write BF16 in their first pass) and
-  // shadow passes (all BF16) between steps that take codes, through run(): the same run either way.
+  // Steps that count the casts (--stats-every: every operand is written as BF16 in their first
+  // pass) and shadow passes (all BF16) between steps that take codes, through run(): the same run
+  // either way.
   run_options with = tiny_options(precision::fp8, device_kind::cuda);
   with.micro_batch = 2;
   with.steps = 6;
