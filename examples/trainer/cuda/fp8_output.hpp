@@ -4,8 +4,10 @@
 // (w_down's X, and backward w_gate_up's dY). Host-visible: no nvcc needed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include <fp8/quantize/checks.hpp>
 #include <fp8/scaling/fp8_format.hpp>
 
 namespace trainer::cuda {
@@ -21,5 +23,14 @@ struct fp8_output {
   float* amax = nullptr;
   fp8::fp8_format format = fp8::fp8_format::e4m3;
 };
+
+// What every launcher that writes an fp8_output checks before it launches, when it writes `count`
+// elements (none: nothing): a scale to read and a known format, or fp8::invalid_argument naming
+// `function`. The codes are checked by each launcher as the buffer they are, with its shape.
+inline void check_fp8_output(const fp8_output& out, std::size_t count, const char* function) {
+  if (count == 0) return;
+  fp8::detail::check_pointer(out.scale, 1, function, "the FP8 output's scale");
+  fp8::detail::check_format(out.format, function);
+}
 
 }  // namespace trainer::cuda

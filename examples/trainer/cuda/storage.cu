@@ -4,7 +4,6 @@
 #include <cuda_bf16.h>
 
 #include <fp8/cuda/amax_tracker.cuh>
-#include <fp8/quantize/checks.hpp>
 
 #include "kernel_support.cuh"
 
@@ -95,8 +94,7 @@ void to_fp8(const fp8_output& out, const float* in, std::size_t count, cudaStrea
   detail::check_pointer(out.codes, count, function, "out.codes");
   detail::check_pointer(in, count, function, "in");
   if (count == 0) return;
-  detail::check_pointer(out.scale, 1, function, "out.scale");
-  fp8::detail::check_format(out.format, function);
+  check_fp8_output(out, count, function);
   fp8::visit_format(out.format, [&](auto format) {
     using format_type = decltype(format);
     if (out.amax != nullptr) {

@@ -140,13 +140,6 @@ void check(const char* function, const void* wide, const void* other_wide, const
   detail::check_pointer(narrow, count, function, "the [N, F] buffer");
 }
 
-// An FP8 output's scale and format (its codes are checked as the buffer they are).
-void check_codes(const char* function, const fp8_output& codes, std::size_t count) {
-  if (count == 0) return;
-  detail::check_pointer(codes.scale, 1, function, "the FP8 output's scale");
-  fp8::detail::check_format(codes.format, function);
-}
-
 template <class In, class Out>
 void launch_forward(const char* function, Out* out, const In* inp, int n, int f, storage out_storage,
                     const float* out_scale, float* out_amax, cudaStream_t stream) {
@@ -212,7 +205,7 @@ void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::
 
 void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int f, cudaStream_t stream) {
   constexpr const char* function = "trainer::cuda::swiglu_forward (FP8 codes)";
-  check_codes(function, out, std::size_t(n > 0 ? n : 0) * std::size_t(f > 0 ? f : 0));
+  check_fp8_output(out, std::size_t(n > 0 ? n : 0) * std::size_t(f > 0 ? f : 0), function);
   fp8::visit_format(out.format, [&](auto format) {
     using code = detail::fp8_code<decltype(format)>;
     launch_forward(function, reinterpret_cast<code*>(out.codes), as_bf16(inp), n, f, storage::bf16, out.scale,
@@ -223,7 +216,7 @@ void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int 
 void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n,
                      int f, cudaStream_t stream) {
   constexpr const char* function = "trainer::cuda::swiglu_backward (FP8 codes)";
-  check_codes(function, dinp, std::size_t(n > 0 ? n : 0) * std::size_t(f > 0 ? f : 0));
+  check_fp8_output(dinp, std::size_t(n > 0 ? n : 0) * std::size_t(f > 0 ? f : 0), function);
   fp8::visit_format(dinp.format, [&](auto format) {
     using code = detail::fp8_code<decltype(format)>;
     launch_backward(function, reinterpret_cast<code*>(dinp.codes), as_bf16(dout), as_bf16(inp), n, f,

@@ -103,7 +103,7 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::to_fp8: out.codes is null");
   expect_refusal([&] { cuda::to_fp8(codes, nullptr, 4, nullptr); }, "trainer::cuda::to_fp8: in is null");
   expect_refusal([&] { cuda::to_fp8(no_scale, some, 4, nullptr); },
-                 "trainer::cuda::to_fp8: out.scale is null");
+                 "trainer::cuda::to_fp8: the FP8 output's scale is null");
   expect_refusal([&] { cuda::to_fp8(bad_format, some, 4, nullptr); },
                  "trainer::cuda::to_fp8: unknown fp8_format value");
   // The BF16 forms check the same way, and name themselves.
