@@ -60,17 +60,6 @@ void rmsnorm_backward(float* dinp, float* dweight, const activation_tensor& dout
   }
 }
 
-// RMSNorm's forward into a tensor in the run's form (fp32 runs: floats, stored as fp32). amax (or
-// null): the BF16 output's amax, recorded as it is written (fp32 runs pass none).
-void rmsnorm_forward(activation_tensor& out, float* rstd, const float* inp, const float* weight, int n, int c,
-                     cudaStream_t stream, float* amax) {
-  if (out.is_bf16()) {
-    cuda::rmsnorm_forward(out.bf16(), rstd, inp, weight, n, c, stream, amax);
-  } else {
-    cuda::rmsnorm_forward(out.floats(), rstd, inp, weight, n, c, storage::fp32, stream);
-  }
-}
-
 // residual + a linear layer's output in the run's form (BF16 read as it is, without a staging copy).
 void residual_forward(float* out, const float* residual, const activation_tensor& branch, std::size_t count,
                       storage stored, cudaStream_t stream) {
@@ -81,29 +70,11 @@ void residual_forward(float* out, const float* residual, const activation_tensor
   }
 }
 
-// SwiGLU over tensors in the run's form: the float launchers in fp32 runs, the BF16 ones otherwise
-// (amax, or null: the BF16 result's amax, recorded as it is written).
-void swiglu_forward(activation_tensor& out, const activation_tensor& inp, int n, int f, cudaStream_t stream,
-                    float* amax) {
-  if (out.is_bf16()) {
-    cuda::swiglu_forward(out.bf16(), inp.bf16(), n, f, stream, amax);
-  } else {
-    cuda::swiglu_forward(out.floats(), inp.floats(), n, f, storage::fp32, stream);
-  }
-}
-
-void swiglu_backward(activation_tensor& dinp, const activation_tensor& dout, const activation_tensor& inp,
-                     int n, int f, cudaStream_t stream, float* amax) {
-  if (dinp.is_bf16()) {
-    cuda::swiglu_backward(dinp.bf16(), dout.bf16(), inp.bf16(), n, f, stream, amax);
-  } else {
-    cuda::swiglu_backward(dinp.floats(), dout.floats(), inp.floats(), n, f, storage::fp32, stream);
-  }
-}
-
-// The producers of linear-layer operands that write the layer's FP8 codes where it takes them
-// (`codes`, from device_linears::fp8_output_of), else the tensor in the run's form with its amax.
-// Each returns the operand the layer reads: linear_input::fp8_written(), or the tensor.
+// The producers of linear-layer operands: RMSNorm's forward and SwiGLU's two passes. Each writes
+// the layer's FP8 codes where the layer takes them (`codes`, from device_linears::fp8_output_of),
+// else the tensor in the run's form: floats in fp32 runs, BF16 otherwise, with its amax recorded as
+// it is written (`amax`, or null; fp32 runs pass none). Each returns the operand the layer reads:
+// linear_input::fp8_written(), or the tensor.
 linear_input rmsnorm_into(activation_tensor& out, const std::optional<fp8_output>& codes, float* rstd,
                           const float* inp, const float* weight, int n, int c, cudaStream_t stream,
                           float* amax) {
@@ -111,7 +82,11 @@ linear_input rmsnorm_into(activation_tensor& out, const std::optional<fp8_output
     cuda::rmsnorm_forward(*codes, rstd, inp, weight, n, c, stream);
     return linear_input::fp8_written();
   }
-  rmsnorm_forward(out, rstd, inp, weight, n, c, stream, amax);
+  if (out.is_bf16()) {
+    cuda::rmsnorm_forward(out.bf16(), rstd, inp, weight, n, c, stream, amax);
+  } else {
+    cuda::rmsnorm_forward(out.floats(), rstd, inp, weight, n, c, storage::fp32, stream);
+  }
   return out.input().with_amax(amax);
 }
 
@@ -122,7 +97,11 @@ linear_input swiglu_forward_into(activation_tensor& out, const std::optional<fp8
     cuda::swiglu_forward(*codes, inp.bf16(), n, f, stream);
     return linear_input::fp8_written();
   }
-  swiglu_forward(out, inp, n, f, stream, amax);
+  if (out.is_bf16()) {
+    cuda::swiglu_forward(out.bf16(), inp.bf16(), n, f, stream, amax);
+  } else {
+    cuda::swiglu_forward(out.floats(), inp.floats(), n, f, storage::fp32, stream);
+  }
   return out.input().with_amax(amax);
 }
 
@@ -133,7 +112,11 @@ linear_input swiglu_backward_into(activation_tensor& dinp, const std::optional<f
     cuda::swiglu_backward(*codes, dout.bf16(), inp.bf16(), n, f, stream);
     return linear_input::fp8_written();
   }
-  swiglu_backward(dinp, dout, inp, n, f, stream, amax);
+  if (dinp.is_bf16()) {
+    cuda::swiglu_backward(dinp.bf16(), dout.bf16(), inp.bf16(), n, f, stream, amax);
+  } else {
+    cuda::swiglu_backward(dinp.floats(), dout.floats(), inp.floats(), n, f, storage::fp32, stream);
+  }
   return dinp.input().with_amax(amax);
 }
 
