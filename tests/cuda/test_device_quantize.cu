@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -234,21 +235,32 @@ void check_tracker(const std::vector<float>& values, float start, const std::str
   fp8::cuda::compute_amax(in.data(), host.size(), computed.data());
   CAPTURE(what);
   CAPTURE(ByWarp);
+  CAPTURE(start);
   CHECK(bits(device_float(tracked.data())) == bits(device_float(computed.data())));
+  // And the CPU's amax (compute_amax is checked against it above; this does not lean on that).
+  const float host_amax = host.empty() ? 0.0f : fp8::compute_amax(host.data(), host.size());
+  const float expected = std::isnan(host_amax) ? host_amax : std::max(start, host_amax);
+  CHECK(bits(device_float(tracked.data())) == bits(expected));
   check_same_bytes(out.download(), host, what + ": the producer's output");
 }
 
 TEST_CASE_TEMPLATE("amax_tracker records compute_amax's amax, Inf and NaN included", Host, float,
                    fp8::bfloat16, fp8::float16) {
-  const std::vector<float> spread = make_input(1000, 77, false);
+  std::vector<float> spread = make_input(1000, 77, false);  // |x| up to 2^24
+  if constexpr (std::is_same_v<Host, fp8::float16>) {
+    for (float& v : spread) v = std::ldexp(v, -10);  // within half's range, so "finite" stays finite
+  }
   std::vector<float> with_inf = spread;
   with_inf[500] = -std::numeric_limits<float>::infinity();
   std::vector<float> with_nan = with_inf;
   with_nan[999] = -std::numeric_limits<float>::quiet_NaN();
-  for (const float start : {0.0f, 1e30f}) {
+  // Starts below the data's amax (the tracker must raise them), and above it (it must keep them).
+  for (const float start : {0.0f, 1e-3f, 1e30f}) {
     check_tracker<Host, false>(spread, start, "finite");
     check_tracker<Host, true>(spread, start, "finite");
     check_tracker<Host, false>(with_inf, start, "-Inf");
+    check_tracker<Host, true>(with_inf, start, "-Inf");
+    check_tracker<Host, false>(with_nan, start, "NaN");
     check_tracker<Host, true>(with_nan, start, "NaN");
     check_tracker<Host, false>({}, start, "nothing added");
   }
@@ -468,9 +480,14 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
       fp8::cuda::quantize_from_amax(in.data(), s.rows, s.cols, q, given.data(), out.data(), scale_inv.data());
       check_same_bytes(out.download(), expected, what + ": codes (given amax)");
       check_same_bytes(scale_inv.download(), expected_scale_inv, what + ": scale_inv (given amax)");
-      fp8::cuda::quantize_transpose_from_amax(in.data(), s.rows, s.cols, q, given.data(), out.data(),
-                                              scale_inv.data(), out_t.data(), scale_inv_t.data());
-      check_same_bytes(out.download(), expected, what + ": codes (given amax, with transpose)");
+      // Fresh buffers: the first call's correct bytes must not stand in for the second's.
+      const dirty_buffer<std::uint8_t> out2(n, offset);
+      const dirty_buffer<float> scale_inv2(1);
+      fp8::cuda::quantize_transpose_from_amax(in.data(), s.rows, s.cols, q, given.data(), out2.data(),
+                                              scale_inv2.data(), out_t.data(), scale_inv_t.data());
+      check_same_bytes(out2.download(), expected, what + ": codes (given amax, with transpose)");
+      check_same_bytes(scale_inv2.download(), expected_scale_inv,
+                       what + ": scale_inv (given amax, with transpose)");
       check_same_bytes(out_t.download(), expected_t, what + ": transposed codes (given amax)");
       check_same_bytes(scale_inv_t.download(), expected_scale_inv_t,
                        what + ": transposed scale_inv (given amax)");

@@ -57,6 +57,20 @@ TEST_CASE("per-tensor launchers reject null pointers and unknown formats") {
   CHECK(contains(transpose, "out_t is null"));
 }
 
+TEST_CASE("transpose_codes rejects null matrices and a size that overflows") {
+  CHECK(contains(
+      rejection([] { fp8::cuda::transpose_codes(nullptr, 2, 3, fake_codes(), nullptr, nullptr, nullptr); }),
+      "fp8::cuda::transpose_codes: codes and out_t must be set for a non-empty matrix"));
+  CHECK(contains(
+      rejection([] { fp8::cuda::transpose_codes(fake_codes(), 2, 3, nullptr, nullptr, nullptr, nullptr); }),
+      "codes and out_t must be set"));
+  CHECK(contains(rejection([] {
+                   fp8::cuda::transpose_codes(fake_codes(), std::size_t(1) << 40, std::size_t(1) << 40,
+                                              fake_codes(), nullptr, nullptr, nullptr);
+                 }),
+                 "overflows size_t"));
+}
+
 TEST_CASE("current-scaling launchers reject bad recipes and missing buffers") {
   const fp8::quantization mx{fp8_format::e4m3, fp8::granularity::mx_1x32, 0, true};
   CHECK(contains(rejection([&] {

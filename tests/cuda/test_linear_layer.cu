@@ -414,6 +414,38 @@ TEST_CASE("record_bf16_amax switched back on: W's BF16 operand records at the ne
   CHECK(layer.weight_casts() == 2u);
 }
 
+TEST_CASE("an evaluation call that casts W first leaves W's amaxes to the next recording call") {
+  // The trainer evaluates right after the optimizer's weights_changed(): that forward casts W but
+  // records nothing. The next training call must not reuse the cast without W's amaxes for the step.
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling(recipe, 1);
+  linear_layer layer({K, N, M, false, recipe, {}, true}, scaling, 0, lt);
+  const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 43, 0.5f);
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 44, 2.0f)), w(w_host), y(std::size_t(M * N));
+  const auto current = [&](gemm_operand op) {
+    return scaling.state().download()[scaling.slot(0, op)].history.at(0);
+  };
+  const float w_amax = max_abs(w_host, w_host);
+
+  fp8::cuda::linear_layer::forward_args evaluation{x.data(), w.data(), nullptr, y.data(), M};
+  evaluation.record_amax = false;
+  layer.forward(evaluation);
+  CHECK(layer.weight_casts() == 1u);
+  CHECK(current(gemm_operand::fprop_weight) == 0.0f);
+  CHECK(current(gemm_operand::dgrad_weight) == 0.0f);
+
+  layer.forward({x.data(), w.data(), nullptr, y.data(), M});  // records: W cast again
+  CHECK(layer.weight_casts() == 2u);
+  CHECK(current(gemm_operand::fprop_weight) == w_amax);
+  CHECK(current(gemm_operand::dgrad_weight) == w_amax);
+
+  // Cached by a recording call: later calls, recording or not, reuse it.
+  layer.forward(evaluation);
+  layer.forward({x.data(), w.data(), nullptr, y.data(), M});
+  CHECK(layer.weight_casts() == 2u);
+}
+
 TEST_CASE("an FP8 wgrad refuses a backward without its forward, naming what is missing") {
   fp8::cublaslt::handle lt;
   const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
@@ -664,10 +696,25 @@ TEST_CASE(
   device_buffer<__nv_bfloat16> y_cast(std::size_t(M * N)), y_written(std::size_t(M * N)),
       dx_cast(std::size_t(M * K)), dx_written(std::size_t(M * K));
   device_buffer<float> dw_cast(std::size_t(N * K)), dw_written(std::size_t(N * K));
+  // Each step starts with the transposed operands' scales (wgrad's X and dY) unlike the row
+  // operands' in both states: a fused cast scales both copies with the row operand's scale, so
+  // codes written or decoded with the other operand's scale would show.
+  const auto skew = [](linear_scaling& s) {
+    const fp8::delayed_scaling_state host = s.state().download();
+    std::vector<fp8::delayed_scaling_state::tensor> parts;
+    for (std::size_t t = 0; t < host.size(); ++t) parts.push_back(host[t]);
+    for (const gemm_operand op : {gemm_operand::wgrad_input, gemm_operand::wgrad_grad_output}) {
+      fp8::scale_pair& p = parts[s.slot(0, op)].scales;
+      p = fp8::scale_pair{p.scale * 4.0f, p.scale_inv * 0.25f};
+    }
+    s.state().upload(fp8::delayed_scaling_state::from_parts(host.config(), std::move(parts)));
+  };
   // Three steps: the first with the state's initial scales (1), the later ones with scales from the
   // amax history, and dY's values growing so that the last step's E5M2 codes saturate.
   for (int step = 0; step < 3; ++step) {
     CAPTURE(step);
+    skew(cast_scaling);
+    skew(written_scaling);
     const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 72 + unsigned(step), 2.0f)),
         dy(random_bf16(M * N, 82 + unsigned(step), 0.01f * float(1 << (8 * step))));
     cast.forward({x.data(), w.data(), nullptr, y_cast.data(), M, true});

@@ -250,9 +250,6 @@ class device_model {
   // After a load: compute = master (in BF16 unless fp32), its BF16 copy for the layers, and every
   // layer's FP8 weight copies dropped (remade, with their amaxes recorded, at the next use).
   void weights_changed();
-  // Drops the FP8 weight copies only (after an evaluation, which casts W without recording its
-  // amax: the next training step casts it again and records).
-  void drop_weight_copies() { linears_.drop_weight_copies(); }
   // An AdamW update's fusion that leaves the weights as weights_changed() makes them once
   // weights_updated() has run: fp32 runs write the compute copy; bf16 and fp8 runs write only its
   // BF16 copy, which is all the linear layers read (their float compute copies then stay as the last

@@ -87,12 +87,10 @@ class cuda_training_run final : public training_run {
   }
 
   double evaluate() override {
-    const double loss = mean_validation_loss([&](const std::int32_t* inputs, const std::int32_t* targets) {
+    // W's copies cast here record no amax: the layers cast W again at the next training call.
+    return mean_validation_loss([&](const std::int32_t* inputs, const std::int32_t* targets) {
       return device_->forward(inputs, targets, pass_kind::evaluate);
     });
-    // The evaluation cast W without recording its amax: the next training step casts it again.
-    device_->drop_weight_copies();
-    return loss;
   }
 
   void save(const std::string& path) const override {

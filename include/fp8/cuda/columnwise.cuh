@@ -176,6 +176,8 @@ void launch_column_quantize_transpose(const T* in, std::size_t rows, std::size_t
                                       const Scales& scales, const float* column_amax,
                                       const scale_layout& layout_t, std::uint8_t* out_t, cudaStream_t stream,
                                       const char* kernel) {
+  // Groups 1 scales every column from column_amax: the kernel reads it for every column.
+  if constexpr (Groups == 1) require(column_amax != nullptr, kernel, "column_amax must be set");
   const unsigned grid = grid_for(column_chunk_count(rows, cols), 1);
   visit_format(format, [&](auto descriptor) {
     using format_t = decltype(descriptor);

@@ -148,7 +148,11 @@ class linear_layer {
   // even and saturating (fp8::cuda::scaled_code, or convert_x4 of four products: the codes are then
   // those the layer's cast would make); and, in calls that record amaxes, the values' amax
   // max-accumulated into *amax (fp8::cuda::amax_tracker). Device pointers, valid until the layer
-  // goes; *scale is the scaling state's, which moves only at end_step().
+  // goes. *amax is the scaling state's slot of this step, which end_step() clears: a producer only
+  // max-accumulates into it and never zeroes it (that would lose an earlier micro-batch's amax).
+  // *scale is the state's scale, which moves only at end_step(): the call that takes the codes must
+  // come before the next end_step(), or it would decode them with another scale than they were
+  // made with.
   struct fp8_input_target {
     std::uint8_t* codes = nullptr;  // [rows, cols] row-major
     const float* scale = nullptr;
@@ -176,7 +180,8 @@ class linear_layer {
             c.cols};
   }
 
-  // How many times W has been cast (once per weights_changed() when its copies are in use).
+  // How many times W has been cast (once per weights_changed() when its copies are in use, twice
+  // when a call that records no amax cast it first).
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
   // What a call is doing, for profilers: its own kernels (casts, amax passes and copies, statistics,
@@ -454,8 +459,10 @@ class linear_layer {
 
   // W's casts (and the amaxes of its operands), once per weights_changed(): W is the same tensor
   // in every call until then, so a second cast or amax would give the same values.
+  // A cache made by a call that recorded nothing (an evaluation pass right after weights_changed())
+  // holds no amax of W for this step: the next recording call casts W again and records it.
   void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
-    if (weights_cached_) return;
+    if (weights_cached_ && (weights_recorded_ || !record)) return;
     const cast_plan& c = p.cast(linear_tensor::w);
     const cast_plan& bf16 = p.bf16_cast(linear_tensor::w);
     // Both classes that read W in BF16 and no amax to record: nothing to do, and nothing cached, so
@@ -463,6 +470,7 @@ class linear_layer {
     if (!c.any() && !records_bf16_amax(bf16, record)) return;
     cast_tensor(c, bf16, w, nullptr, record, stream);  // the casts, or only W's amax
     weights_cached_ = true;
+    weights_recorded_ = record;
     if (c.any()) ++weight_casts_;
   }
 
@@ -694,7 +702,8 @@ class linear_layer {
   // fp8_input_refusal of each tensor (indexed by linear_tensor), fixed by the configuration: worked
   // out once, not in every call that passes written codes.
   std::array<const char*, 3> input_refusals_{};
-  bool weights_cached_ = false;  // W cast (or its BF16 amax recorded) since the last weights_changed()
+  bool weights_cached_ = false;    // W cast (or its BF16 amax recorded) since the last weights_changed()
+  bool weights_recorded_ = false;  // ... by a call that recorded W's amaxes
   std::uint64_t weight_casts_ = 0;
   std::int64_t saved_m_ = -1;
   linear_plan planned_{};

@@ -82,6 +82,7 @@ inline void transpose_codes(const std::uint8_t* codes, std::size_t rows, std::si
                             std::uint8_t* out_t, const float* scale, float* scale_inv, float* scale_inv_t,
                             cudaStream_t stream = nullptr) {
   constexpr const char* function = "fp8::cuda::transpose_codes";
+  (void)detail::checked_size(rows, cols, function);
   detail::require(rows == 0 || cols == 0 || (codes != nullptr && out_t != nullptr), function,
                   "codes and out_t must be set for a non-empty matrix");
   const std::size_t blocks =
