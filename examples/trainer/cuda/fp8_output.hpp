@@ -25,12 +25,12 @@ struct fp8_output {
 };
 
 // What every launcher that writes an fp8_output checks before it launches, when it writes `count`
-// elements (none: nothing): a scale to read and a known format, or fp8::invalid_argument naming
-// `function`. The codes are checked by each launcher as the buffer they are, with its shape.
+// elements: a known format (always), and a scale to read (where it writes any), or
+// fp8::invalid_argument naming `function`. The codes are checked by each launcher as the buffer
+// they are, with its shape.
 inline void check_fp8_output(const fp8_output& out, std::size_t count, const char* function) {
-  if (count == 0) return;
-  fp8::detail::check_pointer(out.scale, 1, function, "the FP8 output's scale");
   fp8::detail::check_format(out.format, function);
+  if (count > 0) fp8::detail::check_pointer(out.scale, 1, function, "the FP8 output's scale");
 }
 
 }  // namespace trainer::cuda

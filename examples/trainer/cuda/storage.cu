@@ -93,8 +93,8 @@ void to_fp8(const fp8_output& out, const float* in, std::size_t count, cudaStrea
   constexpr const char* function = "trainer::cuda::to_fp8";
   detail::check_pointer(out.codes, count, function, "out.codes");
   detail::check_pointer(in, count, function, "in");
-  if (count == 0) return;
   check_fp8_output(out, count, function);
+  if (count == 0) return;
   fp8::visit_format(out.format, [&](auto format) {
     using format_type = decltype(format);
     if (out.amax != nullptr) {

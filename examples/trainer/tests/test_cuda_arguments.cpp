@@ -106,6 +106,15 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::to_fp8: the FP8 output's scale is null");
   expect_refusal([&] { cuda::to_fp8(bad_format, some, 4, nullptr); },
                  "trainer::cuda::to_fp8: unknown fp8_format value");
+  // An unknown format is refused even where nothing would be written (it is a caller's bug either
+  // way); a missing scale is not needed there.
+  expect_refusal([&] { cuda::to_fp8(bad_format, some, 0, nullptr); },
+                 "trainer::cuda::to_fp8: unknown fp8_format value");
+  expect_refusal([&] { cuda::swiglu_forward(bad_format, bf16, 0, 2, nullptr); },
+                 "trainer::cuda::swiglu_forward (FP8 codes): unknown fp8_format value");
+  expect_refusal([&] { cuda::rmsnorm_forward(bad_format, some, some, some, 0, 4, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (FP8 codes): unknown fp8_format value");
+  CHECK_NOTHROW(cuda::to_fp8(no_scale, some, 0, nullptr));
   // The BF16 forms check the same way, and name themselves.
   expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (BF16): inp is null");

@@ -882,7 +882,7 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
   // element per thread: the loops in which a block takes its next row, or a thread its next element
   // (with the amax of what it wrote carried from one to the next), only run at the speed shape.
   // Capped at 3 blocks, every block loops; the results must be the uncapped run's, bit for bit (the
-  // uncapped ones are held to the CPU layers above).
+  // uncapped ones are held to the CPU layers above). So must the FP8 forms' (RMSNorm's among them).
   const int n = 301, c = 200, v = 256;
   const std::vector<std::int32_t> tokens = random_tokens(std::size_t(n), v, 50);
   const std::vector<float> table = random_values(std::size_t(v) * c, 51);
@@ -890,6 +890,7 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
   struct outputs {
     std::vector<float> floats;
     std::vector<std::uint16_t> bf16;
+    std::vector<std::uint8_t> codes;  // the FP8 forms'
   };
   const auto run = [&](int f) {
     outputs o;
@@ -918,12 +919,29 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     device_buffer<float> staged_d(staged);
     device_buffer<std::uint16_t> staged16(staged.size());
     cuda::to_bf16(staged16.data(), staged_d.data(), staged.size(), nullptr, amaxes.data() + 2);
+    // The FP8 forms (SwiGLU's both ways, the staging copy, RMSNorm's), with their amaxes.
+    const device_buffer<float> scale(std::vector<float>{37.3f});
+    const std::size_t rows = std::size_t(n);
+    device_buffer<float> fp8_amaxes(std::vector<float>(4, 0.0f)), rstd(rows);
+    const auto target = [&](device_buffer<std::uint8_t>& codes, int slot) {
+      return cuda::fp8_output{codes.data(), scale.data(), fp8_amaxes.data() + slot, fp8::fp8_format::e4m3};
+    };
+    device_buffer<std::uint8_t> out8(dout.size()), dinp8(inp.size()), staged8(staged.size()),
+        normed8(std::size_t(n) * c);
+    cuda::swiglu_forward(target(out8, 0), inp16.data(), n, f, nullptr);
+    cuda::swiglu_backward(target(dinp8, 1), dout16.data(), inp16.data(), n, f, nullptr);
+    cuda::to_fp8(target(staged8, 2), staged_d.data(), staged.size(), nullptr);
+    const device_buffer<float> gains(random_values(std::size_t(c), 55, 1.0f, storage::bf16));
+    cuda::rmsnorm_forward(target(normed8, 3), rstd.data(), looked_up.data(), gains.data(), n, c, nullptr);
     synchronize();
     keep(o.bf16, out16);
     keep(o.bf16, dinp16);
     keep(o.floats, looked_up);
     keep(o.bf16, staged16);
     keep(o.floats, amaxes);
+    for (const auto* codes : {&out8, &dinp8, &staged8, &normed8}) keep(o.codes, *codes);
+    keep(o.floats, fp8_amaxes);
+    keep(o.floats, rstd);
     return o;
   };
   for (const int f : {150, 152}) {  // SwiGLU's one-element and 16-byte paths
@@ -933,8 +951,10 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
       const cuda::scoped_grid_cap cap(3);
       return run(f);
     }();
-    expect_same_bits("floats (SwiGLU float forms, embedding lookup, amaxes)", capped.floats, uncapped.floats);
-    CHECK(capped.bf16 == uncapped.bf16);  // SwiGLU's BF16 forms, the staging copy
+    expect_same_bits("floats (SwiGLU float forms, embedding lookup, amaxes, rstd)", capped.floats,
+                     uncapped.floats);
+    CHECK(capped.bf16 == uncapped.bf16);    // SwiGLU's BF16 forms, the staging copy
+    CHECK(capped.codes == uncapped.codes);  // the FP8 forms
   }
 }
 
