@@ -88,6 +88,7 @@ cat >"$scratch/bin/nvidia-smi" <<'SMI'
 case "$*" in
   *name,compute_cap,driver_version*) echo "NVIDIA H100 80GB HBM3 (rehearsal), 9.0, 580.65.06" ;;
   *--query-gpu=name*) echo "NVIDIA H100 80GB HBM3 (rehearsal)" ;;
+  *--query-gpu=compute_cap*) echo "9.0" ;;
   *) echo "| Driver Version: 580.65.06   CUDA Version: 13.0 |" ;;
 esac
 SMI

@@ -23,7 +23,9 @@
 # concatenated. --steps: parity steps; default 1100 on the fortunes, just under one epoch (their
 # 2.31 MB of training text hold 1129 steps of 16 x 128 bytes: no window is seen twice), 600 on other
 # text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --archive: also pack <out-dir>
-# into one .tar.gz at the end, however the script ends. Writes <out-dir>/trainer_cuda_results.md,
+# into one .tar.gz at the end, however the script ends. Where <build-dir> lacks bench_trainer or
+# fp8_trainer (a fresh machine), they are configured (bench/cuda/configure_gpu.sh, unless the folder
+# has a CMake cache) and built first, logged in <out-dir>/build.log. Writes <out-dir>/trainer_cuda_results.md,
 # speed_passes{1,8}/ (speed.csv, profile.csv, kernels.csv, timeline.csv, torch_peer.csv and the two
 # programs' logs), runs/<config>-s<seed>/log.csv, parity_<config>-s<seed>.log and loss_parity.png.
 # GPU only.
@@ -33,7 +35,7 @@ if [[ $# -lt 2 ]]; then
   exit 2
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "$1" && pwd) || exit 2
+build=$(mkdir -p "$1" && cd "$1" && pwd) || exit 2
 out=$(mkdir -p "$2" && cd "$2" && pwd) || exit 2
 shift 2
 data=""
@@ -72,8 +74,15 @@ pack() {
   tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" && echo "trainer_tables: packed into $archive"
 }
 trap pack EXIT
-for program in "$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer"; do
-  [[ -x $program ]] || { echo "trainer_tables: $program is missing: cmake --build $build --target bench_trainer fp8_trainer" >&2; exit 1; }
+programs=("$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer")
+if [[ ! -x ${programs[0]} || ! -x ${programs[1]} ]]; then
+  echo "== building bench_trainer and fp8_trainer in $build (log: $out/build.log)"
+  {
+    [[ -f $build/CMakeCache.txt ]] || "$root/bench/cuda/configure_gpu.sh" "$build"
+  } >"$out/build.log" 2>&1 && cmake --build "$build" -j "$(nproc)" --target bench_trainer fp8_trainer >>"$out/build.log" 2>&1
+fi
+for program in "${programs[@]}"; do
+  [[ -x $program ]] || { echo "trainer_tables: $program is missing and did not build: see $out/build.log" >&2; exit 1; }
 done
 # The parity text: a directory of cookie files (read by the trainer as its default is), a file, or
 # the default. About one epoch of the fortunes by default, 600 steps of other text.
@@ -108,9 +117,12 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   have_torch=0
 fi
+export PYTHONUNBUFFERED=1  # the peer's lines reach its log as they come, also if the run is cut short
 for passes in 1 8; do
   speed=$out/speed_passes$passes
   mkdir -p "$speed"
+  # An earlier run's files in the same folder must not pass for this run's where a program fails.
+  rm -f "$speed"/{speed,profile,kernels,timeline,torch_peer}.csv
   echo "== speed, passes per optimizer step $passes: bench_trainer"
   "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" --out "$speed" 2>&1 |
     tee "$speed/bench_trainer.log" || failures=$((failures + 1))
