@@ -312,17 +312,28 @@ __global__ void pack_powers_of_two(std::uint32_t* out) {
   out[0] = fp8::cuda::convert_x4<fp8::e4m3_format>(float4{1.0f, 2.0f, 4.0f, 8.0f});
   out[1] = fp8::cuda::convert_x2<fp8::e5m2_format>(1.0f, -2.0f);
   out[2] = fp8::cuda::convert<fp8::e4m3_format>(500.0f);
+  out[3] = fp8::cuda::scaled_codes_x4<fp8::e4m3_format>(float4{0.5f, 1.0f, 2.0f, 4.0f}, 2.0f);
+  out[4] = fp8::cuda::scaled_codes_x4<fp8::e4m3_format>(float4{1.0f, 1.0f, 1.0f, 1.0f},
+                                                        float4{1.0f, 2.0f, 4.0f, 8.0f});
+  out[5] = fp8::cuda::scaled_code<fp8::e4m3_format>(250.0f, 2.0f);
 }
 
 TEST_CASE("packing order: x2 and x4 put the first value in the low byte") {
-  device_buffer<std::uint32_t> out(3);
+  device_buffer<std::uint32_t> out(6);
   pack_powers_of_two<<<1, 1>>>(out.data());
   FP8_CUDA_CHECK(cudaGetLastError());
-  std::uint32_t got[3] = {};
+  std::uint32_t got[6] = {};
   FP8_CUDA_CHECK(cudaMemcpy(got, out.data(), sizeof got, cudaMemcpyDeviceToHost));
   CHECK(got[0] == 0x50484038u);  // E4M3: 8 = 0x50, 4 = 0x48, 2 = 0x40, 1 = 0x38
   CHECK(got[1] == 0xC03Cu);      // E5M2: -2 = 0xC0, 1 = 0x3C
   CHECK(got[2] == 0x7Eu);        // 500 saturates to 448
+  // The scaled forms: the products, then the same conversion (one scale, or one per value).
+  CHECK(got[3] == 0x50484038u);
+  CHECK(got[4] == 0x50484038u);
+  CHECK(got[5] == 0x7Eu);  // 500 saturates to 448
+  // The host's forms of the same calls (the software path) agree.
+  CHECK(fp8::cuda::scaled_codes_x4<fp8::e4m3_format>(float4{0.5f, 1.0f, 2.0f, 4.0f}, 2.0f) == got[3]);
+  CHECK(fp8::cuda::scaled_code<fp8::e4m3_format>(250.0f, 2.0f) == got[5]);
 }
 
 TEST_CASE("E4M3: every float, every policy, every device path") {

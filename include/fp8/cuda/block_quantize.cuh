@@ -37,10 +37,10 @@ __device__ __forceinline__ float4 load4_guarded(const T* row, std::size_t c, std
   return float4{v[0], v[1], v[2], v[3]};
 }
 
-template <class Format>
+// Four codes (scaled_codes_x4) into row[c, c + 4), those inside the row: one 32-bit store where the
+// row allows vector access (`vector`) and all four are inside, else byte by byte.
 __device__ __forceinline__ void store4_guarded(std::uint8_t* row, std::size_t c, std::size_t cols,
-                                               bool vector, float4 scaled) {
-  const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
+                                               bool vector, packed_x4 codes) {
   if (vector && c + 4 <= cols) {
     *reinterpret_cast<std::uint32_t*>(row + c) = codes;
     return;
@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(Threads)
     tensor_bits = max(tensor_bits, bits);
     const float scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
     for (std::size_t c = 4 * std::size_t(threadIdx.x); c < cols; c += 4 * std::size_t(Threads)) {
-      store4_guarded<Format>(out + r * cols, c, cols, vector,
-                             scale4(load4_guarded(row, c, cols, vector), scale));
+      store4_guarded(out + r * cols, c, cols, vector,
+                     scaled_codes_x4<Format>(load4_guarded(row, c, cols, vector), scale));
     }
     if (threadIdx.x == 0) scale_inv[r] = 1.0f / scale;
   }
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(Threads)
     if (t >= tiles) return;
     tensor_bits = max(tensor_bits, bits);
     const float scale = scales.apply(bits, layout.index(at.row, at.column), member == 0);
-    store4_guarded<Format>(out + at.row * cols, first_column(at), cols, vector, scale4(v, scale));
+    store4_guarded(out + at.row * cols, first_column(at), cols, vector, scaled_codes_x4<Format>(v, scale));
     if constexpr (Scales::padded) {
       // The padding rows of this tile column are written as 0, as on the CPU.
       if (member == 0 && at.row + 1 == rows) {
@@ -255,8 +255,7 @@ __global__ void __launch_bounds__(block_threads_2d)
       scale = scale_from_amax(__uint_as_float(bits), rule, 1.0f);
 #pragma unroll
       for (int pass = 0; pass < block_passes_2d; ++pass) {
-        const packed_x4 codes =
-            convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
+        const packed_x4 codes = scaled_codes_x4<Format>(v[pass], scale);
         *reinterpret_cast<std::uint32_t*>(out + row_of(pass) * cols + c) = codes;
         if constexpr (Transposed) tile[row_in_block(pass) * block_tile_words + lane] = codes;
       }
@@ -274,10 +273,10 @@ __global__ void __launch_bounds__(block_threads_2d)
       for (int pass = 0; pass < block_passes_2d; ++pass) {
         const std::size_t r = row_of(pass);
         if (r < rows) {
-          const float4 scaled = scale4(load4_guarded(in + r * cols, c, cols, vector), scale);
-          store4_guarded<Format>(out + r * cols, c, cols, vector, scaled);
+          const packed_x4 codes =
+              scaled_codes_x4<Format>(load4_guarded(in + r * cols, c, cols, vector), scale);
+          store4_guarded(out + r * cols, c, cols, vector, codes);
           if constexpr (Transposed) {
-            const packed_x4 codes = convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
             tile[row_in_block(pass) * block_tile_words + lane] = codes;  // bytes past the edge are never read
           }
         }

@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(transpose_threads)
       for (int pass = 0; pass < transpose_passes; ++pass) {
         const int tr = transpose_tile_row(group, pass);
         if constexpr (WithAmax) bits = max(bits, amax_bits(v[pass]));
-        const packed_x4 codes =
-            convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(v[pass], scale));
+        const packed_x4 codes = scaled_codes_x4<Format>(v[pass], scale);
         *reinterpret_cast<std::uint32_t*>(out + (r0 + std::size_t(tr)) * cols + c0 + std::size_t(tc)) = codes;
         tile[tr * transpose_tile_words + lane] = codes;
       }

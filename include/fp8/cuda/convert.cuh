@@ -108,11 +108,22 @@ __host__ __device__ __forceinline__ packed_x4 convert_x4(float4 v, uint4 random 
 
 // The code fp8's scaled casts make of one value: value * scale (one float multiplication),
 // converted rounding to nearest even and saturating. A kernel that writes a linear layer's FP8
-// operand itself (linear_layer::fp8_input) makes the layer's codes with it; convert_x4 of the four
-// products is the same, four at a time.
+// operand itself (linear_layer::fp8_input) makes the layer's codes with it.
 template <class Format>
 __host__ __device__ __forceinline__ typename Format::storage scaled_code(float value, float scale) {
   return convert<Format, rounding::nearest_even, overflow::saturate>(value * scale);
+}
+
+// scaled_code of four values at once, packed as convert_x4 packs them (v.x in the low byte): each
+// value times its own scale (a column's, in a transposed copy), or all four times one.
+template <class Format>
+__host__ __device__ __forceinline__ packed_x4 scaled_codes_x4(float4 v, float4 scale) {
+  return convert_x4<Format, rounding::nearest_even, overflow::saturate>(
+      float4{v.x * scale.x, v.y * scale.y, v.z * scale.z, v.w * scale.w});
+}
+template <class Format>
+__host__ __device__ __forceinline__ packed_x4 scaled_codes_x4(float4 v, float scale) {
+  return scaled_codes_x4<Format>(v, float4{scale, scale, scale, scale});
 }
 
 }  // namespace fp8::cuda

@@ -125,8 +125,4 @@ __device__ __forceinline__ void load8(const T* p, float4& low, float4& high) {
   }
 }
 
-__device__ __forceinline__ float4 scale4(float4 v, float s) {
-  return float4{v.x * s, v.y * s, v.z * s, v.w * s};
-}
-
 }  // namespace fp8::cuda

@@ -145,7 +145,7 @@ class linear_layer {
   // Where the kernel that writes X (or dY) puts the tensor's FP8 codes for a call with x_written (or
   // dy_written), instead of the BF16 tensor: for each element, the value as BF16 (rounded to nearest
   // even, as the BF16 store would), widened, times *scale, converted to `format` rounding to nearest
-  // even and saturating (fp8::cuda::scaled_code, or convert_x4 of four products: the codes are then
+  // even and saturating (fp8::cuda::scaled_code, or scaled_codes_x4 four at a time: the codes are then
   // those the layer's cast would make); and, in calls that record amaxes, the values' amax
   // max-accumulated into *amax (fp8::cuda::amax_tracker). Device pointers, valid until the layer
   // goes. *amax is the scaling state's slot of this step, which end_step() clears: a producer only

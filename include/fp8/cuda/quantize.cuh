@@ -87,8 +87,7 @@ __global__ void __launch_bounds__(Threads)
     const std::size_t octets = count / vector_elements;
     const auto cast_octet = [&](std::size_t o, float4 a, float4 b) {
       if constexpr (WithAmax) bits = max(bits, max(amax_bits(a), amax_bits(b)));
-      const uint2 packed{convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(a, scale)),
-                         convert_x4<Format, rounding::nearest_even, overflow::saturate>(scale4(b, scale))};
+      const uint2 packed{scaled_codes_x4<Format>(a, scale), scaled_codes_x4<Format>(b, scale)};
       *reinterpret_cast<uint2*>(out + o * vector_elements) = packed;
     };
     std::size_t o = thread;

@@ -109,12 +109,11 @@ __global__ void __launch_bounds__(block_threads_2d, 2)
       const std::size_t r = row_of(pass);
       const float scale = __shfl_sync(0xFFFFFFFFu, own_row_scale, pass);
       if (r < rows) {  // the same for the whole warp
-        const float4 scaled = scale4(v[pass], scale);
+        const packed_x4 codes = scaled_codes_x4<Format>(v[pass], scale);
         if (whole) {
-          *reinterpret_cast<std::uint32_t*>(out + r * cols + c) =
-              convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
+          *reinterpret_cast<std::uint32_t*>(out + r * cols + c) = codes;
         } else {
-          store4_guarded<Format>(out + r * cols, c, cols, vector, scaled);
+          store4_guarded(out + r * cols, c, cols, vector, codes);
         }
       }
     }
@@ -141,10 +140,8 @@ __global__ void __launch_bounds__(block_threads_2d, 2)
     load_block(v);  // again, from L1 (see above)
 #pragma unroll
     for (int pass = 0; pass < block_passes_2d; ++pass) {
-      const float4 scaled{v[pass].x * s.x, v[pass].y * s.y, v[pass].z * s.z, v[pass].w * s.w};
       // Codes past the matrix's edge are never read.
-      tile[(warp + pass * warps) * block_tile_words + lane] =
-          convert_x4<Format, rounding::nearest_even, overflow::saturate>(scaled);
+      tile[(warp + pass * warps) * block_tile_words + lane] = scaled_codes_x4<Format>(v[pass], s);
     }
     __syncthreads();
     store_transposed_block(tile, r0, c0, rows, cols, inside && packed_t, out_t);
