@@ -118,6 +118,10 @@ PARITY_CONFIGS = (
     # The default keeps the largest amax of the last 1024 steps, so for a short run the scales stay
     # set by the first steps' large amaxes; a 16-step history says whether that costs loss.
     ("fp8-delayed-h16", "FP8 delayed, amax history 16", "--precision fp8 --amax-history 16"),
+    # Hopper's fast accumulation (the default for fprop, as Transformer Engine's) keeps the tensor
+    # cores' partial sums in their own reduced precision: a run with every product promoting them to
+    # FP32 says whether that costs loss.
+    ("fp8-delayed-split", "FP8 delayed, no fast accumulation", "--precision fp8 --fast-accumulation none"),
 )
 PARITY_SEEDS = (1, 2, 3)
 PARITY_TOLERANCE = 0.005  # the aim: each FP8 mean within 0.5% of the BF16 mean

@@ -32,6 +32,11 @@ void check_device_options(const run_options& o, bool cuda_built) {
       throw std::invalid_argument(
           "--no-producer-fp8 needs --device cuda (the CPU trainer's layers cast their BF16 operands)");
     }
+    if (o.fast_accumulation != run_options{}.fast_accumulation) {
+      throw std::invalid_argument(
+          "--fast-accumulation needs --device cuda (the CPU trainer's emulated FP8 products accumulate "
+          "exactly in FP32)");
+    }
     return;
   }
   if (!cuda_built) {

@@ -51,6 +51,7 @@ struct parse_state {
   bool no_producer_amaxes = false;
   bool no_producer_fp8 = false;
   std::vector<std::string> current_scaling_for;
+  std::vector<std::string> fast_accumulation{"fprop"};
 };
 
 [[noreturn]] void fail(const std::string& message) { throw std::invalid_argument(message + " (see --help)"); }
@@ -256,6 +257,10 @@ void declare_options(CLI::App& app, parse_state& s) {
   o.flag("--no-producer-amaxes", s.no_producer_amaxes,
          "--device cuda: the linear layers read X and dY for their amaxes instead of taking them from the "
          "kernels that wrote them (the same results; for debugging)");
+  o.list("--fast-accumulation", "LIST", s.fast_accumulation,
+         "--device cuda: the GEMM classes whose FP8 products use Hopper's fast accumulation (the tensor "
+         "cores' partial sums not promoted to FP32): none, or some of fprop,dgrad,wgrad (default fprop, as "
+         "Transformer Engine)");
   o.flag("--no-producer-fp8", s.no_producer_fp8,
          "--device cuda: the kernels that write a linear layer's X or dY write BF16 for the layer to cast, "
          "instead of the layer's FP8 codes where it takes them (the same results; for debugging)");
@@ -341,6 +346,15 @@ void apply_late_switches(parse_state& s) {
   if (s.fake_quant) {
     for (gemm_mode& mode : o.linear_modes) {
       if (mode == gemm_mode::fp8) mode = gemm_mode::fake_fp8;
+    }
+  }
+  if (s.fast_accumulation.empty()) fail("--fast-accumulation needs none, or some of fprop,dgrad,wgrad");
+  o.fast_accumulation = {false, false, false};
+  if (s.fast_accumulation != std::vector<std::string>{"none"}) {
+    for (const std::string& item : s.fast_accumulation) {
+      const fp8::gemm_kind kind = parse_choice<fp8::gemm_kind>(
+          "--fast-accumulation", item, {fp8::gemm_kind::fprop, fp8::gemm_kind::dgrad, fp8::gemm_kind::wgrad});
+      o.fast_accumulation[std::size_t(kind)] = true;
     }
   }
   o.current_scaling_for.clear();
@@ -534,6 +548,13 @@ std::string run_name(const run_options& o) {
             std::string("-") + to_string(fp8::gemm_kind(c)) + "_" + to_string(o.linear_modes[std::size_t(c)]);
       }
     }
+    if (o.fast_accumulation != run_options{}.fast_accumulation) {
+      name += "-fastacc";
+      for (int c = 0; c < gemm_kind_count; ++c) {
+        if (o.fast_accumulation[std::size_t(c)]) name += std::string("_") + to_string(fp8::gemm_kind(c));
+      }
+      if (o.fast_accumulation == std::array<bool, gemm_kind_count>{}) name += "_none";
+    }
   }
   // The rate, the length and the data, so that runs differing in them do not share a directory.
   char rate[32];
@@ -554,6 +575,7 @@ precision_policy make_policy(const run_options& o, const model& m) {
   precision_policy policy;
   policy.base = o.base_precision;
   policy.linear_modes = o.linear_modes;
+  policy.fast_accumulation = o.fast_accumulation;
   policy.recipe = o.recipe;
   policy.bf16_units.assign(std::size_t(m.unit_count()), false);
   const int last_unit = m.unit_count() - 1;

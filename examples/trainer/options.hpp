@@ -71,6 +71,10 @@ struct run_options {
   // instead of BF16 for the layer to cast; --no-producer-fp8 turns that off (the same results, bit
   // for bit: a debugging switch).
   bool producer_fp8 = true;
+  // --device cuda: the GEMM classes (index: fp8::gemm_kind) whose FP8 products use Hopper's fast
+  // accumulation (--fast-accumulation; Transformer Engine's default: fprop only). The CPU's emulated
+  // products accumulate exactly in FP32 and refuse any other choice.
+  std::array<bool, gemm_kind_count> fast_accumulation{true, false, false};
 
   // Evaluation, output, checkpoints.
   long eval_every = 50;

@@ -54,6 +54,9 @@ struct precision_policy {
   precision base = precision::fp32;
   // For the linear layers of an fp8 run: fp8, fake_fp8 or bf16 per GEMM class (index: fp8::gemm_kind).
   std::array<gemm_mode, gemm_kind_count> linear_modes{gemm_mode::fp8, gemm_mode::fp8, gemm_mode::fp8};
+  // The GPU's FP8 products of each class: Hopper's fast accumulation or not (run_options'). The CPU's
+  // emulation accumulates exactly in FP32 either way.
+  std::array<bool, gemm_kind_count> fast_accumulation{true, false, false};
   // Per linear-layer unit (a transformer block, the head, an MLP layer): true keeps it in BF16.
   std::vector<bool> bf16_units;
   fp8_recipe recipe;

@@ -54,6 +54,14 @@ std::string policy_text(const precision_policy& p, const run_options& o, const m
   for (fp8::gemm_kind c : o.current_scaling_for) out << ", " << to_string(c) << " current";
   out << "\n  GEMMs: fprop " << to_string(p.linear_modes[0]) << ", dgrad " << to_string(p.linear_modes[1])
       << ", wgrad " << to_string(p.linear_modes[2]);
+  if (o.device == device_kind::cuda) {
+    std::string fast;
+    for (int c = 0; c < gemm_kind_count; ++c) {
+      if (p.fast_accumulation[std::size_t(c)])
+        fast += std::string(fast.empty() ? "" : ",") + to_string(fp8::gemm_kind(c));
+    }
+    out << "; fast accumulation: " << (fast.empty() ? "none" : fast);
+  }
   std::string units;
   for (int u = 0; u < m.unit_count(); ++u) {
     if (p.bf16_units[std::size_t(u)]) units += (units.empty() ? "" : ", ") + m.unit_name(u);

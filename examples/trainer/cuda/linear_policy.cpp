@@ -69,6 +69,9 @@ fp8::cuda::linear_precision linear_precision_of(const precision_policy& policy, 
   p.fprop = precision_of(policy.linear_mode(unit, fp8::gemm_kind::fprop), fp8::gemm_kind::fprop);
   p.dgrad = precision_of(policy.linear_mode(unit, fp8::gemm_kind::dgrad), fp8::gemm_kind::dgrad);
   p.wgrad = precision_of(policy.linear_mode(unit, fp8::gemm_kind::wgrad), fp8::gemm_kind::wgrad);
+  p.fast_accumulation_fprop = policy.fast_accumulation[std::size_t(fp8::gemm_kind::fprop)];
+  p.fast_accumulation_dgrad = policy.fast_accumulation[std::size_t(fp8::gemm_kind::dgrad)];
+  p.fast_accumulation_wgrad = policy.fast_accumulation[std::size_t(fp8::gemm_kind::wgrad)];
   return p;
 }
 

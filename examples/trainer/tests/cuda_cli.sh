@@ -55,8 +55,11 @@ accepted() {
 accepted "fake quantization" --fake-quant
 accepted "fake wgrad" --wgrad fake
 accepted "statistics" --stats-every 1
+accepted "no fast accumulation" --fast-accumulation none
 refused "mx" "--granularity mx is CPU-only" --scaling current --granularity mx
 refused "unknown device" "--device must be one of cpu, cuda; got 'tpu'" --device tpu
+refused "fast accumulation on the CPU" "--fast-accumulation needs --device cuda" --device cpu --fast-accumulation none
+refused "unknown GEMM class" "--fast-accumulation must be one of fprop, dgrad, wgrad; got 'qkv'" --fast-accumulation qkv
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failures"

@@ -412,3 +412,40 @@ TEST_CASE("--no-producer-fp8: on the GPU it turns the producers' FP8 codes off; 
   CHECK(device_error({"--device", "cuda", "--no-producer-fp8"}).empty());
   CHECK(contains(device_error({"--no-producer-fp8"}), "--no-producer-fp8 needs --device cuda"));
 }
+
+TEST_CASE(
+    "--fast-accumulation: the GEMM classes whose GPU FP8 products accumulate fast; the CPU refuses it") {
+  using fast = std::array<bool, trainer::gemm_kind_count>;         // fprop, dgrad, wgrad
+  CHECK(parse({}).fast_accumulation == fast{true, false, false});  // Transformer Engine's default
+  CHECK(parse({"--device", "cuda", "--fast-accumulation", "none"}).fast_accumulation == fast{});
+  CHECK(parse({"--device", "cuda", "--fast-accumulation", "wgrad,fprop"}).fast_accumulation ==
+        fast{true, false, true});
+  CHECK(parse({"--device", "cuda", "--fast-accumulation=dgrad"}).fast_accumulation ==
+        fast{false, true, false});
+  const auto parse_error = [](std::vector<const char*> args) {
+    try {
+      (void)parse(std::move(args));
+    } catch (const std::invalid_argument& e) { return std::string(e.what()); }
+    return std::string();
+  };
+  CHECK(contains(parse_error({"--fast-accumulation", "attention"}),
+                 "--fast-accumulation must be one of fprop, dgrad, wgrad; got 'attention'"));
+  CHECK(contains(parse_error({"--fast-accumulation", "none,fprop"}), "got 'none'"));
+  CHECK(contains(parse_error({"--fast-accumulation", ","}), "--fast-accumulation needs none, or some of"));
+  // The GPU takes any choice; the CPU accumulates exactly and refuses all but the default.
+  CHECK(device_error({"--device", "cuda", "--fast-accumulation", "none"}).empty());
+  CHECK(device_error({"--fast-accumulation", "fprop"}).empty());
+  CHECK(contains(device_error({"--fast-accumulation", "none"}), "--fast-accumulation needs --device cuda"));
+  // Each layer's products get the choice; a run's name says it where it is not the default.
+  run_options o = parse({"--device", "cuda", "--fast-accumulation", "none"});
+  const std::unique_ptr<model> host = make_model(o.model, 1);
+  const fp8::cuda::linear_precision p = cuda::linear_precision_of(make_policy(o, *host), 0);
+  CHECK_FALSE(p.fast_accumulation_fprop);
+  CHECK_FALSE(p.fast_accumulation_dgrad);
+  CHECK_FALSE(p.fast_accumulation_wgrad);
+  CHECK(contains(trainer::run_name(o), "-fastacc_none"));
+  o = parse({"--device", "cuda", "--fast-accumulation", "fprop,wgrad"});
+  CHECK(cuda::linear_precision_of(make_policy(o, *host), 0).fast_accumulation_wgrad);
+  CHECK(contains(trainer::run_name(o), "-fastacc_fprop_wgrad"));
+  CHECK_FALSE(contains(trainer::run_name(parse({"--device", "cuda"})), "fastacc"));
+}
