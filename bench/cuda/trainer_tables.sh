@@ -14,7 +14,7 @@
 #      1, 2 and 3 (a seed's six runs at once on the one GPU); and the plot of the means.
 #
 #   bench/cuda/trainer_tables.sh <build-dir> <out-dir> [--data FILE | --data-dir DIR] [--steps N]
-#                                [--quick] [--archive FILE.tar.gz]
+#                                [--quick] [--only speed|parity] [--archive FILE.tar.gz]
 #
 # --data: a text file for the parity runs. --data-dir: a directory of fortune cookie files (a copy of
 # Debian's fortunes where the package is missing: mkdir -p .deps/fortunes && cp
@@ -22,7 +22,10 @@
 # given to --data). Default: Debian's fortunes where installed, otherwise the repository's docs/*.md
 # concatenated. --steps: parity steps; default 1100 on the fortunes, just under one epoch (their
 # 2.31 MB of training text hold 1129 steps of 16 x 128 bytes: no window is seen twice), 600 on other
-# text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --archive: also pack <out-dir>
+# text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --only: run one part (1 and 2, or
+# 3), leaving the other part's files in <out-dir> as they are: where one command may not run long
+# enough for both, run --only speed and then --only parity into the same <out-dir> (the page is
+# written from what the folder holds). --archive: also pack <out-dir>
 # into one .tar.gz at the end, however the script ends. Where <build-dir> lacks bench_trainer or
 # fp8_trainer (a fresh machine), they are configured (bench/cuda/configure_gpu.sh, unless the folder
 # has a CMake cache) and built first, logged in <out-dir>/build.log. Writes <out-dir>/trainer_cuda_results.md,
@@ -41,6 +44,7 @@ shift 2
 data=""
 data_dir=""
 archive=""
+only=""
 steps=""
 timed=10
 profiled=3
@@ -50,6 +54,9 @@ while [[ $# -gt 0 ]]; do
     --data-dir) data_dir=$2; shift ;;
     --steps) steps=$2; shift ;;
     --quick) steps=${steps:-200}; timed=2; profiled=1 ;;
+    --only)
+      [[ ${2:-} == speed || ${2:-} == parity ]] || { echo "trainer_tables: --only takes speed or parity" >&2; exit 2; }
+      only=$2; shift ;;
     --archive) archive=$(mkdir -p "$(dirname "$2")" && cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     *) echo "trainer_tables: unknown option $1" >&2; exit 2 ;;
   esac
@@ -118,22 +125,24 @@ else
   have_torch=0
 fi
 export PYTHONUNBUFFERED=1  # the peer's lines reach its log as they come, also if the run is cut short
-for passes in 1 8; do
-  speed=$out/speed_passes$passes
-  mkdir -p "$speed"
-  # An earlier run's files in the same folder must not pass for this run's where a program fails.
-  rm -f "$speed"/{speed,profile,kernels,timeline,torch_peer}.csv
-  echo "== speed, passes per optimizer step $passes: bench_trainer"
-  "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" --out "$speed" 2>&1 |
-    tee "$speed/bench_trainer.log" || failures=$((failures + 1))
-  echo "== speed, passes per optimizer step $passes: PyTorch peer"
-  if ((have_torch)); then
-    python3 "$root/bench/cuda/torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |
-      tee "$speed/torch_peer.log" || failures=$((failures + 1))
-  else
-    echo "no PyTorch with CUDA here: the peer did not run" | tee "$speed/torch_peer.log"
-  fi
-done
+if [[ $only != parity ]]; then
+  for passes in 1 8; do
+    speed=$out/speed_passes$passes
+    mkdir -p "$speed"
+    # An earlier run's files in the same folder must not pass for this run's where a program fails.
+    rm -f "$speed"/{speed,profile,kernels,timeline,torch_peer}.csv
+    echo "== speed, passes per optimizer step $passes: bench_trainer"
+    "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" --out "$speed" 2>&1 |
+      tee "$speed/bench_trainer.log" || failures=$((failures + 1))
+    echo "== speed, passes per optimizer step $passes: PyTorch peer"
+    if ((have_torch)); then
+      python3 "$root/bench/cuda/torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |
+        tee "$speed/torch_peer.log" || failures=$((failures + 1))
+    else
+      echo "no PyTorch with CUDA here: the peer did not run" | tee "$speed/torch_peer.log"
+    fi
+  done
+fi
 
 # Peak learning rate 1e-3, not the trainer's default 3e-3 (tuned on its small default model): 3e-3 is
 # too high for this 103M-parameter model (on an H100, 600 steps: BF16 2.19, FP8 2.36 nats/byte, and
@@ -154,36 +163,38 @@ declare -A config_args=(
   [fp8-delayed-h16]="--precision fp8 --amax-history 16"
   [fp8-delayed-split]="--precision fp8 --fast-accumulation none"
 )
-seeds=(1 2 3)
-echo "== loss parity: d_model 1024, 8 blocks, lr 1e-3, ${configs[*]} x seeds ${seeds[*]}, $steps steps on $data_name"
-for seed in "${seeds[@]}"; do
-  pids=()
-  runs=()
-  for config in "${configs[@]}"; do
-    read -ra switches <<<"${config_args[$config]}"
-    run=$config-s$seed
-    "$build/examples/trainer/fp8_trainer" --device cuda "${switches[@]}" --seed "$seed" --threads 2 --d-model 1024 \
-      --layers 8 --heads 16 --hidden 2816 --lr 1e-3 --steps "$steps" "${data_args[@]}" --out "$out/runs/$run" \
-      --overwrite --no-progress --no-final-save >"$out/parity_$run.log" 2>&1 &
-    pids+=($!)
-    runs+=("$run")
-  done
-  for i in "${!pids[@]}"; do
-    run=${runs[$i]}
-    wait "${pids[$i]}"
-    status=$?
-    if ((status == 0)); then
-      echo "$run: $(tail -1 "$out/parity_$run.log")"
-    else
-      # A run killed by a signal (the OOM killer, say) cannot say so itself: its log says it for it.
-      if ((status > 128)); then
-        echo "trainer_tables: fp8_trainer was killed by signal $((status - 128))" >>"$out/parity_$run.log"
+if [[ $only != speed ]]; then
+  seeds=(1 2 3)
+  echo "== loss parity: d_model 1024, 8 blocks, lr 1e-3, ${configs[*]} x seeds ${seeds[*]}, $steps steps on $data_name"
+  for seed in "${seeds[@]}"; do
+    pids=()
+    runs=()
+    for config in "${configs[@]}"; do
+      read -ra switches <<<"${config_args[$config]}"
+      run=$config-s$seed
+      "$build/examples/trainer/fp8_trainer" --device cuda "${switches[@]}" --seed "$seed" --threads 2 --d-model 1024 \
+        --layers 8 --heads 16 --hidden 2816 --lr 1e-3 --steps "$steps" "${data_args[@]}" --out "$out/runs/$run" \
+        --overwrite --no-progress --no-final-save >"$out/parity_$run.log" 2>&1 &
+      pids+=($!)
+      runs+=("$run")
+    done
+    for i in "${!pids[@]}"; do
+      run=${runs[$i]}
+      wait "${pids[$i]}"
+      status=$?
+      if ((status == 0)); then
+        echo "$run: $(tail -1 "$out/parity_$run.log")"
+      else
+        # A run killed by a signal (the OOM killer, say) cannot say so itself: its log says it for it.
+        if ((status > 128)); then
+          echo "trainer_tables: fp8_trainer was killed by signal $((status - 128))" >>"$out/parity_$run.log"
+        fi
+        echo "parity run $run failed (exit status $status): $out/parity_$run.log"
+        failures=$((failures + 1))
       fi
-      echo "parity run $run failed (exit status $status): $out/parity_$run.log"
-      failures=$((failures + 1))
-    fi
+    done
   done
-done
+fi
 
 # The tables and the plot of the parity runs' mean curves as Markdown (bench/cuda/trainer_results.py,
 # tested on the CPU); a part that did not run gets a line saying so.
