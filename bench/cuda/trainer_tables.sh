@@ -142,6 +142,7 @@ if [[ $only != parity ]]; then
       echo "no PyTorch with CUDA here: the peer did not run" | tee "$speed/torch_peer.log"
     fi
   done
+  echo "== speed: ${SECONDS} s since the start"
 fi
 
 # Peak learning rate 1e-3, not the trainer's default 3e-3 (tuned on its small default model): 3e-3 is
@@ -194,6 +195,7 @@ if [[ $only != speed ]]; then
       fi
     done
   done
+  echo "== parity: ${SECONDS} s since the start"
 fi
 
 # The tables and the plot of the parity runs' mean curves as Markdown (bench/cuda/trainer_results.py,
