@@ -122,6 +122,8 @@ PARITY_CONFIGS = (
     # cores' partial sums in their own reduced precision: a run with every product promoting them to
     # FP32 says whether that costs loss.
     ("fp8-delayed-split", "FP8 delayed, no fast accumulation", "--precision fp8 --fast-accumulation none"),
+    # Megatron-Core's recipe keeps the first and last blocks in BF16 (the head is BF16 in every row).
+    ("fp8-delayed-first-last", "FP8 delayed, first and last blocks BF16", "--precision fp8 --first-last-bf16"),
 )
 PARITY_SEEDS = (1, 2, 3)
 PARITY_TOLERANCE = 0.005  # the aim: each FP8 mean within 0.5% of the BF16 mean

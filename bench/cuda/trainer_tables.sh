@@ -10,8 +10,9 @@
 #      said so, without PyTorch);
 #   3. loss parity: fp8_trainer --device cuda, d_model 1024, 8 blocks, lr 1e-3: BF16, FP8 delayed (the
 #      default recipe), FP8 current, FP8 blocks (current scaling, 1x128 / 128x128 block scales), FP8
-#      delayed with a 16-step amax history and FP8 delayed without fast accumulation, each with seeds
-#      1, 2 and 3 (a seed's six runs at once on the one GPU); and the plot of the means.
+#      delayed with a 16-step amax history, without fast accumulation, and with the first and last
+#      blocks in BF16, each with seeds 1, 2 and 3 (a seed's seven runs at once on the one GPU); and
+#      the plot of the means.
 #
 #   bench/cuda/trainer_tables.sh <build-dir> <out-dir> [--data FILE | --data-dir DIR] [--steps N]
 #                                [--quick] [--only speed|parity] [--archive FILE.tar.gz]
@@ -150,12 +151,12 @@ fi
 # a run with the head in FP8 stalled), and the comparison then measures the edge of stability, not
 # FP8; at 1e-3 both train well (BF16 1.485, FP8 1.501). docs/trainer_cuda.md has the runs.
 # Each configuration with three seeds (weights and batch order), so that an FP8 difference is read
-# against the spread of BF16 itself. The six configurations of a seed share the GPU at once (each
+# against the spread of BF16 itself. The seven configurations of a seed share the GPU at once (each
 # is small: 103M parameters, a few GB of GPU memory and about 2 GB of host memory, and one alone
 # leaves most of an H100 idle); the seeds follow one another, which bounds the host memory and the
 # contention of the processes for the GPU. Two host threads each: a GPU run's host work is the data
 # loader and the launches.
-configs=(bf16 fp8-delayed fp8-current fp8-blocks fp8-delayed-h16 fp8-delayed-split)
+configs=(bf16 fp8-delayed fp8-current fp8-blocks fp8-delayed-h16 fp8-delayed-split fp8-delayed-first-last)
 declare -A config_args=(
   [bf16]="--precision bf16"
   [fp8-delayed]="--precision fp8"
@@ -163,6 +164,7 @@ declare -A config_args=(
   [fp8-blocks]="--precision fp8 --scaling current --granularity block"
   [fp8-delayed-h16]="--precision fp8 --amax-history 16"
   [fp8-delayed-split]="--precision fp8 --fast-accumulation none"
+  [fp8-delayed-first-last]="--precision fp8 --first-last-bf16"
 )
 if [[ $only != speed ]]; then
   seeds=(1 2 3)

@@ -56,7 +56,8 @@ PROFILE_MS = {1: {"bf16": (0.0, 32.6, 1.2, 4.1, 2.3, 1.9, 1.1, 0.2, 0.3, 0.1, 14
 # Final validation loss of each parity run: configuration -> (seed 1, seed 2, seed 3).
 LOSSES = {"bf16": (1.4850, 1.4870, 1.4830), "fp8-delayed": (1.4900, 1.4920, 1.4910),
           "fp8-current": (1.4860, 1.4880, 1.4850), "fp8-blocks": (1.5000, 1.5050, 1.4990),
-          "fp8-delayed-h16": (1.4870, 1.4890, 1.4860), "fp8-delayed-split": (1.4880, 1.4860, 1.4870)}
+          "fp8-delayed-h16": (1.4870, 1.4890, 1.4860), "fp8-delayed-split": (1.4880, 1.4860, 1.4870),
+          "fp8-delayed-first-last": (1.4860, 1.4865, 1.4855)}
 BASELINE = 3.4756
 # The traced kernels of each precision (bench_trainer --trace-steps): (name, calls, ms) per optimizer
 # step, in no particular order. More than the page shows (12), one name with commas in its template
