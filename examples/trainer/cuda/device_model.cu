@@ -175,15 +175,11 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   check_planned(x, planned.x, linear, "x");
   check_planned(y, planned.y, linear, "y");
   fp8::cuda::linear_layer::forward_args args;
-  if (x.is_fp8_written() || stage_codes(x, linear, fp8::cuda::linear_tensor::x, kind, m, mk, stream)) {
-    args.x_written = true;  // its codes are in the layer's copy already
-    ++producer_fp8_calls_;
-  } else {
-    // A staged X's amax from its staging copy; a BF16 X's from the model's kernel that wrote it.
-    float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::x, staged_amax_.data());
-    args.x = layer_operand(x, x16_, mk, stream, staged_amax);
-    args.x_amax = x.staged() ? staged_amax : x.amax();
-  }
+  const taken_operand in =
+      take_operand(x, linear, fp8::cuda::linear_tensor::x, kind, m, mk, x16_, staged_amax_.data(), stream);
+  args.x = in.bf16;
+  args.x_amax = in.amax;
+  args.x_written = in.written;
   args.w = w16;
   args.y = layer_result(y, y16_);
   args.m = m;
@@ -219,15 +215,11 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   check_planned(dy, planned.dy, linear, "dy");
   fp8::cuda::linear_layer& chosen = layer(linear, pass_kind::train);
   fp8::cuda::linear_layer::backward_args args;
-  if (dy.is_fp8_written() ||
-      stage_codes(dy, linear, fp8::cuda::linear_tensor::dy, pass_kind::train, m, mn, stream)) {
-    args.dy_written = true;
-    ++producer_fp8_calls_;
-  } else {
-    float* staged_amax = amax_slot(linear, fp8::cuda::linear_tensor::dy, staged_amax_.data() + 1);
-    args.dy = layer_operand(dy, dy16_, mn, stream, staged_amax);
-    args.dy_amax = dy.staged() ? staged_amax : dy.amax();
-  }
+  const taken_operand in = take_operand(dy, linear, fp8::cuda::linear_tensor::dy, pass_kind::train, m, mn,
+                                        dy16_, staged_amax_.data() + 1, stream);
+  args.dy = in.bf16;
+  args.dy_amax = in.amax;
+  args.dy_written = in.written;
   // x is read by a BF16 wgrad only (an FP8 or fake wgrad uses the forward's Xᵀ copy, and X's amaxes
   // were recorded in forward): a BF16 x is passed as it is, a float one staged again, and neither is
   // passed when the wgrad does not read it.
@@ -247,6 +239,21 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.statistics = statistics_;
   chosen.backward(args, stream);  // it marks its stages (set_profile)
   stage_result(dx, dx16_, mk, stream);
+}
+
+device_linears::taken_operand device_linears::take_operand(linear_input t, std::size_t linear,
+                                                           fp8::cuda::linear_tensor tensor, pass_kind kind,
+                                                           int m, std::size_t count,
+                                                           device_buffer<std::uint16_t>& scratch,
+                                                           float* amax_scratch, cudaStream_t stream) {
+  if (t.is_fp8_written() || stage_codes(t, linear, tensor, kind, m, count, stream)) {
+    ++producer_fp8_calls_;
+    return {nullptr, nullptr, true};  // its codes are in the layer's copy already
+  }
+  // A staged operand's amax from its staging copy; a BF16 one's from the model's kernel that wrote it.
+  float* staged_amax = amax_slot(linear, tensor, amax_scratch);
+  const __nv_bfloat16* bf16 = layer_operand(t, scratch, count, stream, staged_amax);
+  return {bf16, t.staged() ? staged_amax : t.amax(), false};
 }
 
 bool device_linears::stage_codes(linear_input t, std::size_t linear, fp8::cuda::linear_tensor tensor,

@@ -176,6 +176,20 @@ class device_linears {
   // whose amax the copy records into `amax` when it is set (zeroed here first).
   const __nv_bfloat16* layer_operand(linear_input t, device_buffer<std::uint16_t>& scratch, std::size_t count,
                                      cudaStream_t stream, float* amax = nullptr);
+  // What a layer call takes as X (forward) or dY (backward): the BF16 operand with its amax (null:
+  // none), or nothing where its FP8 codes were written into the layer's copy (`written`).
+  struct taken_operand {
+    const __nv_bfloat16* bf16 = nullptr;
+    const float* amax = nullptr;
+    bool written = false;
+  };
+  // Operand t of layer `linear` (tensor x or dy) for a call of `kind` with m tokens (count
+  // elements): written codes where its producer wrote them or stage_codes copies them; else the
+  // BF16 operand (layer_operand, staged through `scratch`, a staged copy's amax recorded into
+  // `amax_scratch` where the layer takes one) and its amax. Counts the calls that take codes.
+  taken_operand take_operand(linear_input t, std::size_t linear, fp8::cuda::linear_tensor tensor,
+                             pass_kind kind, int m, std::size_t count, device_buffer<std::uint16_t>& scratch,
+                             float* amax_scratch, cudaStream_t stream);
   // A staged operand (x forward, dy backward) copied straight into the layer's FP8 codes where the
   // layer takes them (fp8_output_of; to_fp8: the codes its cast makes of the BF16 copy, with that
   // copy's amax): true, and the call passes the codes as written; false where the operand is not
