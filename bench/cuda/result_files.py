@@ -34,11 +34,19 @@ TORCH_BF16 = "torch bf16"
 TORCH_FAST = "torch _scaled_mm fast_accum"
 TORCH_SPLIT = "torch _scaled_mm split_accum"
 INTERLEAVED = "interleaved "  # scaled_mm.py's prefix for bench_gemm's figures taken between its own
+TUNED = " tuned"  # bench_gemm's suffix for a variant measured through a tuned plan (fastest candidate)
+TUNING = "tuning.csv"  # bench_gemm: what each tuning measured
+TUNING_COLUMNS = ("kind", "label", "m", "n", "k", "variant", "candidates", "ran", "heuristic_ms", "fastest_ms")
 
 
 def interleaved(variant):
     """The name scaled_mm.py gives a bench_gemm variant measured in its interleaved rounds."""
     return INTERLEAVED + variant
+
+
+def tuned(variant):
+    """The name bench_gemm gives a variant measured through its tuned plan."""
+    return variant + TUNED
 
 
 CEILINGS = "ceilings.csv"
@@ -72,6 +80,7 @@ GPU_CHECK_FILES = {
     STEPS: "bench/gpu_check.sh",
     DEVICE: "bench/gpu_check.sh (nvidia-smi)",
     GEMM: "bench_gemm",
+    TUNING: "bench_gemm",
     CEILINGS: "bench_gemm",
     OVERHEAD: "bench_gemm",
     QUANTIZE: "bench_quantize",

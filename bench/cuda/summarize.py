@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The short table at the end of bench/gpu_check.sh: test outcomes, the FP8/BF16 and
-FP8/torch._scaled_mm ratios at 8192^3, the DeepSeek-V3 shape with row-wise and block scales, the
-layer GEMM set, the quantize kernels against copy and the per-call overhead, each beside its target
-and the ceilings measured in the same run. Reads the CSV files and steps.csv of a log folder.
+FP8/torch._scaled_mm ratios at 8192^3, the DeepSeek-V3 shape with row-wise and block scales (through
+the heuristic's pick and tuned), what tuning gained, the layer GEMM set, the quantize kernels against
+copy and the per-call overhead, each beside its target and the ceilings measured in the same run. Reads the CSV files and steps.csv of a log folder.
 
     python3 bench/cuda/summarize.py <log-folder> [--docs <docs-folder>]
 
@@ -40,6 +40,7 @@ class log_folder:
         self.logs = logs
         self.problems = []  # lines for the summary: files missing, lines cut short, unreadable headers
         self.gemm = self.table(rf.GEMM, rf.GEMM_COLUMNS)
+        self.tuning = self.table(rf.TUNING, rf.TUNING_COLUMNS)
         self.torch = self.table(rf.TORCH_GEMM, rf.TORCH_GEMM_COLUMNS)
         self.ceilings = {r["name"]: r["value"] for r in self.table(rf.CEILINGS, rf.CEILING_COLUMNS)}
         self.overhead = {r["variant"]: rf.number(r["us_per_call"])
@@ -99,6 +100,10 @@ def headline_rows(f):
                      f"{target('>= 1.8x', None)} |")
     if bf16 and split:
         lines.append(f"| FP8 (split accum) / BF16 at 8192^3 | {split / bf16:.2f}x | (reported) |")
+    bf16_tuned, fast_tuned = (tflops(f.gemm, rf.HEADLINE, rf.tuned(v)) for v in (rf.BF16, rf.FP8_FAST))
+    if bf16_tuned and fast_tuned:
+        lines.append(f"| FP8 (fast accum) / BF16 at 8192^3, both tuned | {fast_tuned:.0f} / {bf16_tuned:.0f} TFLOP/s = "
+                     f"{fast_tuned / bf16_tuned:.2f}x | (reported) |")
     ours = tflops(f.torch, rf.HEADLINE, rf.interleaved(rf.FP8_FAST))
     theirs = tflops(f.torch, rf.HEADLINE, rf.TORCH_FAST)
     if ours and theirs:
@@ -111,20 +116,35 @@ def headline_rows(f):
 
 
 def deepseek_rows(f):
-    """Tensorwise (reported), row-wise and block-scaled FP8 against BF16 at 4096 x 7168 x 16384."""
-    bf16 = tflops(f.gemm, rf.DEEPSEEK, rf.BF16)
+    """Tensorwise (reported), row-wise and block-scaled FP8 against BF16 at 4096 x 7168 x 16384, through
+    the heuristic's pick and then with both products tuned."""
     lines = []
-    for variant in (rf.FP8_FAST, rf.FP8_ROW_WISE, rf.FP8_BLOCKS_2D, rf.FP8_BLOCKS_1D):
-        value = tflops(f.gemm, rf.DEEPSEEK, variant)
-        reported = variant == rf.FP8_FAST
-        if value and bf16:
-            aim = "(reported)" if reported else target(">= 1.5x", value / bf16 >= 1.5)
-            lines.append(f"| {variant} / BF16 at 4096 x 7168 x 16384 | {value:.0f} / {bf16:.0f} TFLOP/s = "
-                         f"{value / bf16:.2f}x | {aim} |")
-        elif not reported:
-            lines.append(f"| {variant} / BF16 at 4096 x 7168 x 16384 | {not_measured(rf.GEMM)} | "
-                         f"{target('>= 1.5x', None)} |")
+    for name in (lambda v: v, rf.tuned):
+        bf16 = tflops(f.gemm, rf.DEEPSEEK, name(rf.BF16))
+        for variant in (rf.FP8_FAST, rf.FP8_ROW_WISE, rf.FP8_BLOCKS_2D, rf.FP8_BLOCKS_1D):
+            value = tflops(f.gemm, rf.DEEPSEEK, name(variant))
+            reported = variant == rf.FP8_FAST
+            figure = f"{name(variant)} / {name('BF16')} at 4096 x 7168 x 16384"
+            if value and bf16:
+                aim = "(reported)" if reported else target(">= 1.5x", value / bf16 >= 1.5)
+                lines.append(f"| {figure} | {value:.0f} / {bf16:.0f} TFLOP/s = {value / bf16:.2f}x | {aim} |")
+            elif not reported:
+                lines.append(f"| {figure} | {not_measured(rf.GEMM)} | {target('>= 1.5x', None)} |")
     return lines
+
+
+def tuning_rows(f):
+    """What timing every candidate gained over the heuristic's pick: the largest gain and its product."""
+    gains = []
+    for row in f.tuning:
+        heuristic, fastest = rf.number(row["heuristic_ms"]), rf.number(row["fastest_ms"])
+        if heuristic and fastest and heuristic == heuristic:  # a NaN heuristic time: its pick failed
+            gains.append((heuristic / fastest, f"{row['variant']} at {row['m']} x {row['n']} x {row['k']}"))
+    if not gains:
+        return [f"| tuning: the heuristic's pick / the fastest candidate | {not_measured(rf.TUNING)} | (reported) |"]
+    gain, product = max(gains)
+    return [f"| tuning: the heuristic's pick / the fastest candidate, largest over {len(gains)} products | "
+            f"{gain:.2f}x ({rf.markdown_cell(product)}) | (reported) |"]
 
 
 def layer_rows(f):
@@ -222,7 +242,7 @@ def summary(logs: Path):
         lines += [f"- {problem}" for problem in f.problems] + [""]
     lines += ceiling_line(f.ceilings)
     lines += ["| figure | measured | target |", "|---|---|---|"]
-    for rows in (headline_rows, deepseek_rows, layer_rows, error_rows, quantize_rows, overhead_rows):
+    for rows in (headline_rows, deepseek_rows, tuning_rows, layer_rows, error_rows, quantize_rows, overhead_rows):
         lines += rows(f)
     return "\n".join(lines) + "\n"
 

@@ -2,7 +2,8 @@
 // (4, 8, 12 with block scales) and products of >= 256 tokens, accumulation into C (beta = 1, in place
 // and into a separate C beside an FP8 output), the backward epilogues (bias gradient, GELU with its
 // aux matrix and its gradient, an fp16 aux beside an FP8 output), strided batches, grouped products,
-// two streams at once and the bounded plan cache.
+// two streams at once, the bounded plan cache and tuning (timing the candidate algorithms, in
+// place and under a CUDA graph capture).
 //
 // Inputs are small integers (exact in E4M3 and BF16) with unit scales, so that with split
 // accumulation into FP32 the products are exact: outputs are compared exactly, except where GELU
@@ -439,4 +440,133 @@ TEST_CASE("two streams at once: each its own workspace, both results right; the 
     handle.linear(fp8_linear(dx, dw, y, tokens, n, k));
   }
   CHECK(handle.cached_plans() == 2);
+}
+
+TEST_CASE("tuning: every candidate timed, the fastest kept, and the output that of one call") {
+  lt::handle handle;
+  lt::tuning_options options;
+  options.candidates = 16;
+  options.rounds = 3;
+  handle.set_tuning(options);                     // not enabled: tune() tunes when asked, calls do not
+  const std::size_t m = 512, n = 1024, k = 4096;  // large K: split-K candidates are among them
+  const int_matrix x = make_int_matrix(m, k, 50), w = make_int_matrix(n, k, 51);
+  const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
+  const device_buffer<float> dy(m * n);
+  const lt::linear_problem p = fp8_linear(dx, dw, dy, m, n, k);
+  const std::vector<double> expected = reference_linear(x, w);
+
+  handle.linear(p);  // an untuned plan first: tune() rebuilds it with 16 candidates
+  CHECK(handle.tunings() == 0);
+  const lt::tuning_report report = handle.tune_linear(p);
+  CHECK(handle.tunings() == 1);
+  REQUIRE(report.any_worked());
+  CHECK(report.candidates.size() > 1);
+  CHECK(report.candidates.size() <= 16);
+  const double fastest = report.candidates[report.fastest_first.front()].median_ms;
+  for (const auto& c : report.candidates) {
+    CAPTURE(c.rank);
+    if (!c.worked) continue;
+    CHECK(c.ms.size() == 3);
+    CHECK(c.median_ms > 0.0);
+    CHECK(fastest <= c.median_ms);
+  }
+  CHECK(report.gain() >= 1.0);
+  MESSAGE(report.candidates.size() << " candidates, " << report.fastest_first.size()
+                                   << " ran; the heuristic's pick / the fastest = " << report.gain());
+  // Every candidate computes the same integer sums exactly (split accumulation into FP32).
+  CHECK(count_mismatches(dy.download(), expected) == 0);
+  handle.linear(p);  // through the tuned plan, without tuning again
+  CHECK(handle.tunings() == 1);
+  CHECK(count_mismatches(dy.download(), expected) == 0);
+}
+
+TEST_CASE("tuning an in-place accumulation (C = D, beta = 1) times into scratch: D gains one product") {
+  const std::size_t m = 64, n = 128, k = 256;
+  const int_matrix x = make_int_matrix(m, k, 52), w = make_int_matrix(n, k, 53);
+  const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
+  std::vector<float> start(m * n);
+  for (std::size_t i = 0; i < start.size(); ++i) start[i] = float(int(i % 13) - 6);
+  std::vector<double> once = reference_linear(x, w);
+  for (std::size_t i = 0; i < once.size(); ++i) once[i] += start[i];
+  const auto accumulating = [&](const device_buffer<float>& y) {
+    lt::linear_problem p = fp8_linear(dx, dw, y, m, n, k);
+    p.options.beta = 1.0f;
+    p.c = {y.data(), {}, 0};
+    return p;
+  };
+
+  SUBCASE("tune() leaves D as it was; the next call adds once") {
+    lt::handle handle;
+    const device_buffer<float> dy(start);
+    const lt::tuning_report report = handle.tune_linear(accumulating(dy));
+    CHECK(report.any_worked());
+    std::vector<double> unchanged(start.begin(), start.end());
+    CHECK(count_mismatches(dy.download(), unchanged) == 0);
+    handle.linear(accumulating(dy));
+    CHECK(count_mismatches(dy.download(), once) == 0);
+  }
+  SUBCASE("tuning enabled: the first call tunes, then adds once") {
+    lt::handle handle;
+    lt::tuning_options options;
+    options.enabled = true;
+    options.rounds = 2;
+    handle.set_tuning(options);
+    const device_buffer<float> dy(start);
+    handle.linear(accumulating(dy));
+    CHECK(handle.tunings() == 1);
+    CHECK(count_mismatches(dy.download(), once) == 0);
+  }
+}
+
+TEST_CASE("tuning: refused options and states, and a CUDA graph capture that defers it") {
+  lt::handle handle;
+  lt::tuning_options bad;
+  bad.candidates = 0;
+  CHECK_THROWS_WITH_AS(handle.set_tuning(bad), doctest::Contains("candidates is 0"), fp8::invalid_argument);
+  handle.set_algorithm_cache(false);
+  lt::tuning_options enabled;
+  enabled.enabled = true;
+  enabled.rounds = 2;
+  CHECK_THROWS_WITH_AS(handle.set_tuning(enabled), doctest::Contains("the plan cache, which is off"),
+                       fp8::invalid_argument);
+  handle.set_algorithm_cache(true);
+  handle.set_tuning(enabled);
+  CHECK_THROWS_WITH_AS(handle.set_algorithm_cache(false), doctest::Contains("disable tuning first"),
+                       fp8::invalid_argument);
+
+  const std::size_t m = 256, n = 256, k = 512;
+  const int_matrix x = make_int_matrix(m, k, 54), w = make_int_matrix(n, k, 55);
+  const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
+  const device_buffer<float> dy(m * n);
+  const lt::linear_problem p = fp8_linear(dx, dw, dy, m, n, k);
+  cudaStream_t stream = nullptr;
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  handle.linear(fp8_linear(dx, dw, dy, 16, n, k),
+                stream);  // the stream's workspace, made outside the capture
+  CHECK(handle.tunings() == 1);
+
+  cudaGraph_t graph = nullptr;
+  FP8_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  handle.linear(p, stream);  // a new plan, first called inside the capture: not tuned there
+  bool refused = false;
+  try {
+    (void)handle.tune_linear(p, stream);
+  } catch (const fp8::invalid_argument& e) {
+    refused = std::string(e.what()).find("captured into a CUDA graph") != std::string::npos;
+  }
+  FP8_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CHECK(refused);
+  CHECK(handle.tunings() == 1);
+  cudaGraphExec_t exec = nullptr;
+  FP8_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  FP8_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
+  CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+  handle.linear(p, stream);  // the first call outside a capture tunes it
+  CHECK(handle.tunings() == 2);
+  CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+  FP8_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  FP8_CUDA_CHECK(cudaGraphDestroy(graph));
+  handle.release_workspace(stream);
+  FP8_CUDA_CHECK(cudaStreamDestroy(stream));
 }

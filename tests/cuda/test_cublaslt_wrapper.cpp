@@ -1,9 +1,11 @@
 // The cuBLASLt wrapper's host-side machinery, run without a GPU: C and beta, strided batches, the
 // backward epilogues, grouped products, version guards, attribute messages, the bounded plan cache,
-// per-stream workspaces, algorithm fallback and the device/driver classification.
+// per-stream workspaces, algorithm fallback, tuning's ordering and the device/driver classification.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -453,4 +455,86 @@ TEST_CASE("a driver older than the toolkit is a failure, no driver at all is no 
   CHECK(contains(message, "driver supports CUDA 12.4"));
   CHECK(contains(message, "built with CUDA 13.0"));
   CHECK(contains(message, "not a missing device"));
+}
+
+TEST_CASE("tuning: candidates timed in turns, ordered by median, ties kept in the heuristic's order") {
+  lt::tuning_options options;
+  options.rounds = 3;
+  // Candidate 1 fails on its first call; 0 has one fast outlier (median 5); 2 and 3 tie at 3.
+  const std::vector<std::vector<double>> samples = {{5, 1, 5}, {}, {3, 3, 9}, {3, 3, 3}};
+  std::vector<std::size_t> probed, timed;
+  std::vector<std::size_t> taken(samples.size(), 0);
+  const auto probe = [&](std::size_t i) {
+    probed.push_back(i);
+    return i == 1 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+  };
+  const auto time = [&](std::size_t i) {
+    timed.push_back(i);
+    return samples[i][taken[i]++];
+  };
+  const lt::tuning_result<cublasStatus_t> result =
+      lt::time_candidates(samples.size(), options, CUBLAS_STATUS_SUCCESS, probe, time);
+  CHECK(probed == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(timed == std::vector<std::size_t>{0, 2, 3, 0, 2, 3, 0, 2, 3});  // in turns, the failed one never
+  CHECK(result.fastest_first == std::vector<std::size_t>{2, 3, 0});
+  CHECK_FALSE(result.candidates[1].worked);
+  CHECK(result.candidates[1].status == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(result.candidates[0].median_ms == 5.0);
+  CHECK(result.candidates[2].ms == std::vector<double>{3, 3, 9});
+  CHECK(result.gain() == doctest::Approx(5.0 / 3.0));
+
+  SUBCASE("a candidate that fails while timed is dropped") {
+    const auto fails_later = [](std::size_t i) {
+      return i == 0 ? std::numeric_limits<double>::quiet_NaN() : 2.0 + double(i);
+    };
+    const auto all_run = [](std::size_t) { return CUBLAS_STATUS_SUCCESS; };
+    const auto later =
+        lt::time_candidates(std::size_t(3), options, CUBLAS_STATUS_SUCCESS, all_run, fails_later);
+    CHECK(later.fastest_first == std::vector<std::size_t>{1, 2});
+    CHECK_FALSE(later.candidates[0].worked);
+    CHECK(std::isnan(later.gain()));  // the heuristic's pick failed: no gain to state
+  }
+  SUBCASE("nothing runs") {
+    const auto none_run = [](std::size_t) { return CUBLAS_STATUS_NOT_SUPPORTED; };
+    const auto never = [](std::size_t) -> double {
+      FAIL("a candidate that failed its first call was timed");
+      return 0.0;
+    };
+    const auto nothing = lt::time_candidates(std::size_t(2), options, CUBLAS_STATUS_SUCCESS, none_run, never);
+    CHECK_FALSE(nothing.any_worked());
+    CHECK(std::isnan(nothing.gain()));
+  }
+}
+
+TEST_CASE("tuning: the median, the options' bounds, the output's extent and in-place accumulation") {
+  CHECK(lt::median_of({4.0, 1.0, 3.0}) == 3.0);
+  CHECK(lt::median_of({4.0, 1.0, 3.0, 2.0}) == 2.5);
+  CHECK(std::isnan(lt::median_of({})));
+
+  CHECK(lt::find_tuning_options_problem(lt::tuning_options{}).empty());
+  lt::tuning_options options;
+  options.candidates = 0;
+  CHECK(contains(lt::find_tuning_options_problem(options), "candidates is 0: it must be 1 to 64"));
+  options.candidates = 65;
+  CHECK(contains(lt::find_tuning_options_problem(options), "candidates is 65"));
+  options = {};
+  options.rounds = 0;
+  CHECK(contains(lt::find_tuning_options_problem(options), "rounds is 0"));
+  options = {};
+  options.calls_per_timing = -1;
+  CHECK(contains(lt::find_tuning_options_problem(options), "calls_per_timing is -1"));
+
+  lt::gemm_problem p = valid_fp8();  // D: 256 x 128 bf16, ld 256
+  CHECK(lt::detail::output_storage_bytes(p) == 256u * 128u * 2u);
+  p.batch.count = 3;
+  p.batch.stride_d = 256 * 128 + 64;
+  CHECK(lt::detail::output_storage_bytes(p) == (2u * (256u * 128u + 64u) + 256u * 128u) * 2u);
+
+  p = valid_fp8();
+  CHECK_FALSE(lt::detail::accumulates_in_place(p));  // beta = 0: a repeat writes the same D
+  p.options.beta = 1.0f;
+  p.c = {p.d.data, lt::data_type::bf16, 256};
+  CHECK(lt::detail::accumulates_in_place(p));  // each repeat would add again
+  p.c.data = address(0x60000);
+  CHECK_FALSE(lt::detail::accumulates_in_place(p));  // reads C, writes D: a repeat is the same
 }
