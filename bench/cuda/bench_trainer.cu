@@ -5,7 +5,7 @@
 //   bench_trainer [--d-model 4096] [--hidden 14336] [--heads 32] [--context 2048] [--layers 4]
 //                 [--batch 2] [--passes 1] [--warmup 3] [--steps 10] [--profile-steps 3]
 //                 [--trace-steps 1] [--precisions bf16,fp8] [--attention auto|fused|materialized]
-//                 [--producer-fp8 on|off] [--out DIR]
+//                 [--producer-fp8 on|off] [--gemm-tuning on|off] [--out DIR]
 //
 // The default shape is the issue's speed table: d_model 4096, SwiGLU 14336, 32 heads, context 2048,
 // byte vocabulary, 4 blocks (0.975 B parameters, about the issue's 1 B). Attention as fp8_trainer's
@@ -17,6 +17,10 @@
 // --producer-fp8 off: the FP8 run's RMSNorm and SwiGLU write BF16 for the linear layers to cast, as
 // the trainer's --no-producer-fp8, instead of the layers' FP8 codes (on, the trainer's default). The
 // line printed per precision says how many operands per pass the producers wrote as codes.
+//
+// --gemm-tuning on: every cuBLASLt product of the linear layers, BF16 and FP8 alike, is tuned on its
+// first call (its candidate algorithms timed, the fastest kept; fp8::cublaslt::handle::set_tuning),
+// in the first warm-up step. Off (the default, as the trainer runs): the heuristic's pick.
 //
 // --passes P: gradient accumulation, as the trainer's --micro-batch takes it: every optimizer step
 // runs P forward/backward passes of --batch sequences, each on its own tokens (the first pass writes
@@ -77,6 +81,7 @@ struct bench_options {
   std::vector<trainer::precision> precisions{trainer::precision::bf16, trainer::precision::fp8};
   trainer::attention_kernel attention = trainer::attention_kernel::automatic;
   bool producer_fp8 = true;
+  bool gemm_tuning = false;
   std::string out;
 };
 
@@ -143,6 +148,10 @@ bench_options parse(int argc, char** argv) {
       const std::string v = value;
       if (v != "on" && v != "off") usage("--producer-fp8 takes on or off; got '" + v + "'");
       o.producer_fp8 = v == "on";
+    } else if (option == "--gemm-tuning") {
+      const std::string v = value;
+      if (v != "on" && v != "off") usage("--gemm-tuning takes on or off; got '" + v + "'");
+      o.gemm_tuning = v == "on";
     } else if (option == "--attention") {
       const std::string v = value;
       if (v == "auto")
@@ -208,6 +217,7 @@ class bench_run {
     // recorded for later FP8 use, which the trainer's bf16 runs do by default, as on the CPU.
     if (p == trainer::precision::bf16) model_.record_bf16_amax(false);
     model_.producer_fp8(o.producer_fp8);
+    model_.gemm_tuning(o.gemm_tuning);
   }
 
   std::string attention() const { return model_.attention_description(); }
@@ -279,8 +289,10 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
                const std::vector<std::int32_t>& tokens) {
   using namespace trainer;
   bench_run run(o, p, host, tokens);
-  std::printf("bench_trainer: %s: attention %s%s\n", to_string(p), run.attention().c_str(),
-              p == precision::bf16 ? "; no amax recording (plain BF16)" : "");
+  std::printf(
+      "bench_trainer: %s: attention %s%s; GEMMs %s\n", to_string(p), run.attention().c_str(),
+      p == precision::bf16 ? "; no amax recording (plain BF16)" : "",
+      o.gemm_tuning ? "tuned on their first call (--gemm-tuning on)" : "through the heuristic's pick");
   result r;
   r.precision = p;
   for (int s = 0; s < o.warmup; ++s) run.step(nullptr);

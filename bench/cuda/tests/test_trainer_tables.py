@@ -88,7 +88,8 @@ def bench_trainer_log(passes, precisions=("bf16", "fp8"), error=None):
     lines = [config % (DEVICE, 4096, 14336, 32, 2048, 4, 256, 975175680, 2, passes, passes * 4096, 3, 10, 3)]
     for p in precisions:
         lines.append(ws.printf_format(BENCH, "bench_trainer: %s: attention") %
-                     (p, "fused (cuDNN)", "; no amax recording (plain BF16)" if p == "bf16" else ""))
+                     (p, "fused (cuDNN)", "; no amax recording (plain BF16)" if p == "bf16" else "",
+                      "through the heuristic's pick"))
         lines.append(ws.printf_format(BENCH, "bench_trainer: %s: memory") % (p, "31.2 GiB held, 46.9 GiB free"))
     if error:
         return "".join(lines) + f"bench_trainer: error: {error}\n"

@@ -145,6 +145,15 @@ class device_linears {
   // model's kernels and the staging copies of float operands alike. Off: every producer writes BF16
   // and the layers cast it (the same results, bit for bit).
   void set_producer_fp8(bool on) { producer_fp8_ = on; }
+  // Whether the layers' cuBLASLt products are tuned (off by default): each product's candidate
+  // algorithms timed on its first call and the fastest kept (fp8::cublaslt::handle::set_tuning).
+  // Which algorithm wins depends on timings, so two runs may round differently: resume is then not
+  // bit-identical, which is why the trainer leaves it off; bench_trainer --gemm-tuning on turns it on.
+  void set_gemm_tuning(bool on) {
+    fp8::cublaslt::tuning_options options = lt_.tuning();
+    options.enabled = on;
+    lt_.set_tuning(options);
+  }
   // Where the producer of layer `linear`'s X (tensor x, in a forward pass of `kind`) or dY (dy, in
   // the training backward: kind train) of m tokens writes it as the layer's FP8 codes; or nothing,
   // where it writes BF16: producer_fp8 off, fp32 runs, a shadow pass (its layers are BF16), a
@@ -287,6 +296,8 @@ class device_model {
   // device_linears::set_producer_fp8, producer_fp8_calls (the transformer's RMSNorm and SwiGLU, and
   // every model's staging copies of float operands).
   void producer_fp8(bool on) { linears_.set_producer_fp8(on); }
+  // device_linears::set_gemm_tuning.
+  void gemm_tuning(bool on) { linears_.set_gemm_tuning(on); }
   std::uint64_t producer_fp8_calls() const { return linears_.producer_fp8_calls(); }
   std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }
 
