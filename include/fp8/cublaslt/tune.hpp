@@ -73,9 +73,18 @@ inline bool accumulates_in_place(const gemm_problem& p) noexcept {
   return reads_c(p) && p.c.data == p.d.data;
 }
 
+// Whether work enqueued on `stream` would be captured into a graph instead of run. The legacy
+// default stream answers cudaErrorStreamCaptureImplicit while another stream captures in global
+// mode (it cannot be used then): that counts as capturing, and the error, which is not sticky, is
+// cleared.
 inline bool is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  FP8_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  const cudaError_t result = cudaStreamIsCapturing(stream, &status);
+  if (result == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  FP8_CUDA_CHECK(result);
   return status != cudaStreamCaptureStatusNone;
 }
 
