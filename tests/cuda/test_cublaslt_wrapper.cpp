@@ -492,6 +492,8 @@ TEST_CASE("tuning: candidates timed in turns, ordered by median, ties kept in th
         lt::time_candidates(std::size_t(3), options, CUBLAS_STATUS_SUCCESS, all_run, fails_later);
     CHECK(later.fastest_first == std::vector<std::size_t>{1, 2});
     CHECK_FALSE(later.candidates[0].worked);
+    CHECK(later.candidates[0].failed_while_timed);
+    CHECK_FALSE(later.candidates[1].failed_while_timed);
     CHECK(std::isnan(later.gain()));  // the heuristic's pick failed: no gain to state
   }
   SUBCASE("nothing runs") {
@@ -506,7 +508,7 @@ TEST_CASE("tuning: candidates timed in turns, ordered by median, ties kept in th
   }
 }
 
-TEST_CASE("tuning: the median, the options' bounds, the output's extent and in-place accumulation") {
+TEST_CASE("tuning: the median, the options' bounds, and the scratch every written output goes to") {
   CHECK(lt::median_of({4.0, 1.0, 3.0}) == 3.0);
   CHECK(lt::median_of({4.0, 1.0, 3.0, 2.0}) == 2.5);
   CHECK(std::isnan(lt::median_of({})));
@@ -525,16 +527,43 @@ TEST_CASE("tuning: the median, the options' bounds, the output's extent and in-p
   CHECK(contains(lt::find_tuning_options_problem(options), "calls_per_timing is -1"));
 
   lt::gemm_problem p = valid_fp8();  // D: 256 x 128 bf16, ld 256
-  CHECK(lt::detail::output_storage_bytes(p) == 256u * 128u * 2u);
+  CHECK(lt::output_storage_bytes(p) == 256u * 128u * 2u);
+  lt::tuning_scratch scratch = lt::tuning_scratch_for(p);
+  CHECK(scratch.d == 0);
+  CHECK(scratch.bytes == 256u * 128u * 2u);  // D only: no aux, bias gradient or amax written
+  CHECK_FALSE(scratch.aux_written);
+  CHECK_FALSE(scratch.bias_gradient_written);
+  CHECK_FALSE(scratch.amax_written);
+
   p.batch.count = 3;
   p.batch.stride_d = 256 * 128 + 64;
-  CHECK(lt::detail::output_storage_bytes(p) == (2u * (256u * 128u + 64u) + 256u * 128u) * 2u);
+  CHECK(lt::output_storage_bytes(p) == (2u * (256u * 128u + 64u) + 256u * 128u) * 2u);
 
+  // An FP8 output with its amax, 100 x 7: D's 700 bytes rounded up to 256-byte parts, then the amax.
   p = valid_fp8();
-  CHECK_FALSE(lt::detail::accumulates_in_place(p));  // beta = 0: a repeat writes the same D
-  p.options.beta = 1.0f;
-  p.c = {p.d.data, lt::data_type::bf16, 256};
-  CHECK(lt::detail::accumulates_in_place(p));  // each repeat would add again
-  p.c.data = address(0x60000);
-  CHECK_FALSE(lt::detail::accumulates_in_place(p));  // reads C, writes D: a repeat is the same
+  p.m = 100;
+  p.n = 7;
+  p.d = {mutable_address(0x30000), lt::data_type::e4m3, 112, nullptr, reinterpret_cast<float*>(0x40000)};
+  scratch = lt::tuning_scratch_for(p);
+  CHECK(scratch.amax_written);
+  CHECK(scratch.amax == 1024);  // 112 x 7 = 784 bytes of D
+  CHECK(scratch.bytes == 1024 + 256);
+
+  // gelu_aux writes its aux (aux_ld x n in the output's type); bias_gradient_b a gradient of n.
+  p = valid_fp8();
+  p.d.type = lt::data_type::fp32;
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux_ld = 264;
+  scratch = lt::tuning_scratch_for(p);
+  CHECK(scratch.aux_written);
+  CHECK(scratch.aux == 256u * 128u * 4u);
+  CHECK(scratch.bytes == 256u * 128u * 4u + 264u * 128u * 4u);
+  p.options.epilogue_kind = lt::epilogue::dgelu;  // reads the aux: nothing of it in scratch
+  CHECK_FALSE(lt::tuning_scratch_for(p).aux_written);
+  p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
+  scratch = lt::tuning_scratch_for(p);
+  CHECK(scratch.bias_gradient_written);
+  CHECK(scratch.bias_gradient == 256u * 128u * 4u);
+  CHECK(scratch.bytes == 256u * 128u * 4u + 512u);  // 128 floats, rounded up to 256-byte parts
+  CHECK(scratch.bias_gradient % lt::tuning_scratch_alignment == 0);
 }

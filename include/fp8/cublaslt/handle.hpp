@@ -170,7 +170,8 @@ class handle {
   // Many products of different shapes on one stream, e.g. the experts of a mixture-of-experts
   // layer (each its own token count M). Every member is checked, and its plan built (descriptors
   // and the heuristic's algorithms), before the first runs, so a member the checks or cuBLASLt's
-  // heuristic refuse leaves nothing half done; each then runs through its cached plan. (cuBLASLt
+  // heuristic refuse leaves nothing half done; each then runs through its cached plan (with tuning
+  // enabled, a member's untuned plan is tuned just before it runs, after the members before it). (cuBLASLt
   // 13.1's headers have no grouped matrix layout: this is one cublasLtMatmul per member, in order,
   // on `stream`, sharing its workspace, which is safe as they run one after another.)
   void grouped_linear(const std::vector<linear_problem>& problems, cudaStream_t stream = nullptr) {
@@ -211,9 +212,12 @@ class handle {
 
   // Tuning (off by default). Enabled, each new plan asks the heuristic for options.candidates
   // algorithms, and its first call outside a CUDA graph capture times them all on the call's
-  // stream (synchronising it; tuning.hpp says how) and keeps them fastest first; later calls pay
-  // nothing. A plan first called during a capture keeps the heuristic's order until a call outside
-  // one. The options also serve tune(). Needs the plan cache.
+  // stream (synchronising it; tuning.hpp says how, and that the timed runs write scratch, never the
+  // caller's outputs) and keeps them fastest first; later calls pay nothing. A plan first called
+  // during a capture keeps the heuristic's order until a call outside one; a plan whose tuning
+  // fails (no memory for the scratch, every candidate refused) keeps it for good, and the call runs
+  // as untuned calls do. Enabling drops the plans cached so far, which were chosen among fewer
+  // candidates. The options also serve tune(). Needs the plan cache.
   void set_tuning(const tuning_options& options) {
     const std::string why = find_tuning_options_problem(options);
     if (!why.empty()) throw invalid_argument("fp8::cublaslt::handle::set_tuning: " + why);
@@ -222,6 +226,7 @@ class handle {
           "fp8::cublaslt::handle::set_tuning: tuning keeps what it measures in the plan cache, which "
           "is off; turn it on first (set_algorithm_cache(true))");
     }
+    if (options.enabled && !tuning_.enabled) plans_.clear();
     tuning_ = options;
   }
   const tuning_options& tuning() const noexcept { return tuning_; }
@@ -230,10 +235,10 @@ class handle {
 
   // Tunes `problem`'s plan now, whether or not tuning is enabled: asks the heuristic for
   // tuning().candidates algorithms, times each on `stream` with the problem's own operands, keeps
-  // them fastest first in the plan cache and says what it measured. The product runs
-  // candidates x (1 + rounds x calls_per_timing) times; its output is then that of one call, except
-  // that an in-place accumulation (C = D, beta != 0) is timed into scratch and leaves D as it was.
-  // Synchronises `stream`; refused while the stream is being captured into a CUDA graph.
+  // them fastest first in the plan cache (replacing the cached plan only once the tuning
+  // succeeded) and says what it measured. The product runs candidates x (1 + rounds x
+  // calls_per_timing) times, every run writing scratch: the problem's outputs are left as they
+  // were. Synchronises `stream`; refused while the stream is being captured into a CUDA graph.
   tuning_report tune(const gemm_problem& unresolved, cudaStream_t stream = nullptr) {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
@@ -249,9 +254,13 @@ class handle {
           "must time the product and synchronise; tune before the capture (or enable tuning and make "
           "one call outside it)");
     }
-    plans_.erase(detail::make_key(problem, workspace_bytes_));  // rebuilt with tuning().candidates
-    detail::plan& plan = cached_plan(problem, tuning_.candidates);
-    return tune_now(plan, problem, stream, workspaces_.for_stream(stream));
+    detail::plan fresh;
+    detail::build_plan(fresh, handle_, workspace_bytes_, problem, device_, tuning_.candidates);
+    tuning_report report = tune_now(fresh, problem, stream, workspaces_.for_stream(stream));
+    const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
+    plans_.erase(key);
+    plans_.insert(key) = std::move(fresh);
+    return report;
   }
   tuning_report tune_linear(const linear_problem& problem, cudaStream_t stream = nullptr) {
     return tune(to_gemm(problem), stream);
@@ -285,10 +294,23 @@ class handle {
       return;
     }
     detail::plan& plan = cached_plan(problem);
-    if (tuning_.enabled && !plan.tuned && !detail::is_capturing(stream)) {
-      (void)tune_now(plan, problem, stream, scratch);
-    }
+    if (tuning_.enabled && !plan.tuned && !detail::is_capturing(stream))
+      tune_first_call(plan, problem, stream, scratch);
     run(plan, problem, stream, scratch);
+  }
+
+  // Tuning on a plan's first call. Where it cannot be done (cuBLASLt refuses every candidate, or
+  // the scratch does not fit in memory), the plan keeps the heuristic's order for good and the call
+  // goes on as an untuned one would: run() then reports a product that cannot run at all. Any other
+  // CUDA error (a fault, which is sticky) is thrown.
+  void tune_first_call(detail::plan& plan, const gemm_problem& problem, cudaStream_t stream,
+                       workspace scratch) {
+    try {
+      (void)tune_now(plan, problem, stream, scratch);
+    } catch (const cublas_error&) { plan.tuned = true; } catch (const cuda_error& e) {
+      if (e.status() != cudaErrorMemoryAllocation) throw;
+      plan.tuned = true;
+    }
   }
 
   tuning_report tune_now(detail::plan& plan, const gemm_problem& problem, cudaStream_t stream,

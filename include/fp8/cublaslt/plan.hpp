@@ -127,34 +127,32 @@ inline void check_cublas(cublasStatus_t status, const char* call, const gemm_pro
 #define FP8_CUBLAS_CHECK(call, problem, device, context) \
   ::fp8::cublaslt::detail::check_cublas((call), #call, (problem), (device), (context), __FILE__, __LINE__)
 
-// Owning wrappers of the descriptors; destructors never throw.
-struct matmul_desc {
-  cublasLtMatmulDesc_t get = nullptr;
-  matmul_desc() = default;
-  matmul_desc(const matmul_desc&) = delete;
-  matmul_desc& operator=(const matmul_desc&) = delete;
-  ~matmul_desc() {
-    if (get) (void)cublasLtMatmulDescDestroy(get);
+// An owned cuBLASLt object (a matmul descriptor, a matrix layout, a preference): destroyed with its
+// owner, movable (a tuned plan is built aside and moved into the cache), never copied; the
+// destructor never throws.
+template <class Handle, cublasStatus_t (*Destroy)(Handle)>
+struct owned {
+  Handle get = nullptr;
+  owned() = default;
+  owned(const owned&) = delete;
+  owned& operator=(const owned&) = delete;
+  owned(owned&& other) noexcept : get(std::exchange(other.get, nullptr)) {}
+  owned& operator=(owned&& other) noexcept {
+    if (this != &other) {
+      reset();
+      get = std::exchange(other.get, nullptr);
+    }
+    return *this;
+  }
+  ~owned() { reset(); }
+  void reset() noexcept {
+    if (get) (void)Destroy(get);
+    get = nullptr;
   }
 };
-struct matrix_layout {
-  cublasLtMatrixLayout_t get = nullptr;
-  matrix_layout() = default;
-  matrix_layout(const matrix_layout&) = delete;
-  matrix_layout& operator=(const matrix_layout&) = delete;
-  ~matrix_layout() {
-    if (get) (void)cublasLtMatrixLayoutDestroy(get);
-  }
-};
-struct matmul_preference {
-  cublasLtMatmulPreference_t get = nullptr;
-  matmul_preference() = default;
-  matmul_preference(const matmul_preference&) = delete;
-  matmul_preference& operator=(const matmul_preference&) = delete;
-  ~matmul_preference() {
-    if (get) (void)cublasLtMatmulPreferenceDestroy(get);
-  }
-};
+using matmul_desc = owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using matrix_layout = owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using matmul_preference = owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
 // Everything cuBLASLt needs to run a problem except the data: built once per distinct problem.
 // `algorithms` are the heuristic's candidates, best first (fastest first once `tuned`: tune.hpp);
@@ -164,7 +162,7 @@ struct plan {
   matrix_layout a, b, c, d;
   std::vector<cublasLtMatmulAlgo_t> algorithms{};
   std::size_t chosen = 0;
-  bool tuned = false;
+  bool tuned = false;  // timed, fastest first; or tuning given up (handle::tune_first_call)
 };
 
 // What makes two problems need different descriptors or algorithms: shapes, types, layouts, scale

@@ -231,6 +231,10 @@ constexpr bool uses_aux(epilogue kind) noexcept {
   return kind == epilogue::gelu_aux || kind == epilogue::gelu_aux_bias || kind == epilogue::dgelu ||
          kind == epilogue::dgelu_bias_gradient;
 }
+// Epilogues that write the aux matrix (the GELU input, saved for the backward pass).
+constexpr bool writes_aux(epilogue kind) noexcept {
+  return kind == epilogue::gelu_aux || kind == epilogue::gelu_aux_bias;
+}
 // The length of the bias (or bias gradient) vector: n for bias_gradient_b, m otherwise.
 constexpr std::int64_t bias_length(epilogue kind, std::int64_t m, std::int64_t n) noexcept {
   return kind == epilogue::bias_gradient_b ? n : m;

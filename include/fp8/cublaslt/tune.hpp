@@ -1,6 +1,7 @@
 // Tuning one plan on the device: every candidate algorithm of the plan is run and timed with CUDA
-// events on the caller's stream (tuning.hpp says how), and the plan keeps its candidates fastest
-// first. The handle calls this from handle::tune() and, with tuning enabled, on a plan's first call.
+// events on the caller's stream (tuning.hpp says how, and where the runs write), and the plan keeps
+// its candidates fastest first. The handle calls this from handle::tune() and, with tuning enabled,
+// on a plan's first call.
 #pragma once
 
 #include <cublasLt.h>
@@ -8,7 +9,6 @@
 
 #include <cstddef>
 #include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,59 +47,87 @@ class event_pair {
   cudaEvent_t start{}, stop{};
 };
 
-// Device memory that lives as long as the tuning that needs it.
-class scratch_output {
+// Device memory ordered on one stream (cudaMallocAsync / cudaFreeAsync): neither call synchronises
+// the device, so tuning on one stream leaves work and graph captures on others alone.
+class stream_scratch {
  public:
-  explicit scratch_output(std::size_t bytes) { FP8_CUDA_CHECK(cudaMalloc(&data, bytes == 0 ? 1 : bytes)); }
-  scratch_output(const scratch_output&) = delete;
-  scratch_output& operator=(const scratch_output&) = delete;
-  ~scratch_output() { (void)cudaFree(data); }
+  stream_scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
+    const cudaError_t status = cudaMallocAsync(&data, bytes == 0 ? 1 : bytes, stream);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();  // out of memory is not sticky: clear it
+      throw cuda_error(status, "cudaMallocAsync(tuning scratch, " + std::to_string(bytes) + ")",
+                       fp8::detail::source_location(__FILE__, __LINE__),
+                       "tuning writes every output of the product into scratch of its size");
+    }
+  }
+  stream_scratch(const stream_scratch&) = delete;
+  stream_scratch& operator=(const stream_scratch&) = delete;
+  ~stream_scratch() { (void)cudaFreeAsync(data, stream_); }
+  char* bytes() const noexcept { return static_cast<char*>(data); }
   void* data = nullptr;
+
+ private:
+  cudaStream_t stream_;
 };
 
-// The bytes D's storage spans (column-major m x n with leading dimension ld; in a strided batch
-// the last matrix starts (count - 1) · stride elements in).
-inline std::size_t output_storage_bytes(const gemm_problem& p) noexcept {
-  const std::size_t one = std::size_t(p.d.ld) * std::size_t(p.n);
-  const std::size_t before_last =
-      p.batch.count > 1 ? std::size_t(p.batch.count - 1) * std::size_t(p.batch.stride_d) : 0;
-  return (before_last + one) * element_bytes(p.d.type);
-}
+// This thread's stream-capture mode set to relaxed for the guard's life, then restored. While
+// another stream is being captured in global or thread-local mode, the synchronising calls tuning
+// makes (on its own stream's events) would otherwise be refused and invalidate that capture.
+class relaxed_capture_mode {
+ public:
+  relaxed_capture_mode() { FP8_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&previous_)); }
+  relaxed_capture_mode(const relaxed_capture_mode&) = delete;
+  relaxed_capture_mode& operator=(const relaxed_capture_mode&) = delete;
+  ~relaxed_capture_mode() { (void)cudaThreadExchangeStreamCaptureMode(&previous_); }
 
-// Running `p` again changes its result when it adds into D in place (C is D, beta != 0): tuning
-// then writes into scratch. Every other product reads nothing it writes, so a repeat writes the
-// same D, the same aux matrix or bias gradient, and the same amax (cuBLASLt overwrites it).
-inline bool accumulates_in_place(const gemm_problem& p) noexcept {
-  return reads_c(p) && p.c.data == p.d.data;
-}
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
 
 // Whether work enqueued on `stream` would be captured into a graph instead of run. The legacy
-// default stream answers cudaErrorStreamCaptureImplicit while another stream captures in global
-// mode (it cannot be used then): that counts as capturing, and the error, which is not sticky, is
+// default stream answers cudaErrorStreamCaptureImplicit while any blocking stream is being captured
+// (it cannot be used then): that counts as capturing, and that error, which is not sticky, is
 // cleared.
 inline bool is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaError_t result = cudaStreamIsCapturing(stream, &status);
   if (result == cudaErrorStreamCaptureImplicit) {
-    (void)cudaGetLastError();
+    if (cudaPeekAtLastError() == cudaErrorStreamCaptureImplicit) (void)cudaGetLastError();
     return true;
   }
   FP8_CUDA_CHECK(result);
   return status != cudaStreamCaptureStatusNone;
 }
 
+// Points the descriptor's written outputs other than D (aux, bias gradient, amax) into `scratch`.
+inline void redirect_outputs(cublasLtMatmulDesc_t desc, const gemm_problem& p, const device_info& device,
+                             const tuning_scratch& layout, char* scratch) {
+  if (layout.aux_written) {
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(scratch + layout.aux),
+                  p, device);
+  }
+  if (layout.bias_gradient_written) {
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                  static_cast<const void*>(scratch + layout.bias_gradient), p, device);
+  }
+  if (layout.amax_written) {
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, static_cast<void*>(scratch + layout.amax), p,
+                  device);
+  }
+}
+
 // Times every candidate of `plan` (built for `p`, with p's pointers set on its descriptor) on
-// `stream`, then orders plan.algorithms fastest first and marks the plan tuned. Synchronises the
-// stream. When no candidate runs, throws fp8::cublas_error and leaves the plan as it was.
+// `stream`, every output written into scratch (tuning_scratch), then orders plan.algorithms fastest
+// first and marks the plan tuned. Synchronises the stream; the descriptor's pointers are p's again
+// when it returns or throws. When no candidate runs, throws fp8::cublas_error and leaves the
+// algorithms as they were.
 inline tuning_report tune_plan(cublasLtHandle_t handle, plan& plan, const gemm_problem& p,
                                const device_info& device, cudaStream_t stream, workspace scratch,
                                const tuning_options& options) {
-  std::optional<scratch_output> redirected;
-  void* d = p.d.data;
-  if (accumulates_in_place(p)) {
-    redirected.emplace(output_storage_bytes(p));
-    d = redirected->data;
-  }
+  const relaxed_capture_mode relaxed;
+  const tuning_scratch layout = tuning_scratch_for(p);
+  const stream_scratch outputs(layout.bytes, stream);
+  void* const d = outputs.bytes() + layout.d;
   event_pair events;
   const auto probe = [&](std::size_t i) { return matmul(handle, plan, i, p, d, stream, scratch); };
   const auto time = [&](std::size_t i) {
@@ -109,14 +137,25 @@ inline tuning_report tune_plan(cublasLtHandle_t handle, plan& plan, const gemm_p
       ran = matmul(handle, plan, i, p, d, stream, scratch) == CUBLAS_STATUS_SUCCESS;
     }
     FP8_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    // A kernel that faulted surfaces here or at the synchronisation below, as fp8::cuda_error.
     FP8_CUDA_CHECK(cudaEventSynchronize(events.stop));
     float ms = 0.0f;
     FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
     return ran ? double(ms) / options.calls_per_timing : std::numeric_limits<double>::quiet_NaN();
   };
-  tuning_report report = time_candidates(plan.algorithms.size(), options, CUBLAS_STATUS_SUCCESS, probe, time);
-  // A kernel that faulted surfaces here (a sticky error), not as a fast candidate.
-  FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
+  tuning_report report;
+  try {
+    redirect_outputs(plan.desc.get, p, device, layout, outputs.bytes());
+    report = time_candidates(plan.algorithms.size(), options, CUBLAS_STATUS_SUCCESS, probe, time);
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {
+    try {
+      set_pointers(plan.desc.get, p, device);
+    } catch (...) {  // the first error is the one to report
+    }
+    throw;
+  }
+  set_pointers(plan.desc.get, p, device);
   if (!report.any_worked()) {
     const cublasStatus_t first =
         report.candidates.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : report.candidates.front().status;

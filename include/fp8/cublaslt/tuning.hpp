@@ -1,16 +1,21 @@
 // Tuning: timing the heuristic's candidate algorithms of one product on the device and keeping the
 // fastest. cuBLASLt's heuristic ranks its candidates by a model, not by a measurement, and for some
 // shapes and scale modes its first pick is not its fastest; PyTorch's TunableOp and hipBLASLt's
-// tuning tools time the candidates for the same reason. What is timed, how the samples are taken
-// and how the order is chosen lives here and needs no CUDA; tune.hpp runs it on a GPU.
+// tuning tools time the candidates for the same reason. What is timed, how the samples are taken,
+// how the order is chosen and where the timed runs write lives here and needs no CUDA; tune.hpp
+// runs it on a GPU.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "problem.hpp"
+#include "validate.hpp"
 
 namespace fp8::cublaslt {
 
@@ -52,9 +57,10 @@ inline std::string find_tuning_options_problem(const tuning_options& options) {
 template <class Status>
 struct candidate_timing {
   std::size_t rank = 0;
-  Status status{};  // of its first call; a candidate that fails is not timed
+  Status status{};  // of its first call; a candidate that fails there is not timed
   bool worked = false;
-  std::vector<double> ms{};  // per call, one entry per timing
+  bool failed_while_timed = false;  // ran its first call, then failed in a timing: not kept
+  std::vector<double> ms{};         // per call, one entry per timing
   double median_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
@@ -102,7 +108,8 @@ tuning_result<Status> time_candidates(std::size_t count, const tuning_options& o
       if (!c.worked) continue;
       const double ms = time(c.rank);
       if (std::isnan(ms)) {
-        c.worked = false;  // it ran once and then failed: not one to keep
+        c.worked = false;
+        c.failed_while_timed = true;
         continue;
       }
       c.ms.push_back(ms);
@@ -118,6 +125,56 @@ tuning_result<Status> time_candidates(std::size_t count, const tuning_options& o
                      return result.candidates[x].median_ms < result.candidates[y].median_ms;
                    });
   return result;
+}
+
+// Where tuning's runs write. Tuning never writes the caller's memory: every output a run writes (D,
+// the GELU aux matrix, a bias gradient, D's amax) goes to scratch of its size instead, so that a run
+// repeated many times cannot feed on its own output (an in-place accumulation C = D, a dgelu whose D
+// is its aux, overlapping buffers) and the caller's outputs are written once, by the call after the
+// tuning, or not at all by handle::tune(). Offsets are in bytes from the start of one block; each
+// part starts 256-byte aligned, as cudaMalloc's allocations do, so that the plan (chosen for the
+// caller's alignments, at most 256) fits the scratch too.
+struct tuning_scratch {
+  std::size_t d = 0, aux = 0, bias_gradient = 0, amax = 0;
+  std::size_t bytes = 0;  // the whole block
+  bool aux_written = false, bias_gradient_written = false, amax_written = false;
+};
+
+inline constexpr std::size_t tuning_scratch_alignment = 256;
+
+// The bytes D's storage spans (column-major m x n with leading dimension ld; in a strided batch
+// the last matrix starts (count - 1) · stride elements in), of a problem whose leading dimensions
+// and strides are resolved (with_packed_leading_dimensions).
+inline std::size_t output_storage_bytes(const gemm_problem& p) noexcept {
+  const std::size_t one = std::size_t(p.d.ld) * std::size_t(p.n);
+  const std::size_t before_last =
+      p.batch.count > 1 ? std::size_t(p.batch.count - 1) * std::size_t(p.batch.stride_d) : 0;
+  return (before_last + one) * element_bytes(p.d.type);
+}
+
+inline tuning_scratch tuning_scratch_for(const gemm_problem& p) noexcept {
+  tuning_scratch s;
+  const auto place = [&s](std::size_t bytes) {
+    const std::size_t offset = s.bytes;
+    s.bytes += (bytes + tuning_scratch_alignment - 1) / tuning_scratch_alignment * tuning_scratch_alignment;
+    return offset;
+  };
+  s.d = place(output_storage_bytes(p));
+  const epilogue kind = p.options.epilogue_kind;
+  if (writes_aux(kind)) {
+    s.aux_written = true;
+    const std::int64_t ld = std::max(p.options.aux_ld, p.m);
+    s.aux = place(std::size_t(ld) * std::size_t(p.n) * element_bytes(aux_type_of(p)));
+  }
+  if (writes_bias_gradient(kind)) {
+    s.bias_gradient_written = true;
+    s.bias_gradient = place(std::size_t(bias_length(kind, p.m, p.n)) * element_bytes(bias_type_of(p)));
+  }
+  if (is_fp8(p.d.type) && p.d.amax != nullptr) {
+    s.amax_written = true;
+    s.amax = place(sizeof(float));
+  }
+  return s;
 }
 
 }  // namespace fp8::cublaslt
