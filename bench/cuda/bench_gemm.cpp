@@ -16,8 +16,9 @@
 //
 // gemm.csv: kind,label,m,n,k,variant,ms,tflops,max_error (m, n, k of the row-major Y = X·Wᵀ;
 //   max_error: see sampled_error, over 256 sampled outputs).
-// tuning.csv: kind,label,m,n,k,variant,candidates,ran,heuristic_ms,fastest_ms (what each tuning
-//   measured: the heuristic's pick's median time per call and the fastest candidate's).
+// tuning.csv: kind,label,m,n,k,variant,candidates,ran,heuristic_ms,fastest_ms,heuristic_algorithm,
+//   fastest_algorithm (what each tuning measured: the heuristic's pick's median time per call and
+//   the fastest candidate's, and their configurations as cuBLASLt reports them).
 // ceilings.csv: name,value,unit (copy bandwidth, device, versions). overhead.csv: variant,us_per_call.
 // --only M,N,K measures one shape (kind "only"): scaled_mm.py calls it between its own timings.
 #include <cublasLt.h>
@@ -349,7 +350,8 @@ int main(int argc, char** argv) {
     std::ofstream tuning_csv;  // --only tunes nothing, and leaves the full run's file alone
     if (!only) {
       tuning_csv.open(folder + "/tuning.csv");
-      tuning_csv << "kind,label,m,n,k,variant,candidates,ran,heuristic_ms,fastest_ms\n";
+      tuning_csv << "kind,label,m,n,k,variant,candidates,ran,heuristic_ms,fastest_ms,heuristic_algorithm,"
+                    "fastest_algorithm\n";
     }
     std::printf("%-8s %-16s %6s %6s %6s %-24s %9s %9s %9s\n", "kind", "label", "m", "n", "k", "variant", "ms",
                 "TFLOP/s", "error");
@@ -403,17 +405,19 @@ int main(int argc, char** argv) {
           lt::handle& through = with_tuning ? tuned : handle;
           if (with_tuning) {
             const lt::tuning_report report = tuned.tune_linear(p);
-            const double heuristic_ms = report.candidates.front().median_ms;  // NaN if it failed
-            const double fastest_ms = report.candidates[report.fastest_first.front()].median_ms;
+            const auto& heuristic = report.candidates.front();  // its median is NaN if it failed
+            const auto& fastest = report.candidates[report.fastest_first.front()];
             tuning_csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << v.name
                        << ',' << report.candidates.size() << ',' << report.fastest_first.size() << ','
-                       << heuristic_ms << ',' << fastest_ms << '\n';
+                       << heuristic.median_ms << ',' << fastest.median_ms << ',' << heuristic.algorithm << ','
+                       << fastest.algorithm << '\n';
             tuning_csv.flush();
             std::printf(
-                "%-8s %-16s tuned: %zu candidates, %zu ran, the heuristic's pick %.4f ms, the fastest %.4f "
-                "ms\n",
-                s.kind.c_str(), s.label.c_str(), report.candidates.size(), report.fastest_first.size(),
-                heuristic_ms, fastest_ms);
+                "%-8s %-16s %-24s tuned: %zu candidates, %zu ran; the heuristic's pick %.4f ms (%s), the "
+                "fastest %.4f ms (%s)\n",
+                s.kind.c_str(), s.label.c_str(), name.c_str(), report.candidates.size(),
+                report.fastest_first.size(), heuristic.median_ms, heuristic.algorithm.c_str(),
+                fastest.median_ms, fastest.algorithm.c_str());
           }
           std::size_t call_index = 0;
           const auto call = [&] {

@@ -467,6 +467,9 @@ TEST_CASE("tuning: every candidate timed, the fastest kept; every candidate exac
   std::vector<std::size_t> ran;
   for (const auto& c : report.candidates) {
     CAPTURE(c.rank);
+    CAPTURE(c.algorithm);
+    CHECK(c.algorithm.rfind("id ", 0) == 0);  // cuBLASLt's configuration, read for every candidate
+    CHECK(c.algorithm.find("id ?") == std::string::npos);
     if (!c.worked) continue;
     ran.push_back(c.rank);
     CHECK(c.ms.size() == 3);

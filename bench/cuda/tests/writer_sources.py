@@ -39,13 +39,14 @@ def string_literals(code):
 
 
 def csv_header(relative, stream, file_literal):
-    """The header line a C++ writer streams first (`stream << "a,b,c\\n"`) into the file it opens
-    with `file_literal` in its path."""
+    """The header line a C++ writer streams first (`stream << "a,b,c\\n"`, adjacent literals joined)
+    into the file it opens with `file_literal` in its path."""
     code = text(relative)
     require(f'"/{file_literal}' in code, relative, f'the file name "/{file_literal}..."')
-    m = require(re.search(rf'\b{stream} << "([A-Za-z_,]+)\\n"', code), relative,
-                f'the header line `{stream} << "...\\n"`')
-    return m.group(1).split(",")
+    m = require(re.search(rf'\b{stream} << (?=")', code), relative, f'the header line `{stream} << "...\\n"`')
+    header = string_literals(code[m.end():])
+    require(re.fullmatch(r"[A-Za-z_,]+\n", header), relative, f'a header line of column names after `{stream} << `')
+    return header[:-1].split(",")
 
 
 def printf_format(relative, prefix):

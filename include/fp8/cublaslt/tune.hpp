@@ -8,8 +8,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../cuda/error.hpp"
@@ -99,6 +101,44 @@ inline bool is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// One configuration attribute of an algorithm as an unsigned number (the attributes are 16- or
+// 32-bit; the size is asked first, so a changed width is read whole); "?" where cuBLASLt refuses it.
+inline std::string algorithm_attribute(const cublasLtMatmulAlgo_t& algo,
+                                       cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  std::size_t size = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS ||
+      size == 0 || size > sizeof(std::uint64_t)) {
+    return "?";
+  }
+  std::uint64_t value = 0;  // little-endian: the low bytes hold a narrower attribute
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, size, &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return "?";
+  }
+  return std::to_string(value);
+}
+
+// What distinguishes one candidate from another, for reports and logs: cuBLASLt's algorithm id,
+// tile, stages, split-K count, reduction scheme, CTA swizzling and cluster shape (the numbers of
+// cublasLt.h's enums), space-separated so that a CSV cell can hold it.
+inline std::string describe_algorithm(const cublasLtMatmulAlgo_t& algo) {
+  const std::pair<const char*, cublasLtMatmulAlgoConfigAttributes_t> fields[] = {
+      {"id", CUBLASLT_ALGO_CONFIG_ID},
+      {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
+      {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID},
+      {"split-k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM},
+      {"reduction", CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME},
+      {"swizzle", CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING},
+      {"cluster", CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}};
+  std::string text;
+  for (const auto& [name, attribute] : fields) {
+    if (!text.empty()) text += ' ';
+    text += std::string(name) + ' ' + algorithm_attribute(algo, attribute);
+  }
+  return text;
+}
+
 // Points the descriptor's written outputs other than D (aux, bias gradient, amax) into `scratch`.
 inline void redirect_outputs(cublasLtMatmulDesc_t desc, const gemm_problem& p, const device_info& device,
                              const tuning_scratch& layout, char* scratch) {
@@ -156,6 +196,8 @@ inline tuning_report tune_plan(cublasLtHandle_t handle, plan& plan, const gemm_p
     throw;
   }
   set_pointers(plan.desc.get, p, device);
+  for (candidate_timing<cublasStatus_t>& c : report.candidates)
+    c.algorithm = describe_algorithm(plan.algorithms[c.rank]);
   if (!report.any_worked()) {
     const cublasStatus_t first =
         report.candidates.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : report.candidates.front().status;

@@ -62,6 +62,7 @@ struct candidate_timing {
   bool failed_while_timed = false;  // ran its first call, then failed in a timing: not kept
   std::vector<double> ms{};         // per call, one entry per timing
   double median_ms = std::numeric_limits<double>::quiet_NaN();
+  std::string algorithm{};  // its configuration as cuBLASLt reports it (tune.hpp: describe_algorithm)
 };
 
 template <class Status>
