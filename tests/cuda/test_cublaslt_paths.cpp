@@ -78,6 +78,21 @@ lt::linear_problem fp8_linear(const device_buffer<std::uint8_t>& x, const device
   return p;
 }
 
+// The same through gemm(), column-major D[m, n] = op_T(A) op_N(B): A = W-like (m rows of k), B =
+// X-like (n columns of k).
+lt::gemm_problem fp8_gemm(const device_buffer<std::uint8_t>& a, const device_buffer<std::uint8_t>& b,
+                          const device_buffer<float>& d, std::size_t m, std::size_t n, std::size_t k) {
+  lt::gemm_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.a = {a.data(), lt::data_type::e4m3};
+  p.b = {b.data(), lt::data_type::e4m3};
+  p.d = {d.data(), lt::data_type::fp32};
+  p.options.purpose = lt::gemm_purpose::gradient;
+  return p;
+}
+
 std::size_t count_mismatches(const std::vector<float>& got, const std::vector<double>& expected,
                              double tolerance = 0.0) {
   REQUIRE(got.size() == expected.size());
@@ -101,6 +116,51 @@ double gelu_gradient(double x) {
   const double c = std::sqrt(2.0 / std::acos(-1.0));
   const double t = std::tanh(c * (x + 0.044715 * x * x * x));
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// bias_gradient_b through `handle`, accumulating into D (beta = 1, as a layer's wgrad): D[m, n] =
+// 0.5 + A·Bᵀ (`product`, column-major) and the column sums of op(B) (B's rows) as the bias gradient,
+// small integers, both exact in FP32. BGRADB's only form in cuBLASLt: BF16 (or f16, f32) operands, B
+// transposed; FP8 products are refused before cuBLASLt is called (test_cublaslt_checks).
+void check_bias_gradient_accumulation(lt::handle& handle, const int_matrix& a, const int_matrix& b,
+                                      const std::vector<double>& product) {
+  const std::size_t m = a.rows, n = b.rows, k = a.cols;
+  std::vector<std::uint16_t> a16(m * k), b16(n * k);  // A as m x k (ld m), B as n x k (ld n)
+  for (std::size_t t = 0; t < k; ++t) {
+    for (std::size_t i = 0; i < m; ++i) a16[t * m + i] = fp8::bfloat16(a.values[i * k + t]).bits();
+    for (std::size_t j = 0; j < n; ++j) b16[t * n + j] = fp8::bfloat16(b.values[j * k + t]).bits();
+  }
+  const device_buffer<std::uint16_t> da16(a16), db16(b16);
+  const device_buffer<float> accumulated(std::vector<float>(m * n, 0.5f));
+  // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
+  // buffer holds one guard float past the n that cuBLASLt may write.
+  const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
+  lt::gemm_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.op_a = lt::operation::none;
+  p.op_b = lt::operation::transpose;
+  p.a = {da16.data(), lt::data_type::bf16, std::int64_t(m)};
+  p.b = {db16.data(), lt::data_type::bf16, std::int64_t(n)};
+  p.d = {accumulated.data(), lt::data_type::fp32};
+  p.c = {accumulated.data()};
+  p.options.beta = 1.0f;
+  p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
+  p.options.bias = bias_gradient.data();
+  REQUIRE(lt::bias_type_of(p) == lt::data_type::fp32);
+  handle.gemm(p);
+  std::vector<double> expected = product;
+  for (double& e : expected) e += 0.5;
+  CHECK(count_mismatches(accumulated.download(), expected) == 0);
+  const std::vector<float> got = bias_gradient.download();
+  for (std::size_t j = 0; j < n; ++j) {
+    double sum = 0.0;
+    for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
+    CAPTURE(j);
+    CHECK(double(got[j]) == sum);
+  }
+  CHECK(got[n] == -1.0f);
 }
 
 }  // namespace
@@ -205,61 +265,13 @@ TEST_CASE(
   const int_matrix a = make_int_matrix(m, k, 5), b = make_int_matrix(n, k, 6);
   const device_buffer<std::uint8_t> da(a.codes), db(b.codes);
   const device_buffer<float> dd(m * n);
-  lt::gemm_problem p{};
-  p.m = std::int64_t(m);
-  p.n = std::int64_t(n);
-  p.k = std::int64_t(k);
-  p.a = {da.data(), lt::data_type::e4m3};
-  p.b = {db.data(), lt::data_type::e4m3};
-  p.d = {dd.data(), lt::data_type::fp32};
-  p.options.purpose = lt::gemm_purpose::gradient;
+  lt::gemm_problem p = fp8_gemm(da, db, dd, m, n, k);
 
-  // D[i][j] = sum_t A[i][t] B[j][t] (column-major D: element (i, j) at j * m + i).
-  std::vector<double> product(m * n);
-  for (std::size_t j = 0; j < n; ++j) {
-    for (std::size_t i = 0; i < m; ++i) {
-      double sum = 0.0;
-      for (std::size_t t = 0; t < k; ++t) sum += double(a.values[i * k + t]) * b.values[j * k + t];
-      product[j * m + i] = sum;
-    }
-  }
+  // D[i][j] = sum_t A[i][t] B[j][t], column-major (element (i, j) at j * m + i): B's rows times A's.
+  const std::vector<double> product = reference_linear(b, a);
 
   SUBCASE("bias_gradient_b, BF16 inputs, accumulating into D (beta = 1, as a layer's wgrad)") {
-    // BGRADB's only form in cuBLASLt: BF16 (or f16, f32) operands, B transposed; FP8 products are
-    // refused before cuBLASLt is called (test_cublaslt_checks). A as m x k (ld m), B as n x k (ld n).
-    std::vector<std::uint16_t> a16(m * k), b16(n * k);
-    for (std::size_t t = 0; t < k; ++t) {
-      for (std::size_t i = 0; i < m; ++i) a16[t * m + i] = fp8::bfloat16(a.values[i * k + t]).bits();
-      for (std::size_t j = 0; j < n; ++j) b16[t * n + j] = fp8::bfloat16(b.values[j * k + t]).bits();
-    }
-    const device_buffer<std::uint16_t> da16(a16), db16(b16);
-    const device_buffer<float> accumulated(std::vector<float>(m * n, 0.5f));
-    // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
-    // buffer holds one guard float past the n that cuBLASLt may write.
-    const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
-    p.op_a = lt::operation::none;
-    p.op_b = lt::operation::transpose;
-    p.a = {da16.data(), lt::data_type::bf16, std::int64_t(m)};
-    p.b = {db16.data(), lt::data_type::bf16, std::int64_t(n)};
-    p.d = {accumulated.data(), lt::data_type::fp32};
-    p.c = {accumulated.data()};
-    p.options.beta = 1.0f;
-    p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
-    p.options.bias = bias_gradient.data();
-    REQUIRE(lt::bias_type_of(p) == lt::data_type::fp32);
-    handle.gemm(p);
-    std::vector<double> expected = product;
-    for (double& e : expected) e += 0.5;
-    CHECK(count_mismatches(accumulated.download(), expected) == 0);
-    // The column sums of op(B) (B's rows of the integer matrix), small integers: exact in FP32.
-    const std::vector<float> got = bias_gradient.download();
-    for (std::size_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
-      CAPTURE(j);
-      CHECK(double(got[j]) == sum);
-    }
-    CHECK(got[n] == -1.0f);
+    check_bias_gradient_accumulation(handle, a, b, product);
   }
   SUBCASE("gelu_aux then dgelu") {
     const device_buffer<float> aux(m * n);  // the GELU input in the output's type (FP32), ld m
@@ -551,14 +563,7 @@ TEST_CASE("tuning a dgelu whose output is its own aux, and a bias gradient: the 
   const std::size_t m = 64, n = 96, k = 128;  // cuBLAS D is m x n, A stored k x m, B stored k x n
   const int_matrix a = make_int_matrix(m, k, 56), b = make_int_matrix(n, k, 57);
   const device_buffer<std::uint8_t> da(a.codes), db(b.codes);
-  std::vector<double> product(m * n);  // column-major: element (i, j) at j * m + i
-  for (std::size_t j = 0; j < n; ++j) {
-    for (std::size_t i = 0; i < m; ++i) {
-      double sum = 0.0;
-      for (std::size_t t = 0; t < k; ++t) sum += double(a.values[i * k + t]) * b.values[j * k + t];
-      product[j * m + i] = sum;
-    }
-  }
+  const std::vector<double> product = reference_linear(b, a);  // column-major D[m, n], as above
   lt::handle tuned;
   lt::tuning_options options;
   options.enabled = true;
@@ -567,14 +572,7 @@ TEST_CASE("tuning a dgelu whose output is its own aux, and a bias gradient: the 
 
   SUBCASE("dgelu in place: D = AB * GELU'(aux) written over the aux it reads") {
     const device_buffer<float> activated(m * n), aux(m * n);
-    lt::gemm_problem p{};
-    p.m = std::int64_t(m);
-    p.n = std::int64_t(n);
-    p.k = std::int64_t(k);
-    p.a = {da.data(), lt::data_type::e4m3};
-    p.b = {db.data(), lt::data_type::e4m3};
-    p.d = {activated.data(), lt::data_type::fp32};
-    p.options.purpose = lt::gemm_purpose::gradient;
+    lt::gemm_problem p = fp8_gemm(da, db, activated, m, n, k);
     p.options.epilogue_kind = lt::epilogue::gelu_aux;
     p.options.aux = aux.data();
     lt::handle plain;
@@ -609,40 +607,8 @@ TEST_CASE("tuning a dgelu whose output is its own aux, and a bias gradient: the 
     CHECK_MESSAGE(wrong(aux) == 0, "the tuned in-place dgelu");
   }
   SUBCASE("bias_gradient_b accumulating into D: the bias gradient and D written once") {
-    std::vector<std::uint16_t> a16(m * k), b16(n * k);  // A as m x k (ld m), B as n x k (ld n)
-    for (std::size_t t = 0; t < k; ++t) {
-      for (std::size_t i = 0; i < m; ++i) a16[t * m + i] = fp8::bfloat16(a.values[i * k + t]).bits();
-      for (std::size_t j = 0; j < n; ++j) b16[t * n + j] = fp8::bfloat16(b.values[j * k + t]).bits();
-    }
-    const device_buffer<std::uint16_t> da16(a16), db16(b16);
-    const device_buffer<float> accumulated(std::vector<float>(m * n, 0.5f));
-    const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));  // one guard float
-    lt::gemm_problem p{};
-    p.m = std::int64_t(m);
-    p.n = std::int64_t(n);
-    p.k = std::int64_t(k);
-    p.op_a = lt::operation::none;
-    p.op_b = lt::operation::transpose;
-    p.a = {da16.data(), lt::data_type::bf16, std::int64_t(m)};
-    p.b = {db16.data(), lt::data_type::bf16, std::int64_t(n)};
-    p.d = {accumulated.data(), lt::data_type::fp32};
-    p.c = {accumulated.data()};
-    p.options.beta = 1.0f;
-    p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
-    p.options.bias = bias_gradient.data();
-    tuned.gemm(p);
+    check_bias_gradient_accumulation(tuned, a, b, product);
     CHECK(tuned.tunings() == 1);
-    std::vector<double> expected = product;
-    for (double& e : expected) e += 0.5;
-    CHECK(count_mismatches(accumulated.download(), expected) == 0);
-    const std::vector<float> got = bias_gradient.download();
-    for (std::size_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (std::size_t t = 0; t < k; ++t) sum += b.values[j * k + t];
-      CAPTURE(j);
-      CHECK(double(got[j]) == sum);
-    }
-    CHECK(got[n] == -1.0f);
   }
 }
 
