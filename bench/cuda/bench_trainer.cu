@@ -221,7 +221,7 @@ class bench_run {
   }
 
   std::string attention() const { return model_.attention_description(); }
-  std::uint64_t producer_fp8_calls() const { return model_.producer_fp8_calls(); }
+  std::uint64_t producer_fp8_calls() const { return model_.producer_calls().fp8_codes; }
   float loss() const { return loss_; }
 
   // One optimizer step: o.passes forward/backward passes, the mean of their gradients, the update.

@@ -247,13 +247,15 @@ device_linears::taken_operand device_linears::take_operand(linear_input t, std::
                                                            device_buffer<std::uint16_t>& scratch,
                                                            float* amax_scratch, cudaStream_t stream) {
   if (t.is_fp8_written() || stage_codes(t, linear, tensor, kind, m, count, stream)) {
-    ++producer_fp8_calls_;
+    ++producer_calls_.fp8_codes;
     return {nullptr, nullptr, true};  // its codes are in the layer's copy already
   }
   // A staged operand's amax from its staging copy; a BF16 one's from the model's kernel that wrote it.
   float* staged_amax = amax_slot(linear, tensor, amax_scratch);
   const __nv_bfloat16* bf16 = layer_operand(t, scratch, count, stream, staged_amax);
-  return {bf16, t.staged() ? staged_amax : t.amax(), false};
+  const float* amax = t.staged() ? staged_amax : t.amax();
+  if (amax != nullptr) ++producer_calls_.amaxes;
+  return {bf16, amax, false};
 }
 
 bool device_linears::stage_codes(linear_input t, std::size_t linear, fp8::cuda::linear_tensor tensor,

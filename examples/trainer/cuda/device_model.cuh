@@ -25,6 +25,7 @@
 #include "fp8_output.hpp"
 #include "linear_policy.hpp"
 #include "phase_profile.hpp"
+#include "producer_calls.hpp"
 
 namespace trainer::cuda {
 
@@ -165,9 +166,9 @@ class device_linears {
   std::optional<fp8_output> fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor, pass_kind kind,
                                           int m);
   // How many layer calls have taken FP8 codes written before the call (x forward, dy backward: by
-  // the model's producers, or by the staging copy of a float operand, to_fp8) since the layers were
-  // made: whether, and how often, the path ran.
-  std::uint64_t producer_fp8_calls() const { return producer_fp8_calls_; }
+  // the model's producers, or by the staging copy of a float operand, to_fp8), and how many were
+  // given an amax recorded by the operand's producer, since the layers were made.
+  const struct producer_calls& producer_calls() const { return producer_calls_; }
   // The counts of the statistics passes since the last read, per layer (empty in fp32 runs, which
   // have no layers). Waits for `stream`.
   std::vector<fp8::cuda::linear_statistics> read_statistics(cudaStream_t stream);
@@ -226,7 +227,7 @@ class device_linears {
   bool statistics_ = false;
   bool producer_amaxes_ = true;
   bool producer_fp8_ = true;
-  std::uint64_t producer_fp8_calls_ = 0;
+  struct producer_calls producer_calls_;
   // Per layer, whether its training calls take a given amax of X and of dY (takes_given_amax, kept
   // here: the query plans the layer); refresh_takes_amax() asks the layers again.
   std::vector<std::array<bool, 2>> takes_amax_;
@@ -293,12 +294,12 @@ class device_model {
   void record_bf16_amax(bool on) { linears_.set_record_bf16_amax(on); }
   // device_linears::set_producer_amaxes (on by default; off for the tests that compare the two).
   void producer_amaxes(bool on) { linears_.set_producer_amaxes(on); }
-  // device_linears::set_producer_fp8, producer_fp8_calls (the transformer's RMSNorm and SwiGLU, and
-  // every model's staging copies of float operands).
+  // device_linears::set_producer_fp8 (the transformer's RMSNorm and SwiGLU, and every model's
+  // staging copies of float operands).
   void producer_fp8(bool on) { linears_.set_producer_fp8(on); }
   // device_linears::set_gemm_tuning.
   void gemm_tuning(bool on) { linears_.set_gemm_tuning(on); }
-  std::uint64_t producer_fp8_calls() const { return linears_.producer_fp8_calls(); }
+  const struct producer_calls& producer_calls() const { return linears_.producer_calls(); }
   std::vector<fp8::cuda::linear_statistics> read_statistics() { return linears_.read_statistics(stream_); }
 
  protected:

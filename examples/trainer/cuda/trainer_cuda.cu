@@ -105,7 +105,9 @@ class cuda_training_run final : public training_run {
     upload_scaling();
   }
 
-  std::uint64_t producer_fp8_calls() const { return device_->producer_fp8_calls(); }
+  struct producer_calls producer_calls() const {
+    return device_->producer_calls();
+  }
 
   std::string describe() const override {
     int device = 0;
@@ -186,13 +188,12 @@ std::unique_ptr<training_run> make_training_run(const run_options& options) {
   return std::make_unique<cuda_training_run>(options, nullptr);
 }
 
-std::uint64_t producer_fp8_calls(const training_run& run) {
+producer_calls producers_of(const training_run& run) {
   const auto* gpu = dynamic_cast<const cuda_training_run*>(&run);
   if (gpu == nullptr) {
-    throw std::invalid_argument(
-        "trainer::cuda::producer_fp8_calls: the run is not a GPU run (--device cuda)");
+    throw std::invalid_argument("trainer::cuda::producers_of: the run is not a GPU run (--device cuda)");
   }
-  return gpu->producer_fp8_calls();
+  return gpu->producer_calls();
 }
 
 }  // namespace trainer::cuda

@@ -9,6 +9,7 @@
 #include "../options.hpp"
 #include "../process_group.hpp"
 #include "../trainer.hpp"
+#include "producer_calls.hpp"
 
 namespace trainer::cuda {
 
@@ -23,10 +24,9 @@ std::unique_ptr<training_run> make_training_run(const run_options& options, proc
 // This process alone.
 std::unique_ptr<training_run> make_training_run(const run_options& options);
 
-// How many linear-layer calls of a run made by make_training_run took FP8 codes written before the
-// call by the kernel that produced the operand (RMSNorm, SwiGLU, the staging copy of a float
-// operand; --no-producer-fp8 turns them off): whether, and how often, that path ran. Throws
-// std::invalid_argument for a run that is not a GPU run.
-std::uint64_t producer_fp8_calls(const training_run& run);
+// How many linear-layer calls of a run made by make_training_run took FP8 codes, or an amax, from
+// the kernel that produced the operand (producer_calls.hpp): whether, and how often, each path ran.
+// Throws std::invalid_argument for a run that is not a GPU run.
+producer_calls producers_of(const training_run& run);
 
 }  // namespace trainer::cuda

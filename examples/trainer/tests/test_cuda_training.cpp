@@ -308,6 +308,9 @@ TEST_CASE("on the GPU, the producers' amaxes give the layers' own results, bit f
     const std::vector<float> histories = amax_histories(*a);
     CHECK(identical(histories, amax_histories(*b)));
     CHECK(std::any_of(histories.begin(), histories.end(), [](float x) { return x > 0.0f; }));  // recorded
+    // The path ran (the same results would follow from a slot never handed over), and only with it on.
+    CHECK(cuda::producers_of(*a).amaxes > 0);
+    CHECK(cuda::producers_of(*b).amaxes == 0);
   }
 }
 
@@ -361,8 +364,8 @@ TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts
                                        : (fused ? 6 : 8) * blocks + 2;
     const bool taken = c.scaling == delayed && c.wgrad == gemm_mode::fp8;
     const std::uint64_t passes = std::uint64_t(steps) * std::uint64_t(with.batch / with.micro_batch);
-    CHECK(cuda::producer_fp8_calls(*a) == (taken ? passes * per_pass : 0));
-    CHECK(cuda::producer_fp8_calls(*b) == 0);
+    CHECK(cuda::producers_of(*a).fp8_codes == (taken ? passes * per_pass : 0));
+    CHECK(cuda::producers_of(*b).fp8_codes == 0);
     CHECK(a->evaluate() == b->evaluate());
     CHECK(identical(saved_master(*a, "producer_fp8.safetensors"),
                     saved_master(*b, "no_producer_fp8.safetensors")));
@@ -388,7 +391,7 @@ TEST_CASE("on the GPU, producers that write FP8 codes give the layers' own casts
   const std::unique_ptr<training_run> b = make_run(without);
   const double loss_a = a->run(), loss_b = b->run();
   CHECK(std::memcmp(&loss_a, &loss_b, sizeof(double)) == 0);
-  CHECK(cuda::producer_fp8_calls(*a) > 0);
+  CHECK(cuda::producers_of(*a).fp8_codes > 0);
   CHECK(identical(saved_master(*a, "producer_fp8_run.safetensors"),
                   saved_master(*b, "no_producer_fp8_run.safetensors")));
   CHECK(identical(amax_histories(*a), amax_histories(*b)));
