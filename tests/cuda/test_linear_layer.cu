@@ -446,6 +446,36 @@ TEST_CASE("an evaluation call that casts W first leaves W's amaxes to the next r
   CHECK(layer.weight_casts() == 2u);
 }
 
+TEST_CASE("a step that ends without weights_changed() records W's amaxes again in the next") {
+  // Frozen weights, or an optimizer step skipped: end_step() clears W's slots, so every step's first
+  // recording call casts W again (with that step's scale) and records its amaxes; the later calls of
+  // the step (micro-batches) reuse the copy.
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling(recipe, 1);
+  linear_layer layer({K, N, M, false, recipe, {}, true}, scaling, 0, lt);
+  const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 45, 0.5f);
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 46, 2.0f)), w(w_host), y(std::size_t(M * N));
+  const auto current = [&](gemm_operand op) {
+    return scaling.state().download()[scaling.slot(0, op)].history.at(0);
+  };
+  const float w_amax = max_abs(w_host, w_host);
+  for (std::uint64_t step = 1; step <= 3; ++step) {
+    CAPTURE(step);
+    layer.forward({x.data(), w.data(), nullptr, y.data(), M});
+    layer.forward({x.data(), w.data(), nullptr, y.data(), M});  // a second micro-batch
+    CHECK(layer.weight_casts() == step);
+    CHECK(current(gemm_operand::fprop_weight) == w_amax);
+    CHECK(current(gemm_operand::dgrad_weight) == w_amax);
+    scaling.end_step();
+    CHECK(current(gemm_operand::fprop_weight) == 0.0f);  // cleared by the roll
+  }
+  // Every step's history holds W's amax (the newest three entries, after the rolls).
+  const fp8::delayed_scaling_state state = scaling.state().download();
+  const auto& history = state[scaling.slot(0, gemm_operand::fprop_weight)].history;
+  for (std::size_t k = 1; k <= 3; ++k) CHECK(history.at(k) == w_amax);
+}
+
 TEST_CASE("an FP8 wgrad refuses a backward without its forward, naming what is missing") {
   fp8::cublaslt::handle lt;
   const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};

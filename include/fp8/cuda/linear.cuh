@@ -460,9 +460,12 @@ class linear_layer {
   // W's casts (and the amaxes of its operands), once per weights_changed(): W is the same tensor
   // in every call until then, so a second cast or amax would give the same values.
   // A cache made by a call that recorded nothing (an evaluation pass right after weights_changed())
-  // holds no amax of W for this step: the next recording call casts W again and records it.
+  // holds no amax of W for this step: the next recording call casts W again and records it. So does
+  // the first recording call of a step that began without weights_changed() (frozen weights, a
+  // skipped optimizer step): end_step() cleared W's slots, and every step's history needs W's amax.
   void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
-    if (weights_cached_ && (weights_recorded_ || !record)) return;
+    const bool recorded_this_step = weights_recorded_ && recorded_step_ == scaling_.steps();
+    if (weights_cached_ && (recorded_this_step || !record)) return;
     const cast_plan& c = p.cast(linear_tensor::w);
     const cast_plan& bf16 = p.bf16_cast(linear_tensor::w);
     // Both classes that read W in BF16 and no amax to record: nothing to do, and nothing cached, so
@@ -471,6 +474,7 @@ class linear_layer {
     cast_tensor(c, bf16, w, nullptr, record, stream);  // the casts, or only W's amax
     weights_cached_ = true;
     weights_recorded_ = record;
+    recorded_step_ = scaling_.steps();
     if (c.any()) ++weight_casts_;
   }
 
@@ -702,8 +706,9 @@ class linear_layer {
   // fp8_input_refusal of each tensor (indexed by linear_tensor), fixed by the configuration: worked
   // out once, not in every call that passes written codes.
   std::array<const char*, 3> input_refusals_{};
-  bool weights_cached_ = false;    // W cast (or its BF16 amax recorded) since the last weights_changed()
-  bool weights_recorded_ = false;  // ... by a call that recorded W's amaxes
+  bool weights_cached_ = false;      // W cast (or its BF16 amax recorded) since the last weights_changed()
+  bool weights_recorded_ = false;    // ... by a call that recorded W's amaxes
+  std::uint64_t recorded_step_ = 0;  // scaling_.steps() when W was last cast (or its amax taken)
   std::uint64_t weight_casts_ = 0;
   std::int64_t saved_m_ = -1;
   linear_plan planned_{};
