@@ -6,15 +6,20 @@
 # cut short still leaves the most important logs and a table of what ran.
 #
 #   bench/gpu_check.sh <log-folder> [--quick] [--all-tests] [--budget SECONDS] [--docs FOLDER]
-#                      [--archive FILE.tar.gz]
+#                      [--archive FILE.tar.gz] [--no-sweeps]
 #
 #   --quick      smaller benchmark sizes (the whole check in under about 9 minutes on an H100)
 #   --all-tests  also build and run the whole ctest suite (trainer and CPU tests included)
-#   --budget     seconds the whole check may take (default 540); steps that would start after
-#                it are listed as NOT RUN
+#   --budget     seconds the whole check may take (default 540); a step that would start with less
+#                than it needs (its own limit, or 60 s for longer steps) is listed as NOT RUN rather
+#                than started and cut
 #   --docs       where cuda_results.md and the speedup plot go (default: the repository's docs/)
 #   --archive    also pack the log folder and the generated docs into one .tar.gz when the check
 #                ends, however it ends (one file to bring back from the GPU machine)
+#   --no-sweeps  leave out the 2^32-float conversion sweeps (about 150 s; the only step that tests
+#                the conversions on every float): listed as NOT RUN by choice, not counted as a
+#                failure; for a run whose budget cannot hold them when the conversions have not
+#                changed since the last run that passed them
 #
 # Needs: CUDA toolkit (nvcc, cuBLASLt, compute-sanitizer) at /usr/local/cuda or on PATH, CMake,
 # Ninja or Make, Python 3; PyTorch for the _scaled_mm comparison, matplotlib for the plot.
@@ -38,12 +43,14 @@ all_tests=0
 budget=540
 docs=$root/docs
 archive=""
+sweeps=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick="--quick" ;;
     --all-tests) all_tests=1 ;;
     --budget) budget=$2; shift ;;
     --docs) docs=$(mkdir -p "$2" && cd "$2" && pwd); shift ;;
+    --no-sweeps) sweeps=0 ;;
     --archive) archive=$(mkdir -p "$(dirname "$2")" && cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
   esac
@@ -79,12 +86,15 @@ record() {
   echo "gpu_check: $1: $result (${4}s)"
 }
 # step <name> <log> <max-seconds> <command...>: runs a command with a time limit, unless the budget
-# is spent; records its outcome.
+# has too little left for it (its own limit, or 60 s for longer steps: a step started only to be cut
+# would report a timeout that says nothing about the code); records its outcome. A command that
+# ignores the TERM at its limit is killed 10 s later.
 step() {
   local name=$1 log=$2 limit=$3
   shift 3
   local left=$((budget - (SECONDS - started)))
-  if [[ $left -le 10 ]]; then
+  local needs=$((limit < 60 ? limit : 60))
+  if [[ $left -lt $needs ]]; then
     echo "$name,NOT RUN (time budget spent),0" >>"$steps"
     echo "gpu_check: $name: NOT RUN (time budget spent)"
     failures=$((failures + 1))
@@ -92,7 +102,7 @@ step() {
   fi
   [[ $limit -gt $left ]] && limit=$left
   local begin=$SECONDS
-  timeout "$limit" "$@" >"$log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$log" 2>&1
   local status=$?
   record "$name" $status "$log" $((SECONDS - begin))
   return $status
@@ -221,8 +231,10 @@ fi
 # then error 999 at the first allocation): once a sanitizer step says so, the rest are listed as
 # NOT RUN for that reason instead of each failing alike.
 sanitizer_refused=0
+# racecheck replays every shared-memory access: several times memcheck's time, so it gets a longer limit.
 sanitize() {  # sanitize <tool> <program, relative to the build directory> [doctest arguments...]
-  local tool=$1 program=$2 name
+  local tool=$1 program=$2 name limit=120
+  [[ $tool == racecheck ]] && limit=240
   name=$(basename "$program")
   shift 2
   if [[ $sanitizer_refused -eq 1 ]]; then
@@ -231,28 +243,33 @@ sanitize() {  # sanitize <tool> <program, relative to the build directory> [doct
     return 1
   fi
   local log="$logs/sanitizer_${tool}_${name}.log"
-  step "compute-sanitizer $tool $name" "$log" 120 \
+  step "compute-sanitizer $tool $name" "$log" "$limit" \
     compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/$program" "$@"
   local status=$?
   grep -q "Device not supported" "$log" 2>/dev/null && sanitizer_refused=1
   return $status
 }
+# In order of what they guard, as the budget may end the list early: memcheck of the programs whose
+# kernels and calls changed most (the quantize kernels, the GEMM paths, the linear layer, the
+# trainer's layers), racecheck of the kernels that share memory, then the rest.
 if command -v compute-sanitizer >/dev/null; then
   exclude='--test-case-exclude=*large case*,*every float*'
-  sanitize memcheck tests/cuda/test_device_quantize "$exclude"
-  sanitize racecheck tests/cuda/test_device_quantize "$exclude"
-  sanitize memcheck tests/cuda/test_cublaslt_paths
-  sanitize initcheck tests/cuda/test_device_quantize "$exclude"
-  sanitize memcheck tests/cuda/test_device_convert "$exclude"
-  sanitize memcheck tests/cuda/test_cublaslt_gemm
-  sanitize memcheck tests/cuda/test_linear_layer
-  sanitize memcheck tests/cuda/test_linear_fake_quant
-  # The trainer's CUDA layers (built above where the trainer's dependencies were found).
   # Without the case that asks cudaMalloc for 4 PiB on purpose: the sanitizers report the failed
   # call (cudaErrorMemoryAllocation) as an error of the program and would fail the step for it.
+  layers_exclude='--test-case-exclude=*allocation the device cannot serve*'
+  sanitize memcheck tests/cuda/test_device_quantize "$exclude"
+  sanitize memcheck tests/cuda/test_cublaslt_paths
+  sanitize memcheck tests/cuda/test_linear_layer
+  # The trainer's CUDA layers (built above where the trainer's dependencies were found).
   if [[ -x $build/examples/trainer/tests/trainer_test_cuda_layers ]]; then
-    layers_exclude='--test-case-exclude=*allocation the device cannot serve*'
     sanitize memcheck examples/trainer/tests/trainer_test_cuda_layers "$layers_exclude"
+  fi
+  sanitize racecheck tests/cuda/test_device_quantize "$exclude"
+  sanitize memcheck tests/cuda/test_linear_fake_quant
+  sanitize memcheck tests/cuda/test_cublaslt_gemm
+  sanitize initcheck tests/cuda/test_device_quantize "$exclude"
+  sanitize memcheck tests/cuda/test_device_convert "$exclude"
+  if [[ -x $build/examples/trainer/tests/trainer_test_cuda_layers ]]; then
     sanitize initcheck examples/trainer/tests/trainer_test_cuda_layers "$layers_exclude"
   fi
 else
@@ -268,7 +285,9 @@ fi
 # The conversion sweeps last: 2^32 floats per policy against a host reference, minutes of mostly
 # host time, and the least likely step to fail once the kernels' own tests pass.
 # They take about 150 s: with less of the budget left they are listed as not run rather than cut.
-if ((budget - (SECONDS - started) < 160)); then
+if ((sweeps == 0)); then
+  echo "ctest -L gpu (conversions, every float),NOT RUN (--no-sweeps: left out by choice),0" >>"$steps"
+elif ((budget - (SECONDS - started) < 160)); then
   echo "ctest -L gpu (conversions, every float),NOT RUN (needs about 150 s; under 160 s of the budget left),0" >>"$steps"
   failures=$((failures + 1))
 else

@@ -101,6 +101,10 @@ def speed_folder(passes):
     return f"speed_passes{passes}"
 
 
+# The last configuration again with every GEMM tuned on its first call (trainer_tables.sh --tuned).
+SPEED_TUNED_FOLDER = speed_folder(SPEED_PASSES[-1]) + "_tuned"
+
+
 SPEED = "speed.csv"  # bench_trainer: one line per precision
 SPEED_COLUMNS = ("precision", "tokens_per_s", "model_tflops", "ms_per_step", "loss")  # what the table needs
 SPEED_HEADER = SPEED_COLUMNS + ("passes", "tokens_per_step")  # what the writers write (per optimizer step)

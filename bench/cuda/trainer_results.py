@@ -104,9 +104,10 @@ def speed_table(out: Path, passes):
     return lines
 
 
-def notes_section(out: Path, passes):
-    """What bench_trainer and the peer said about their runs (device, shape, attention kernel, memory)."""
-    folder = out / rf.speed_folder(passes)
+def notes_section(out: Path, name):
+    """What bench_trainer and the peer said about their runs in folder `name` (device, shape, attention
+    kernel, memory, how the GEMMs were chosen)."""
+    folder = out / name
     notes = []
     for log_name, prefix in ((rf.BENCH_TRAINER_LOG, "bench_trainer:"), (rf.TORCH_PEER_LOG, "torch_peer:")):
         path = folder / log_name
@@ -204,9 +205,39 @@ def speed_section(out: Path):
              f"{rf.SPEED_PASSES[-1]} times the tokens. Tokens/s and model TFLOP/s count every pass; each table's "
              "speedups are against its own first row.", ""]
     for passes in rf.SPEED_PASSES:
-        lines += (speed_table(out, passes) + notes_section(out, passes) + profile_section(out, passes) +
-                  kernels_section(out, passes))
-    return lines
+        lines += (speed_table(out, passes) + notes_section(out, rf.speed_folder(passes)) +
+                  profile_section(out, passes) + kernels_section(out, passes))
+    return lines + tuned_section(out)
+
+
+def tuned_section(out: Path):
+    """The last configuration with every GEMM tuned (trainer_tables.sh --tuned): each precision's
+    speed, its speedup against the tuned first row, and its gain over the same precision untuned.
+    Nothing where the tuned runs were not asked for."""
+    name = rf.SPEED_TUNED_FOLDER
+    if not (out / name).is_dir():
+        return []
+    passes = rf.SPEED_PASSES[-1]
+    heading = (f"### {passes} passes per optimizer step, every GEMM tuned on its first call "
+               "(`bench_trainer --gemm-tuning on`)")
+    try:
+        tuned = read_speed(out / name / rf.SPEED)
+        untuned = {row[0]: row for row in read_speed(out / rf.speed_folder(passes) / rf.SPEED)}
+    except ValueError as error:
+        return [heading, "", f"Speed: unreadable: {error}.", ""]
+    if not tuned:
+        return [heading, "", f"Not measured: {why_missing(out, f'{name}/{rf.BENCH_TRAINER_LOG}', 'bench_trainer')}.",
+                ""]
+    base = tuned[0]
+    lines = [heading, "",
+             f"| precision | tokens/s | model TFLOP/s | ms/step | speedup vs {base[0]} tuned | vs itself untuned |",
+             "|---|---|---|---|---|---|"]
+    for row_name, tokens, tflops, ms, _ in tuned:
+        speedup = f"{tokens / base[1]:.2f}x" if base[1] > 0 else "-"
+        plain = untuned.get(row_name)
+        gain = f"{tokens / plain[1]:.2f}x" if plain and plain[1] > 0 else "-"
+        lines.append(f"| {rf.markdown_cell(row_name)} | {tokens:.0f} | {tflops:.1f} | {ms:.1f} | {speedup} | {gain} |")
+    return lines + [""] + notes_section(out, name)
 
 
 def run_state(out: Path, name, seed):

@@ -15,7 +15,8 @@
 #      the plot of the means.
 #
 #   bench/cuda/trainer_tables.sh <build-dir> <out-dir> [--data FILE | --data-dir DIR] [--steps N]
-#                                [--quick] [--only speed|parity] [--archive FILE.tar.gz]
+#                                [--quick] [--only speed|parity] [--tuned] [--budget SECONDS]
+#                                [--archive FILE.tar.gz]
 #
 # --data: a text file for the parity runs. --data-dir: a directory of fortune cookie files (a copy of
 # Debian's fortunes where the package is missing: mkdir -p .deps/fortunes && cp
@@ -25,9 +26,16 @@
 # 2.31 MB of training text hold 1129 steps of 16 x 128 bytes: no window is seen twice), 600 on other
 # text. --quick: 2 timed steps (1 profiled) and 200 parity steps. --only: run one part (1 and 2, or
 # 3), leaving the other part's files in <out-dir> as they are: where one command may not run long
-# enough for both, run --only speed and then --only parity into the same <out-dir> (the page is
-# written from what the folder holds). --archive: also pack <out-dir>
-# into one .tar.gz at the end, however the script ends. Where <build-dir> lacks bench_trainer or
+# enough for both, run --only speed and then --only parity (the page is written from what the
+# folder holds; on another machine, unpack both archives into one folder and run
+# bench/cuda/trainer_results.py on it). --tuned: the speed part also runs the 8-pass configuration
+# with every GEMM tuned on its first call (bench_trainer --gemm-tuning on) into speed_passes8_tuned/,
+# which the page shows beside the untuned one. --budget: the seconds the whole script may take
+# (default: no limit); every program runs under `timeout` within what is left, a program that would
+# start with under 30 s left is listed as not run, and 15 s are kept for the page and the archive,
+# so that a command with a time limit above the budget ends with both written (a command killed
+# from outside loses the archive). --archive: also pack <out-dir> into one .tar.gz at the end,
+# however the script ends. Where <build-dir> lacks bench_trainer or
 # fp8_trainer (a fresh machine), they are configured (bench/cuda/configure_gpu.sh, unless the folder
 # has a CMake cache) and built first, logged in <out-dir>/build.log. Writes <out-dir>/trainer_cuda_results.md,
 # speed_passes{1,8}/ (speed.csv, profile.csv, kernels.csv, timeline.csv, torch_peer.csv and the two
@@ -47,6 +55,8 @@ data_dir=""
 archive=""
 only=""
 steps=""
+tuned=0
+budget=0
 timed=10
 profiled=3
 while [[ $# -gt 0 ]]; do
@@ -58,6 +68,10 @@ while [[ $# -gt 0 ]]; do
     --only)
       [[ ${2:-} == speed || ${2:-} == parity ]] || { echo "trainer_tables: --only takes speed or parity" >&2; exit 2; }
       only=$2; shift ;;
+    --tuned) tuned=1 ;;
+    --budget)
+      [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "trainer_tables: --budget takes a whole number of seconds" >&2; exit 2; }
+      budget=$2; shift ;;
     --archive) archive=$(mkdir -p "$(dirname "$2")" && cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     *) echo "trainer_tables: unknown option $1" >&2; exit 2 ;;
   esac
@@ -82,12 +96,30 @@ pack() {
   tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" && echo "trainer_tables: packed into $archive"
 }
 trap pack EXIT
+# within <seconds> <command...>: the command under `timeout`, given at most <seconds> and what is
+# left of --budget less the 15 s kept for the page and the archive; exit 124 (as timeout's) without
+# running it where under 30 s would be left.
+within() {
+  local limit=$1
+  shift
+  if ((budget > 0)); then
+    local left=$((budget - SECONDS - 15))
+    if ((left < 30)); then
+      echo "trainer_tables: not run (under 30 s of --budget $budget left): $*" >&2
+      return 124
+    fi
+    ((limit > left)) && limit=$left
+  fi
+  # The program's stderr goes where the caller sent it; the shell's own report of a child killed by a
+  # signal ("line N: PID Killed ...") goes nowhere: the caller says what happened in words of its own.
+  { timeout -k 10 "$limit" "$@" 2>&3 3>&-; } 3>&2 2>/dev/null
+}
 programs=("$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer")
 if [[ ! -x ${programs[0]} || ! -x ${programs[1]} ]]; then
   echo "== building bench_trainer and fp8_trainer in $build (log: $out/build.log)"
   {
     [[ -f $build/CMakeCache.txt ]] || "$root/bench/cuda/configure_gpu.sh" "$build"
-  } >"$out/build.log" 2>&1 && cmake --build "$build" -j "$(nproc)" --target bench_trainer fp8_trainer >>"$out/build.log" 2>&1
+  } >"$out/build.log" 2>&1 && within 400 cmake --build "$build" -j "$(nproc)" --target bench_trainer fp8_trainer >>"$out/build.log" 2>&1
 fi
 for program in "${programs[@]}"; do
   [[ -x $program ]] || { echo "trainer_tables: $program is missing and did not build: see $out/build.log" >&2; exit 1; }
@@ -133,16 +165,26 @@ if [[ $only != parity ]]; then
     # An earlier run's files in the same folder must not pass for this run's where a program fails.
     rm -f "$speed"/{speed,profile,kernels,timeline,torch_peer}.csv
     echo "== speed, passes per optimizer step $passes: bench_trainer"
-    "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" --out "$speed" 2>&1 |
-      tee "$speed/bench_trainer.log" || failures=$((failures + 1))
+    within 240 "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" \
+      --out "$speed" 2>&1 | tee "$speed/bench_trainer.log" || failures=$((failures + 1))
     echo "== speed, passes per optimizer step $passes: PyTorch peer"
     if ((have_torch)); then
-      python3 "$root/bench/cuda/torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |
+      within 240 python3 "$root/bench/cuda/torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |
         tee "$speed/torch_peer.log" || failures=$((failures + 1))
     else
       echo "no PyTorch with CUDA here: the peer did not run" | tee "$speed/torch_peer.log"
     fi
   done
+  if ((tuned)); then
+    # The 8-pass configuration again with every product of the linear layers tuned on its first
+    # call (in the first warm-up step); no trace, no peer: the page compares it with the row above.
+    speed=$out/speed_passes8_tuned
+    mkdir -p "$speed"
+    rm -f "$speed"/{speed,profile,kernels,timeline}.csv
+    echo "== speed, 8 passes per optimizer step, every GEMM tuned: bench_trainer"
+    within 240 "$build/bench/cuda/bench_trainer" --passes 8 --steps "$timed" --profile-steps "$profiled" \
+      --gemm-tuning on --trace-steps 0 --out "$speed" 2>&1 | tee "$speed/bench_trainer.log" || failures=$((failures + 1))
+  fi
   echo "== speed: ${SECONDS} s since the start"
 fi
 
@@ -175,7 +217,9 @@ if [[ $only != speed ]]; then
     for config in "${configs[@]}"; do
       read -ra switches <<<"${config_args[$config]}"
       run=$config-s$seed
-      "$build/examples/trainer/fp8_trainer" --device cuda "${switches[@]}" --seed "$seed" --threads 2 --d-model 1024 \
+      # An earlier attempt's log.csv must not pass for this run's where this one fails to start.
+      rm -rf "${out:?}/runs/$run"
+      within 480 "$build/examples/trainer/fp8_trainer" --device cuda "${switches[@]}" --seed "$seed" --threads 2 --d-model 1024 \
         --layers 8 --heads 16 --hidden 2816 --lr 1e-3 --steps "$steps" "${data_args[@]}" --out "$out/runs/$run" \
         --overwrite --no-progress --no-final-save >"$out/parity_$run.log" 2>&1 &
       pids+=($!)
@@ -189,7 +233,9 @@ if [[ $only != speed ]]; then
         echo "$run: $(tail -1 "$out/parity_$run.log")"
       else
         # A run killed by a signal (the OOM killer, say) cannot say so itself: its log says it for it.
-        if ((status > 128)); then
+        if ((status == 124)); then  # timeout's status once its TERM stopped the run
+          echo "trainer_tables: stopped at its time limit (--budget $budget)" >>"$out/parity_$run.log"
+        elif ((status > 128)); then
           echo "trainer_tables: fp8_trainer was killed by signal $((status - 128))" >>"$out/parity_$run.log"
         fi
         echo "parity run $run failed (exit status $status): $out/parity_$run.log"

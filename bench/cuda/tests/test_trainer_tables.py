@@ -17,6 +17,7 @@ against stand-ins for the GPU programs that record their arguments.
 import math
 import re
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -334,21 +335,57 @@ class tables_script_plumbing(unittest.TestCase):
     fifteen parity runs with their switches, seeds and the --data-dir text, a killed run said so in
     its log, failures counted, and the page from what the runs left."""
 
+    @staticmethod
+    def stand_ins(work: Path):
+        """The stand-in programs in work/build, their calls recorded in work/calls; the environment."""
+        for relative, text in (("build/bench/cuda/bench_trainer", STUB_BENCH),
+                               ("build/examples/trainer/fp8_trainer", STUB_TRAINER)):
+            program = work / relative
+            program.parent.mkdir(parents=True, exist_ok=True)
+            program.write_text(text)
+            program.chmod(0o755)
+        (work / "bin").mkdir()
+        (work / "bin/python3").symlink_to(sys.executable)  # the interpreter with matplotlib
+        (work / "calls").mkdir()
+        (work / "fortunes").mkdir()
+        return {"PATH": f"{work}/bin:/usr/bin:/bin", "STUB_CALLS": str(work / "calls"), "STUB_KILL": "fp8-current-s2",
+                "STUB_HEADER": ",".join(ws.trainer_log_header())}
+
+    def test_tuned_and_budget(self):
+        """--tuned adds the tuned 8-pass run; a --budget too small for any program runs none, says so,
+        and still writes the page; a budget that is not a whole number is refused."""
+        with tempfile.TemporaryDirectory() as folder:
+            work = Path(folder)
+            env = self.stand_ins(work)
+            done = run("bash", TABLES, work / "build", work / "out", "--only", "speed", "--tuned", env=env)
+            out = work / "out"
+            self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+            self.assertIn("(3 failures)", done.stdout)  # the three bench_trainer runs
+            self.assertEqual((work / "calls/bench_trainer").read_text().splitlines()[-1],
+                             f"--passes 8 --steps 10 --profile-steps 3 --gemm-tuning on --trace-steps 0 "
+                             f"--out {out}/{rf.SPEED_TUNED_FOLDER}")
+            self.assertIn("every GEMM tuned on its first call", (out / "trainer_cuda_results.md").read_text())
+
+            (work / "calls/bench_trainer").unlink()
+            done = run("bash", TABLES, work / "build", work / "short", "--data-dir", work / "fortunes", "--tuned",
+                       "--budget", "40", env=env)
+            self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+            self.assertFalse((work / "calls/bench_trainer").exists())
+            self.assertFalse((work / "calls/fp8_trainer").exists())
+            self.assertIn("not run (under 30 s of --budget 40 left)", done.stdout)  # through tee, as the logs
+            self.assertIn("not run (under 30 s of --budget 40 left)", (work / "short" / rf.parity_log("bf16", 1)).read_text())
+            self.assertIn("stopped at its time limit", (work / "short" / rf.parity_log("bf16", 1)).read_text())
+            self.assertTrue((work / "short/trainer_cuda_results.md").is_file())
+
+            for bad in ("0", "-5", "ten", "1.5"):
+                refused = run("bash", TABLES, work / "build", work / "bad", "--budget", bad, env=env)
+                self.assertEqual(refused.returncode, 2, refused.stderr)
+                self.assertIn("--budget takes a whole number of seconds", refused.stderr)
+
     def test_stand_in_programs(self):
         with tempfile.TemporaryDirectory() as folder:
             work = Path(folder)
-            for relative, text in (("build/bench/cuda/bench_trainer", STUB_BENCH),
-                                   ("build/examples/trainer/fp8_trainer", STUB_TRAINER)):
-                program = work / relative
-                program.parent.mkdir(parents=True, exist_ok=True)
-                program.write_text(text)
-                program.chmod(0o755)
-            (work / "bin").mkdir()
-            (work / "bin/python3").symlink_to(sys.executable)  # the interpreter with matplotlib
-            (work / "calls").mkdir()
-            (work / "fortunes").mkdir()
-            env = {"PATH": f"{work}/bin:/usr/bin:/bin", "STUB_CALLS": str(work / "calls"), "STUB_KILL": "fp8-current-s2",
-                   "STUB_HEADER": ",".join(ws.trainer_log_header())}
+            env = self.stand_ins(work)
             done = run("bash", TABLES, work / "build", work / "out", "--data-dir", work / "fortunes", env=env)
             self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
             self.assertIn("(3 failures)", done.stdout)  # two bench_trainer runs, one killed parity run
@@ -588,6 +625,47 @@ class cut_short(unittest.TestCase):
             self.assertNotIn("| kernel | calls |", one)
             self.assertIn('std::remove((o.out + "/kernels.csv").c_str());', ws.text(BENCH))
             self.assertEqual(ragged_rows(page), [])
+
+    def test_tuned(self):
+        """trainer_tables.sh --tuned: the last configuration again with every GEMM tuned, its own
+        table with each precision's gain over its untuned row, and its bench_trainer lines."""
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder)
+            for passes in rf.SPEED_PASSES:
+                plant_speed(out, passes)
+            tuned = out / rf.SPEED_TUNED_FOLDER
+            shutil.copytree(speed_folder(out, rf.SPEED_PASSES[-1]), tuned)
+            header = ws.csv_header(BENCH, "speed", "speed.csv")
+            gains = {"bf16": 1.02, "fp8": 1.10}
+            rows = []
+            for p, values in SPEED[8].items():
+                tokens, tflops, ms, loss = values
+                cells = {"precision": p, "tokens_per_s": cpp(tokens * gains[p]), "model_tflops": cpp(tflops * gains[p]),
+                         "ms_per_step": cpp(ms / gains[p]), "loss": cpp(loss), "passes": "8", "tokens_per_step": "32768"}
+                rows.append(",".join(cells[c] for c in header))
+            (tuned / rf.SPEED).write_text(",".join(header) + "\n" + "\n".join(rows) + "\n")
+            (tuned / rf.BENCH_TRAINER_LOG).write_text(
+                "bench_trainer: fp8: attention fused; GEMMs tuned on their first call (--gemm-tuning on)\n")
+            process, page = results(out)
+            self.assertEqual(process.returncode, 0, process.stderr)
+            section = page.split("### 8 passes per optimizer step, every GEMM tuned on its first call")[1]
+            self.assertIn("| precision | tokens/s | model TFLOP/s | ms/step | speedup vs bf16 tuned | vs itself untuned |",
+                          section)
+            bf16, fp8 = SPEED[8]["bf16"][0] * 1.02, SPEED[8]["fp8"][0] * 1.10
+            self.assertIn(f"| bf16 | {bf16:.0f} | {SPEED[8]['bf16'][1] * 1.02:.1f} | {SPEED[8]['bf16'][2] / 1.02:.1f} | "
+                          "1.00x | 1.02x |", section)
+            self.assertIn(f"| fp8 | {fp8:.0f} | {SPEED[8]['fp8'][1] * 1.10:.1f} | {SPEED[8]['fp8'][2] / 1.10:.1f} | "
+                          f"{fp8 / bf16:.2f}x | 1.10x |", section)
+            self.assertIn("- bench_trainer: fp8: attention fused; GEMMs tuned on their first call", section)
+            self.assertEqual(ragged_rows(page), [])
+            # Asked for, but bench_trainer wrote nothing: said so; not asked for: no section.
+            (tuned / rf.SPEED).unlink()
+            _, page = results(out)
+            self.assertIn(f"Not measured: bench_trainer stopped before writing its results; last line of "
+                          f"`{rf.SPEED_TUNED_FOLDER}/bench_trainer.log`", page)
+            shutil.rmtree(tuned)
+            _, page = results(out)
+            self.assertNotIn("every GEMM tuned", page)
 
 
 if __name__ == "__main__":
