@@ -612,6 +612,35 @@ TEST_CASE("tuning a dgelu whose output is its own aux, and a bias gradient: the 
   }
 }
 
+TEST_CASE("a stream's first product inside a global-mode capture: its workspace made, the graph replays it") {
+  // The workspace of a stream is allocated by its first product. Where that product is captured
+  // (the first step of a program that captures its training step), the allocation must not
+  // invalidate the capture: the graph then holds the product, and replays it exactly.
+  lt::handle handle;
+  const std::size_t m = 256, n = 256, k = 512;
+  const int_matrix x = make_int_matrix(m, k, 56), w = make_int_matrix(n, k, 57);
+  const device_buffer<std::uint8_t> dx(x.codes), dw(w.codes);
+  const device_buffer<float> dy(m * n);
+  cudaStream_t stream = nullptr;
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  FP8_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  handle.linear(fp8_linear(dx, dw, dy, m, n, k), stream);  // a new stream and a new plan
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  REQUIRE_MESSAGE(ended == cudaSuccess, "the capture was invalidated: " << cudaGetErrorName(ended));
+  CHECK(handle.workspace_streams() == 1);
+  CHECK(count_mismatches(dy.download(), std::vector<double>(m * n, 0.0)) == 0);  // captured, not run
+  cudaGraphExec_t exec = nullptr;
+  FP8_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  FP8_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
+  CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+  FP8_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  FP8_CUDA_CHECK(cudaGraphDestroy(graph));
+  handle.release_workspace(stream);
+  FP8_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST_CASE("tuning: refused options and states; CUDA graph captures, its own stream's and another's") {
   lt::handle handle;
   lt::tuning_options bad;

@@ -15,6 +15,7 @@
 
 #include "../cuda/error.hpp"
 #include "../error.hpp"
+#include "capture.hpp"
 #include "error.hpp"
 #include "fallback.hpp"
 #include "plan.hpp"
@@ -69,10 +70,14 @@ inline device_info query_device() {
 
 namespace detail {
 
-// Allocates workspaces with cudaMalloc (one per stream, see workspace_pool).
+// Allocates workspaces with cudaMalloc (one per stream, see workspace_pool). A stream's first
+// product may come inside a CUDA graph capture (of that stream or another, in global mode): the
+// allocation runs in relaxed capture mode, as PyTorch's allocator does, so the capture stays valid
+// (the allocation is not captured; the graph reads the buffer, which the handle keeps).
 struct cuda_workspace_allocator {
   void* allocate(std::size_t bytes) {
     void* data = nullptr;
+    const relaxed_capture_mode relaxed;
     const cudaError_t status = cudaMalloc(&data, bytes);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();

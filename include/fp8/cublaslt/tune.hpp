@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../cuda/error.hpp"
+#include "capture.hpp"
 #include "error.hpp"
 #include "plan.hpp"
 #include "problem.hpp"
@@ -71,35 +72,6 @@ class stream_scratch {
  private:
   cudaStream_t stream_;
 };
-
-// This thread's stream-capture mode set to relaxed for the guard's life, then restored. While
-// another stream is being captured in global or thread-local mode, the synchronising calls tuning
-// makes (on its own stream's events) would otherwise be refused and invalidate that capture.
-class relaxed_capture_mode {
- public:
-  relaxed_capture_mode() { FP8_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&previous_)); }
-  relaxed_capture_mode(const relaxed_capture_mode&) = delete;
-  relaxed_capture_mode& operator=(const relaxed_capture_mode&) = delete;
-  ~relaxed_capture_mode() { (void)cudaThreadExchangeStreamCaptureMode(&previous_); }
-
- private:
-  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
-};
-
-// Whether work enqueued on `stream` would be captured into a graph instead of run. The legacy
-// default stream answers cudaErrorStreamCaptureImplicit while any blocking stream is being captured
-// (it cannot be used then): that counts as capturing, and that error, which is not sticky, is
-// cleared.
-inline bool is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaError_t result = cudaStreamIsCapturing(stream, &status);
-  if (result == cudaErrorStreamCaptureImplicit) {
-    if (cudaPeekAtLastError() == cudaErrorStreamCaptureImplicit) (void)cudaGetLastError();
-    return true;
-  }
-  FP8_CUDA_CHECK(result);
-  return status != cudaStreamCaptureStatusNone;
-}
 
 // One configuration attribute of an algorithm as an unsigned number (the attributes are 16- or
 // 32-bit; the size is asked first, so a changed width is read whole); "?" where cuBLASLt refuses it.
