@@ -414,66 +414,67 @@ TEST_CASE("record_bf16_amax switched back on: W's BF16 operand records at the ne
   CHECK(layer.weight_casts() == 2u);
 }
 
+// One layer under delayed scaling whose W cache the next two cases follow call by call.
+struct weight_cache_case {
+  fp8::cublaslt::handle lt;
+  fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling{recipe, 1};
+  linear_layer layer{{K, N, M, false, recipe, {}, true}, scaling, 0, lt};
+  std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 43, 0.5f);
+  device_buffer<__nv_bfloat16> x{random_bf16(M * K, 44, 2.0f)}, w{w_host}, y{std::size_t(M * N)};
+  float w_amax = max_abs(w_host, w_host);
+
+  // A forward of X, recording amaxes or not (an evaluation pass).
+  void forward(bool record) {
+    linear_layer::forward_args args{x.data(), w.data(), nullptr, y.data(), M};
+    args.record_amax = record;
+    layer.forward(args);
+  }
+  // The current step's amax of an operand.
+  float current(gemm_operand op) const {
+    return scaling.state().download()[scaling.slot(0, op)].history.at(0);
+  }
+};
+
 TEST_CASE("an evaluation call that casts W first leaves W's amaxes to the next recording call") {
   // The trainer evaluates right after the optimizer's weights_changed(): that forward casts W but
   // records nothing. The next training call must not reuse the cast without W's amaxes for the step.
-  fp8::cublaslt::handle lt;
-  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
-  linear_scaling scaling(recipe, 1);
-  linear_layer layer({K, N, M, false, recipe, {}, true}, scaling, 0, lt);
-  const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 43, 0.5f);
-  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 44, 2.0f)), w(w_host), y(std::size_t(M * N));
-  const auto current = [&](gemm_operand op) {
-    return scaling.state().download()[scaling.slot(0, op)].history.at(0);
-  };
-  const float w_amax = max_abs(w_host, w_host);
+  weight_cache_case c;
+  c.forward(false);
+  CHECK(c.layer.weight_casts() == 1u);
+  CHECK(c.current(gemm_operand::fprop_weight) == 0.0f);
+  CHECK(c.current(gemm_operand::dgrad_weight) == 0.0f);
 
-  fp8::cuda::linear_layer::forward_args evaluation{x.data(), w.data(), nullptr, y.data(), M};
-  evaluation.record_amax = false;
-  layer.forward(evaluation);
-  CHECK(layer.weight_casts() == 1u);
-  CHECK(current(gemm_operand::fprop_weight) == 0.0f);
-  CHECK(current(gemm_operand::dgrad_weight) == 0.0f);
-
-  layer.forward({x.data(), w.data(), nullptr, y.data(), M});  // records: W cast again
-  CHECK(layer.weight_casts() == 2u);
-  CHECK(current(gemm_operand::fprop_weight) == w_amax);
-  CHECK(current(gemm_operand::dgrad_weight) == w_amax);
+  c.forward(true);  // records: W cast again
+  CHECK(c.layer.weight_casts() == 2u);
+  CHECK(c.current(gemm_operand::fprop_weight) == c.w_amax);
+  CHECK(c.current(gemm_operand::dgrad_weight) == c.w_amax);
 
   // Cached by a recording call: later calls, recording or not, reuse it.
-  layer.forward(evaluation);
-  layer.forward({x.data(), w.data(), nullptr, y.data(), M});
-  CHECK(layer.weight_casts() == 2u);
+  c.forward(false);
+  c.forward(true);
+  CHECK(c.layer.weight_casts() == 2u);
 }
 
 TEST_CASE("a step that ends without weights_changed() records W's amaxes again in the next") {
   // Frozen weights, or an optimizer step skipped: end_step() clears W's slots, so every step's first
   // recording call casts W again (with that step's scale) and records its amaxes; the later calls of
   // the step (micro-batches) reuse the copy.
-  fp8::cublaslt::handle lt;
-  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
-  linear_scaling scaling(recipe, 1);
-  linear_layer layer({K, N, M, false, recipe, {}, true}, scaling, 0, lt);
-  const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 45, 0.5f);
-  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 46, 2.0f)), w(w_host), y(std::size_t(M * N));
-  const auto current = [&](gemm_operand op) {
-    return scaling.state().download()[scaling.slot(0, op)].history.at(0);
-  };
-  const float w_amax = max_abs(w_host, w_host);
+  weight_cache_case c;
   for (std::uint64_t step = 1; step <= 3; ++step) {
     CAPTURE(step);
-    layer.forward({x.data(), w.data(), nullptr, y.data(), M});
-    layer.forward({x.data(), w.data(), nullptr, y.data(), M});  // a second micro-batch
-    CHECK(layer.weight_casts() == step);
-    CHECK(current(gemm_operand::fprop_weight) == w_amax);
-    CHECK(current(gemm_operand::dgrad_weight) == w_amax);
-    scaling.end_step();
-    CHECK(current(gemm_operand::fprop_weight) == 0.0f);  // cleared by the roll
+    c.forward(true);
+    c.forward(true);  // a second micro-batch
+    CHECK(c.layer.weight_casts() == step);
+    CHECK(c.current(gemm_operand::fprop_weight) == c.w_amax);
+    CHECK(c.current(gemm_operand::dgrad_weight) == c.w_amax);
+    c.scaling.end_step();
+    CHECK(c.current(gemm_operand::fprop_weight) == 0.0f);  // cleared by the roll
   }
   // Every step's history holds W's amax (the newest three entries, after the rolls).
-  const fp8::delayed_scaling_state state = scaling.state().download();
-  const auto& history = state[scaling.slot(0, gemm_operand::fprop_weight)].history;
-  for (std::size_t k = 1; k <= 3; ++k) CHECK(history.at(k) == w_amax);
+  const fp8::delayed_scaling_state state = c.scaling.state().download();
+  const auto& history = state[c.scaling.slot(0, gemm_operand::fprop_weight)].history;
+  for (std::size_t k = 1; k <= 3; ++k) CHECK(history.at(k) == c.w_amax);
 }
 
 TEST_CASE("an FP8 wgrad refuses a backward without its forward, naming what is missing") {
