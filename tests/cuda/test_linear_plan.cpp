@@ -251,6 +251,37 @@ TEST_CASE("per-GEMM precision: each cast makes only the copies the FP8 classes r
   check_products(plan2);
 }
 
+TEST_CASE("fp8_forward (inference): one row-major copy of X and of W, nothing transposed, nothing of dY") {
+  for (const fp8::gemm_recipe& recipe : {fp8::gemm_recipe{}, fp8::gemm_recipe{fp8::current_scaling{}},
+                                         fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    linear_config c = config_of(256, 128, 512, recipe, linear_precision::fp8_forward());
+    c.record_bf16_amax = false;
+    const linear_plan plan = fp8::cuda::make_linear_plan(c, 256);
+    for (const linear_tensor t : {linear_tensor::x, linear_tensor::w}) {
+      CAPTURE(int(t));
+      CHECK(plan.cast(t).row_major);
+      CHECK_FALSE(plan.cast(t).transposed);
+      CHECK_FALSE(plan.cast(t).fused);
+    }
+    CHECK_FALSE(plan.cast(linear_tensor::dy).any());
+    CHECK(plan.gemm(gemm_kind::fprop).precision == gemm_precision::fp8);
+    const fp8::operand_recipe& x = recipe[gemm_operand::fprop_input];
+    const bool blocks =
+        x.quant.granularity == fp8::granularity::tile_1x128;  // cuBLASLt: no fast accumulation
+    CHECK(plan.gemm(gemm_kind::fprop).problem.options.fast_accum ==
+          (blocks ? lt::fast_accumulation::off : lt::fast_accumulation::on));
+    CHECK(plan.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16);
+    CHECK(plan.gemm(gemm_kind::wgrad).precision == gemm_precision::bf16);
+    // X is read once by its cast: a producer's amax saves a read only where the cast needs the amax
+    // first (current per tensor); no amax-only pass for the BF16 classes.
+    const bool per_tensor_current =
+        x.mode == fp8::scaling_mode::current && x.quant.granularity == fp8::granularity::per_tensor;
+    CHECK(fp8::cuda::given_amax_saves_read(c, linear_tensor::x) == per_tensor_current);
+    CHECK(fp8::cuda::fp8_input_refusal(c, linear_tensor::x) != nullptr);  // no fused cast to write into
+    check_products(plan);
+  }
+}
+
 TEST_CASE("every device recipe plans products the wrapper accepts, with its scale modes") {
   struct row {
     const char* name;

@@ -48,6 +48,12 @@ struct linear_precision {
   static constexpr linear_precision bf16() noexcept {
     return {gemm_precision::bf16, gemm_precision::bf16, gemm_precision::bf16, true, false, false};
   }
+  // The forward product in FP8, the gradients' in BF16: for inference (a forward casts X and W each
+  // into one row-major copy and transposes nothing; docs/linear_layer.md, "Inference"), or a
+  // training recipe that keeps the backward in BF16.
+  static constexpr linear_precision fp8_forward() noexcept {
+    return {gemm_precision::fp8, gemm_precision::bf16, gemm_precision::bf16, true, false, false};
+  }
   // Every class fake-quantized: the first step of bisecting an FP8 divergence (if the loss then
   // matches BF16, put one class at a time back to fp8).
   static constexpr linear_precision fake_fp8() noexcept {
