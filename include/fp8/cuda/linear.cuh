@@ -171,7 +171,10 @@ class linear_layer {
       throw invalid_argument(std::string("fp8::cuda::linear_layer::fp8_input: ") + tensor_name(tensor) +
                              " cannot be written as FP8 by its producer: " + refusal);
     }
-    const cast_plan& c = plan_for(m).cast(tensor);
+    // The plan of m without replacing the layer's own: a call in progress (a stage hook that asks
+    // for another m) keeps the plan it runs on.
+    const linear_plan other = m == planned_m_ ? linear_plan{} : make_linear_plan(config_, m);
+    const cast_plan& c = (m == planned_m_ ? planned_ : other).cast(tensor);
     return {copies_[std::size_t(tensor)].row.data(),
             delayed_scale(c.row_operand),
             amax_slot(c.row_operand),
