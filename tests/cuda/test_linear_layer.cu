@@ -347,6 +347,11 @@ TEST_CASE("BF16 linear layer, and FP8 with one class in BF16") {
   linear_precision mixed{};
   mixed.dgrad = fp8::cuda::gemm_precision::bf16;
   run_recipe("dgrad in bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, mixed);
+  // The inference configuration (linear_layer.md): fprop in FP8 from row-major copies alone.
+  run_recipe("fp8_forward, delayed", fp8::gemm_recipe{fp8::delayed_scaling{}},
+             linear_precision::fp8_forward(), false);
+  run_recipe("fp8_forward, current", fp8::gemm_recipe{fp8::current_scaling{}},
+             linear_precision::fp8_forward(), false);
 }
 
 TEST_CASE(
