@@ -31,11 +31,12 @@
 # bench/cuda/trainer_results.py on it). --tuned: the speed part also runs the 8-pass configuration
 # with every GEMM tuned on its first call (bench_trainer --gemm-tuning on) into speed_passes8_tuned/,
 # which the page shows beside the untuned one. --budget: the seconds the whole script may take
-# (default: no limit); every program runs under `timeout` within what is left, a program that would
-# start with under 30 s left is listed as not run, and 15 s are kept for the page and the archive,
-# so that a command with a time limit above the budget ends with both written (a command killed
-# from outside loses the archive). --archive: also pack <out-dir> into one .tar.gz at the end,
-# however the script ends. Where <build-dir> lacks bench_trainer or
+# (default: no limit, and nothing is timed out); every program runs under `timeout` within what is
+# left and a limit of its own (400 s for the build, 240 for each speed run, 480 for a seed's parity
+# runs), a program that would start with under 30 s left is listed as not run, and 15 s are kept
+# for the page and the archive, so that a command with a time limit above the budget ends with both
+# written (a command killed from outside loses the archive). --archive: also pack <out-dir> into one
+# .tar.gz at the end, however the script ends. Where <build-dir> lacks bench_trainer or
 # fp8_trainer (a fresh machine), they are configured (bench/cuda/configure_gpu.sh, unless the folder
 # has a CMake cache) and built first, logged in <out-dir>/build.log. Writes <out-dir>/trainer_cuda_results.md,
 # speed_passes{1,8}/ (speed.csv, profile.csv, kernels.csv, timeline.csv, torch_peer.csv and the two
@@ -96,12 +97,13 @@ pack() {
   tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" && echo "trainer_tables: packed into $archive"
 }
 trap pack EXIT
-# within <seconds> <command...>: the command under `timeout`, given at most <seconds> and what is
-# left of --budget less the 15 s kept for the page and the archive; exit 124 (as timeout's) without
-# running it where under 30 s would be left.
+# within <seconds> <command...>: under --budget, the command under `timeout`, given at most <seconds>
+# and what is left of the budget less the 15 s kept for the page and the archive, and exit 124 (as
+# timeout's) without running it where under 30 s would be left; without --budget, the command as it is.
 within() {
   local limit=$1
   shift
+  local command=("$@")
   if ((budget > 0)); then
     local left=$((budget - SECONDS - 15))
     if ((left < 30)); then
@@ -109,10 +111,11 @@ within() {
       return 124
     fi
     ((limit > left)) && limit=$left
+    command=(timeout -k 10 "$limit" "$@")
   fi
   # The program's stderr goes where the caller sent it; the shell's own report of a child killed by a
   # signal ("line N: PID Killed ...") goes nowhere: the caller says what happened in words of its own.
-  { timeout -k 10 "$limit" "$@" 2>&3 3>&-; } 3>&2 2>/dev/null
+  { "${command[@]}" 2>&3 3>&-; } 3>&2 2>/dev/null
 }
 programs=("$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer")
 if [[ ! -x ${programs[0]} || ! -x ${programs[1]} ]]; then
