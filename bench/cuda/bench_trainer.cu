@@ -109,6 +109,12 @@ int whole_number(const std::string& option, const char* text, long smallest) {
 
 int positive(const std::string& option, const char* text) { return whole_number(option, text, 1); }
 
+// A switch's value: on or off.
+bool on_off(const std::string& option, const std::string& value) {
+  if (value != "on" && value != "off") usage(option + " takes on or off; got '" + value + "'");
+  return value == "on";
+}
+
 bench_options parse(int argc, char** argv) {
   bench_options o;
   o.shape.channels = 4096;
@@ -144,15 +150,11 @@ bench_options parse(int argc, char** argv) {
       o.trace_steps = whole_number(option, value, 0);
     else if (option == "--out")
       o.out = value;
-    else if (option == "--producer-fp8") {
-      const std::string v = value;
-      if (v != "on" && v != "off") usage("--producer-fp8 takes on or off; got '" + v + "'");
-      o.producer_fp8 = v == "on";
-    } else if (option == "--gemm-tuning") {
-      const std::string v = value;
-      if (v != "on" && v != "off") usage("--gemm-tuning takes on or off; got '" + v + "'");
-      o.gemm_tuning = v == "on";
-    } else if (option == "--attention") {
+    else if (option == "--producer-fp8")
+      o.producer_fp8 = on_off(option, value);
+    else if (option == "--gemm-tuning")
+      o.gemm_tuning = on_off(option, value);
+    else if (option == "--attention") {
       const std::string v = value;
       if (v == "auto")
         o.attention = trainer::attention_kernel::automatic;

@@ -2,7 +2,8 @@
 """The short table at the end of bench/gpu_check.sh: test outcomes, the FP8/BF16 and
 FP8/torch._scaled_mm ratios at 8192^3, the DeepSeek-V3 shape with row-wise and block scales (through
 the heuristic's pick and tuned), what tuning gained, the layer GEMM set, the quantize kernels against
-copy and the per-call overhead, each beside its target and the ceilings measured in the same run. Reads the CSV files and steps.csv of a log folder.
+copy and the per-call overhead, each beside its target and the ceilings measured in the same run.
+Reads the CSV files and steps.csv of a log folder.
 
     python3 bench/cuda/summarize.py <log-folder> [--docs <docs-folder>]
 

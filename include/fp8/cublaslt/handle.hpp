@@ -227,9 +227,7 @@ class handle {
     const std::string why = find_tuning_options_problem(options);
     if (!why.empty()) throw invalid_argument("fp8::cublaslt::handle::set_tuning: " + why);
     if (options.enabled && !cache_enabled_) {
-      throw invalid_argument(
-          "fp8::cublaslt::handle::set_tuning: tuning keeps what it measures in the plan cache, which "
-          "is off; turn it on first (set_algorithm_cache(true))");
+      throw invalid_argument(std::string("fp8::cublaslt::handle::set_tuning: ") + tuning_needs_cache);
     }
     if (options.enabled && !tuning_.enabled) plans_.clear();
     tuning_ = options;
@@ -248,11 +246,8 @@ class handle {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
     validate(problem, device_);
-    if (!cache_enabled_) {
-      throw invalid_argument(
-          "fp8::cublaslt::handle::tune: tuning keeps what it measures in the plan cache, which is off; "
-          "turn it on first (set_algorithm_cache(true))");
-    }
+    if (!cache_enabled_)
+      throw invalid_argument(std::string("fp8::cublaslt::handle::tune: ") + tuning_needs_cache);
     if (detail::is_capturing(stream)) {
       throw invalid_argument(
           "fp8::cublaslt::handle::tune: the stream is being captured into a CUDA graph, and tuning "
@@ -326,15 +321,15 @@ class handle {
   }
 
   // The cached plan of `problem` with its pointers set, built (and cached) when absent, asking the
-  // heuristic for `candidates` algorithms (by default 8, or tuning().candidates while tuning is
-  // enabled). The reference is valid until the next insertion may evict it.
-  detail::plan& cached_plan(const gemm_problem& problem, int candidates = 0) {
+  // heuristic for 8 algorithms, or tuning().candidates while tuning is enabled. The reference is
+  // valid until the next insertion may evict it.
+  detail::plan& cached_plan(const gemm_problem& problem) {
     const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
     if (detail::plan* found = plans_.find(key)) {
       detail::set_pointers(found->desc.get, problem, device_);
       return *found;
     }
-    if (candidates == 0) candidates = tuning_.enabled ? tuning_.candidates : heuristic_candidates;
+    const int candidates = tuning_.enabled ? tuning_.candidates : heuristic_candidates;
     detail::plan& inserted = plans_.insert(key);
     try {
       detail::build_plan(inserted, handle_, workspace_bytes_, problem, device_, candidates);
@@ -370,6 +365,10 @@ class handle {
   std::size_t workspace_bytes_ = 0;
   workspace_pool<detail::cuda_workspace_allocator> workspaces_;
   bool cache_enabled_ = true;
+  // Why tuning is refused while the plan cache is off (set_tuning, tune).
+  static constexpr const char* tuning_needs_cache =
+      "tuning keeps what it measures in the plan cache, which is off; turn it on first "
+      "(set_algorithm_cache(true))";
   tuning_options tuning_{};
   std::size_t tunings_ = 0;
   lru_cache<detail::plan_key, detail::plan, detail::plan_key_hash> plans_;
