@@ -60,8 +60,9 @@ std::vector<double> widen(const std::vector<__nv_bfloat16>& v) {
 }
 
 // The layer's FP8 copy decoded on the host with the CPU dequantize (the same scale layouts).
-std::vector<double> dequantized(const linear_layer& layer, linear_buffer buffer, std::int64_t m) {
-  const linear_layer::fp8_copy copy = layer.copy(buffer, m);
+std::vector<double> dequantized(const linear_layer& layer, linear_buffer buffer, std::int64_t m,
+                                fp8::cuda::linear_pass pass = fp8::cuda::linear_pass::training) {
+  const linear_layer::fp8_copy copy = layer.copy(buffer, m, pass);
   const std::size_t count = std::size_t(copy.rows * copy.cols);
   std::vector<std::uint8_t> codes(count);
   std::vector<float> scales(
@@ -840,5 +841,72 @@ TEST_CASE("the stage hook sees each call's own kernels and its products, in stre
   layer.set_stage_hook({});
   layer.forward({x.data(), w.data(), bias.data(), y.data(), M, true});
   CHECK(seen.empty());
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST_CASE(
+    "a forward that no backward follows: the same Y, no Xᵀ made, the pending backward kept, few tokens") {
+  // An evaluation or inference forward (backward_follows = false) skips X's transposed copy for the
+  // FP8 wgrad, so it takes token counts that wgrad would refuse; it must give the training
+  // forward's Y bit for bit (the same codes through the same product), and leave the Xᵀ of the last
+  // training forward, with the backward that pairs with it, as they were.
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_scaling scaling(recipe, 1);
+  linear_layer layer({K, N, M, false, recipe, linear_precision::fp8(), true}, scaling, 0, lt);
+  device_buffer<__nv_bfloat16> x1(random_bf16(M * K, 61, 1.0f)), x2(random_bf16(M * K, 62, 1.5f)),
+      w(random_bf16(N * K, 63, 0.5f)), dy(random_bf16(M * N, 64, 0.01f)), y_eval(std::size_t(M * N)),
+      y_train(std::size_t(M * N));
+  device_buffer<float> dw(std::size_t(N * K));
+  const auto forward = [&](const device_buffer<__nv_bfloat16>& x, device_buffer<__nv_bfloat16>& y,
+                           std::int64_t m, bool backward_follows) {
+    linear_layer::forward_args args{x.data(), w.data(), nullptr, y.data(), m};
+    args.record_amax = false;  // the scales stay those of step 0 throughout
+    args.backward_follows = backward_follows;
+    layer.forward(args);
+  };
+  const auto backward = [&]() {  // wgrad only; the X passed is not read (the FP8 wgrad reads Xᵀ)
+    layer.backward({dy.data(), x2.data(), w.data(), nullptr, dw.data(), nullptr, M, false, false});
+  };
+
+  forward(x2, y_eval, M, false);
+  std::string refused;
+  try {
+    backward();
+  } catch (const fp8::invalid_argument& e) { refused = e.what(); }
+  CHECK(refused.find("this layer has run no forward (one with backward_follows = false makes none)") !=
+        std::string::npos);
+
+  forward(x1, y_train, M, true);
+  const std::vector<std::uint8_t> x1_t = copy_bytes(layer, linear_buffer::x_t_fp8, M);
+  backward();
+  const std::vector<float> dw_paired = dw.download();
+
+  forward(x2, y_eval, M, false);
+  CHECK(same_bytes(copy_bytes(layer, linear_buffer::x_t_fp8, M), x1_t));  // no Xᵀ made
+  const std::vector<std::uint8_t> x2_codes = copy_bytes(layer, linear_buffer::x_fp8, M);
+  backward();  // still x1's: the evaluation between changed nothing it reads
+  CHECK(same_bytes(dw.download(), dw_paired));
+
+  forward(x2, y_train, M, true);
+  CHECK(same_bytes(y_eval.download(), y_train.download()));
+  CHECK(same_bytes(copy_bytes(layer, linear_buffer::x_fp8, M), x2_codes));      // the same codes and scale
+  CHECK_FALSE(same_bytes(copy_bytes(layer, linear_buffer::x_t_fp8, M), x1_t));  // this one made x2's
+
+  // Three tokens: refused where a backward may follow (an FP8 wgrad reduces over the tokens in
+  // multiples of 16), taken by a forward alone, against the host reference on its decoded copies.
+  constexpr std::int64_t few = 3;
+  refused.clear();
+  try {
+    forward(x2, y_eval, few, true);
+  } catch (const fp8::invalid_argument& e) { refused = e.what(); }
+  CHECK(refused.find("tokens (M) = 3 is not a multiple of 16") != std::string::npos);
+  forward(x2, y_eval, few, false);
+  const auto pass = fp8::cuda::linear_pass::forward_only;
+  const reference y_ref = product(dequantized(layer, linear_buffer::x_fp8, few, pass),
+                                  dequantized(layer, linear_buffer::w_fp8, few, pass), few, N, K);
+  std::vector<__nv_bfloat16> y_few = y_eval.download();
+  y_few.resize(std::size_t(few * N));
+  check_close("y (3 tokens)", y_few, y_ref, {}, 0x1p-8, fast_or_split(true, true));
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 }

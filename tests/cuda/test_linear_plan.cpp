@@ -282,6 +282,74 @@ TEST_CASE("fp8_forward (inference): one row-major copy of X and of W, nothing tr
   }
 }
 
+TEST_CASE(
+    "a forward that no backward follows: X's copy as stored only, W's copies kept, fprop's shapes only") {
+  using fp8::cuda::linear_pass;
+  const auto forward_refusal = [](const linear_config& config, std::int64_t tokens) -> std::string {
+    try {
+      (void)fp8::cuda::make_linear_plan(config, tokens, linear_pass::forward_only);
+    } catch (const fp8::invalid_argument& e) { return e.what(); }
+    return "";
+  };
+  for (const fp8::gemm_recipe& recipe : {fp8::gemm_recipe{}, fp8::gemm_recipe{fp8::current_scaling{}},
+                                         fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+    for (const linear_precision& precision : {linear_precision::fp8(), linear_precision::fake_fp8()}) {
+      const linear_config c = config_of(256, 128, 512, recipe, precision);
+      const linear_plan full = fp8::cuda::make_linear_plan(c, 256);
+      const linear_plan forward = fp8::cuda::make_linear_plan(c, 256, linear_pass::forward_only);
+      CHECK(full.pass == linear_pass::training);
+      CHECK(forward.pass == linear_pass::forward_only);
+      const fp8::cuda::cast_plan& x = forward.cast(linear_tensor::x);
+      CHECK(x.row_major);
+      CHECK_FALSE(x.transposed);
+      CHECK_FALSE(x.fused);
+      CHECK_FALSE(x.dequantize_transposed);
+      CHECK(x.dequantize_row == (precision.fprop == gemm_precision::fake_fp8));
+      CHECK(x.row_buffer == full.cast(linear_tensor::x).row_buffer);
+      CHECK_FALSE(forward.bf16_cast(linear_tensor::x).any());  // wgrad's operand of X: no product reads it
+      // W's copies serve later training calls too: the whole pass's casts.
+      check_same_cast(forward.cast(linear_tensor::w), full.cast(linear_tensor::w));
+      CHECK(forward.cast(linear_tensor::w).transposed);
+      // fprop as the whole pass plans it; neither backward product planned.
+      const fp8::cuda::gemm_plan& f = forward.gemm(gemm_kind::fprop);
+      const fp8::cuda::gemm_plan& g = full.gemm(gemm_kind::fprop);
+      CHECK(f.a == g.a);
+      CHECK(f.b == g.b);
+      CHECK(f.d == linear_buffer::y);
+      CHECK(f.problem.a.type == g.problem.a.type);
+      CHECK(f.problem.a.scaling == g.problem.a.scaling);
+      CHECK(f.problem.options.fast_accum == g.problem.options.fast_accum);
+      for (const gemm_kind kind : {gemm_kind::dgrad, gemm_kind::wgrad}) {
+        const fp8::cuda::gemm_plan& b = forward.gemm(kind);
+        CHECK(b.kind == kind);
+        CHECK(b.precision == full.gemm(kind).precision);
+        CHECK(b.a == linear_buffer::none);
+        CHECK(b.b == linear_buffer::none);
+        CHECK(b.d == linear_buffer::none);
+        CHECK(b.c == linear_buffer::none);
+      }
+      CHECK(forward.bias_gradient == fp8::cuda::bias_gradient_method::none);
+    }
+  }
+  // Token counts: a decode step of a few tokens needs only fprop's rules. The whole pass refuses 3
+  // tokens (an FP8 wgrad reduces over them, in multiples of 16), the forward takes it; block scales
+  // keep fprop's multiple of 4.
+  const linear_config per_tensor = config_of(64, 32, 64);
+  CHECK(contains(refusal(per_tensor, 3), "tokens (M) = 3 is not a multiple of 16"));
+  CHECK(contains(refusal(per_tensor, 3), "backward_follows = false"));
+  CHECK(forward_refusal(per_tensor, 3).empty());
+  CHECK(forward_refusal(per_tensor, 1).empty());
+  const linear_plan one = fp8::cuda::make_linear_plan(per_tensor, 1, linear_pass::forward_only);
+  CHECK(one.gemm(gemm_kind::fprop).problem.n == 1);
+  const linear_config blocks = config_of(256, 128, 256, fp8::gemm_recipe{fp8::current_scaling::blockwise()});
+  CHECK(contains(forward_refusal(blocks, 18), "FP8 fprop product has block scales"));
+  CHECK(forward_refusal(blocks, 20).empty());
+  // The rules that do not depend on the tokens hold in a forward too, and so does max_tokens.
+  CHECK(
+      contains(forward_refusal(config_of(64, 24, 64), 16), "out_features (N) = 24 is not a multiple of 16"));
+  CHECK(contains(forward_refusal(per_tensor, 65), "outside 1..64"));
+}
+
 TEST_CASE("every device recipe plans products the wrapper accepts, with its scale modes") {
   struct row {
     const char* name;

@@ -184,6 +184,7 @@ void device_linears::forward(std::size_t linear, pass_kind kind, linear_output y
   args.y = layer_result(y, y16_);
   args.m = m;
   args.record_amax = kind == pass_kind::train;
+  args.backward_follows = kind != pass_kind::evaluate;  // no Xᵀ copy for an evaluation
   args.statistics = statistics_ && kind == pass_kind::train;
   layer(linear, kind).forward(args, stream);  // it marks its stages (set_profile)
   stage_result(y, y16_, mn, stream);

@@ -13,7 +13,9 @@
 //   layer.backward({dy, x, w, dx, dw, dbias, m}, stream);
 //   ... optimizer updates w ...; layer.weights_changed(); scaling.end_step(stream);
 //
-// One forward is in flight per layer: backward(m) uses the Xᵀ copy the last forward(m) made.
+// One forward is in flight per layer: backward(m) uses the Xᵀ copy the last forward(m) made. A
+// forward with backward_follows = false (an evaluation's) makes none, leaves that one alone and needs
+// only fprop's shapes.
 // A call with `record_amax` records the amax of every operand into its slot of the scaling state,
 // those of BF16 classes included (config.record_bf16_amax). A call with `statistics = true` also
 // counts what its casts did (saturated and flushed elements, amax, scale range), and what a cast
@@ -73,6 +75,12 @@ class linear_layer {
     // amax recorded there when record_amax: the layer makes only the transposed copy, and x may be
     // null. Not with statistics (they count the BF16 tensor against its copies).
     bool x_written = false;
+    // false: no backward follows this forward (evaluation, inference). X's transposed copy for an
+    // FP8 wgrad is not made, the token count needs only fprop's shape rules (a decode step of 1 to 15
+    // tokens runs where an FP8 wgrad would refuse it), and the next backward still pairs with the
+    // last forward that had it true, whose Xᵀ this call leaves alone: an evaluation may run between
+    // a training forward and its backward. W's copies are made and kept as in any call.
+    bool backward_follows = true;
   };
   struct backward_args {
     const __nv_bfloat16* dy = nullptr;  // [M, N]
@@ -124,8 +132,11 @@ class linear_layer {
   }
 
   const linear_config& config() const noexcept { return config_; }
-  // The plan of a call with m tokens (what the products and casts will be).
-  linear_plan plan(std::int64_t m) const { return make_linear_plan(config_, m); }
+  // The plan of a call with m tokens (what the products and casts will be); forward_only: of a
+  // forward that no backward follows.
+  linear_plan plan(std::int64_t m, linear_pass pass = linear_pass::training) const {
+    return make_linear_plan(config_, m, pass);
+  }
 
   // The weights changed (optimizer step, load): W's FP8 copies are remade at their next use.
   void weights_changed() noexcept { weights_cached_ = false; }
@@ -172,9 +183,10 @@ class linear_layer {
                              " cannot be written as FP8 by its producer: " + refusal);
     }
     // The plan of m without replacing the layer's own: a call in progress (a stage hook that asks
-    // for another m) keeps the plan it runs on.
-    const linear_plan other = m == planned_m_ ? linear_plan{} : make_linear_plan(config_, m);
-    const cast_plan& c = (m == planned_m_ ? planned_ : other).cast(tensor);
+    // for another m) keeps the plan it runs on. Its row copy is the same in either pass.
+    const linear_plan* cached = cached_plan(m);
+    const linear_plan other = cached != nullptr ? linear_plan{} : make_linear_plan(config_, m);
+    const cast_plan& c = (cached != nullptr ? *cached : other).cast(tensor);
     return {copies_[std::size_t(tensor)].row.data(),
             delayed_scale(c.row_operand),
             amax_slot(c.row_operand),
@@ -197,7 +209,8 @@ class linear_layer {
 
   void forward(const forward_args& args, cudaStream_t stream = nullptr) {
     constexpr const char* function = "fp8::cuda::linear_layer::forward";
-    const linear_plan& p = plan_for(args.m);
+    const linear_plan& p =
+        plan_for(args.m, args.backward_follows ? linear_pass::training : linear_pass::forward_only);
     detail::require(args.y != nullptr, function, "y must be set");
     detail::require(args.x != nullptr || args.x_written, function,
                     "x must be set (or its FP8 codes written: x_written)");
@@ -232,12 +245,12 @@ class linear_layer {
     pointers_[index_of(linear_buffer::bias)] = args.bias;
     enter(stage::products);
     run_gemm(p.gemm(gemm_kind::fprop), true, stream);
-    saved_m_ = args.m;
+    if (args.backward_follows) saved_m_ = args.m;
   }
 
   void backward(const backward_args& args, cudaStream_t stream = nullptr) {
     constexpr const char* function = "fp8::cuda::linear_layer::backward";
-    const linear_plan& p = plan_for(args.m);
+    const linear_plan& p = plan_for(args.m, linear_pass::training);
     const bool dgrad = args.dx != nullptr;
     const bool wgrad8 = casts_to_fp8(p.gemm(gemm_kind::wgrad).precision);  // reads the saved Xᵀ copy
     detail::require(args.dw != nullptr, function, "dw must be set");
@@ -255,7 +268,8 @@ class linear_layer {
     if (wgrad8 && saved_m_ != args.m) {  // the message is built only when it is thrown
       throw invalid_argument(std::string(function) +
                              ": the FP8 (or fake_fp8) wgrad product reads the Xᵀ copy of the last forward, " +
-                             (saved_m_ < 0 ? std::string("but this layer has run no forward")
+                             (saved_m_ < 0 ? std::string("but this layer has run no forward (one with "
+                                                         "backward_follows = false makes none)")
                                            : "which had " + std::to_string(saved_m_) + " tokens, not " +
                                                  std::to_string(args.m)) +
                              " (call forward first; one forward in flight per layer)");
@@ -313,9 +327,10 @@ class linear_layer {
   }
 
   // The FP8 copy in `buffer` (x_fp8, x_t_fp8, w_fp8, w_t_fp8, dy_fp8, dy_t_fp8) as of the last call
-  // that made it, with the shape of a call with m tokens. Throws if the plan has no such copy.
-  fp8_copy copy(linear_buffer buffer, std::int64_t m) const {
-    const linear_plan p = make_linear_plan(config_, m);
+  // that made it, with the shape of a call with m tokens (of `pass`: forward_only for one with
+  // backward_follows = false). Throws if that plan has no such copy.
+  fp8_copy copy(linear_buffer buffer, std::int64_t m, linear_pass pass = linear_pass::training) const {
+    const linear_plan p = make_linear_plan(config_, m, pass);
     for (const cast_plan& c : p.casts) {
       const tensor_copies& t = copies_[std::size_t(c.tensor)];
       if (c.row_buffer == buffer && c.row_major) {
@@ -332,8 +347,9 @@ class linear_layer {
 
   // The BF16 decode a fake_fp8 class reads (x_fake, x_t_fake, w_fake, w_t_fake, dy_fake, dy_t_fake)
   // as of the last call that made it: rows x cols as stored, row-major. Throws if the plan has none.
-  const __nv_bfloat16* fake_copy(linear_buffer buffer, std::int64_t m) const {
-    const linear_plan p = make_linear_plan(config_, m);
+  const __nv_bfloat16* fake_copy(linear_buffer buffer, std::int64_t m,
+                                 linear_pass pass = linear_pass::training) const {
+    const linear_plan p = make_linear_plan(config_, m, pass);
     for (const cast_plan& c : p.casts) {
       const tensor_copies& t = copies_[std::size_t(c.tensor)];
       if (c.row_fake_buffer == buffer && c.dequantize_row) return t.row_fake.data();
@@ -400,12 +416,15 @@ class linear_layer {
   // The rest of the fused delayed cast of a tensor whose codes its producer wrote into the row copy
   // (fp8_input): the transposed copy, both copies' inverse scale 1 / scale (the scale the producer
   // read), and the amax the producer recorded into the row operand's slot copied into the transposed
-  // operand's, as cast_one does after a fused delayed cast.
+  // operand's, as cast_one does after a fused delayed cast. A forward_only plan has no transposed
+  // copy of X: only the row copy's inverse scale is written then (transpose_codes of no elements).
   void transpose_written(const cast_plan& c, bool record, cudaStream_t stream) {
     tensor_copies& t = copies_[std::size_t(c.tensor)];
-    transpose_codes(t.row.data(), std::size_t(c.rows), std::size_t(c.cols), t.transposed.data(),
-                    delayed_scale(c.row_operand), t.row_scale.data(), t.transposed_scale.data(), stream);
-    if (record)
+    const bool both = c.transposed;
+    transpose_codes(t.row.data(), both ? std::size_t(c.rows) : 0, both ? std::size_t(c.cols) : 0,
+                    both ? t.transposed.data() : nullptr, delayed_scale(c.row_operand), t.row_scale.data(),
+                    both ? t.transposed_scale.data() : nullptr, stream);
+    if (record && both)
       detail::record_amax(amax_slot(c.row_operand), amax_slot(c.transposed_operand), nullptr, stream);
   }
 
@@ -416,13 +435,22 @@ class linear_layer {
     if (stage_hook_) stage_hook_(s);
   }
 
-  // The plan of the last token count, remade (and re-checked) only when the count changes.
-  const linear_plan& plan_for(std::int64_t m) {
-    if (m != planned_m_) {
-      planned_ = make_linear_plan(config_, m);
-      planned_m_ = m;
+  // The plan of the last token count of each pass, remade (and re-checked) only when the count
+  // changes: evaluations between training steps do not remake the training plan.
+  const linear_plan& plan_for(std::int64_t m, linear_pass pass) {
+    const std::size_t i = std::size_t(pass);
+    if (m != planned_m_[i]) {
+      planned_[i] = make_linear_plan(config_, m, pass);
+      planned_m_[i] = m;
     }
-    return planned_;
+    return planned_[i];
+  }
+  // A plan of m tokens already made (either pass), or null.
+  const linear_plan* cached_plan(std::int64_t m) const noexcept {
+    for (std::size_t i = 0; i < planned_.size(); ++i) {
+      if (planned_m_[i] == m) return &planned_[i];
+    }
+    return nullptr;
   }
 
   // Delayed operands cast with their slot's format: the state's formats must be the recipe's.
@@ -713,9 +741,9 @@ class linear_layer {
   bool weights_recorded_ = false;    // ... by a call that recorded W's amaxes
   std::uint64_t recorded_step_ = 0;  // scaling_.steps() when W was last cast (or its amax taken)
   std::uint64_t weight_casts_ = 0;
-  std::int64_t saved_m_ = -1;
-  linear_plan planned_{};
-  std::int64_t planned_m_ = -1;
+  std::int64_t saved_m_ = -1;             // tokens of the last forward with backward_follows, or -1
+  std::array<linear_plan, 2> planned_{};  // indexed by linear_pass
+  std::array<std::int64_t, 2> planned_m_{-1, -1};
   std::function<void(stage)> stage_hook_;
 };
 

@@ -81,6 +81,11 @@ constexpr const char* buffer_name(linear_buffer buffer) noexcept {
   return "dy_t_fake";
 }
 
+// What a call's plan covers: a whole pass (a forward whose backward follows), or a forward alone
+// (evaluation, inference: linear_layer::forward_args::backward_follows = false), which makes no copy
+// for the backward products and is held to no shape rule of theirs that depends on the token count.
+enum class linear_pass : std::uint8_t { training, forward_only };
+
 // The three high-precision tensors the layer casts.
 enum class linear_tensor : std::uint8_t { x = 0, w = 1, dy = 2 };
 
@@ -134,6 +139,7 @@ struct gemm_plan {
 enum class bias_gradient_method : std::uint8_t { none, epilogue, column_sum };
 
 struct linear_plan {
+  linear_pass pass = linear_pass::training;
   std::int64_t m = 0;                // tokens
   std::int64_t n = 0;                // out_features
   std::int64_t k = 0;                // in_features
@@ -144,7 +150,9 @@ struct linear_plan {
   // layer records their amaxes (linear_config::record_bf16_amax) and, on statistics calls only,
   // makes these casts into scratch copies to count what FP8 would do to the operands.
   std::array<cast_plan, 3> bf16_casts{};
-  std::array<gemm_plan, 3> gemms{};  // indexed by gemm_kind
+  // Indexed by gemm_kind. A forward_only plan plans fprop alone: dgrad and wgrad have their kind and
+  // precision, and neither a problem nor buffers.
+  std::array<gemm_plan, 3> gemms{};
   bias_gradient_method bias_gradient = bias_gradient_method::none;
   cublaslt::data_type bias_gradient_type = cublaslt::data_type::fp32;  // the epilogue's output type
 
@@ -194,7 +202,10 @@ inline void require_multiple(std::int64_t value, std::int64_t multiple, const st
 
 // The shape rules of each FP8 class, in the layer's terms (cuBLASLt: the reduced dimension and every
 // leading dimension a multiple of 16 bytes). BF16 classes have none beyond positive sizes.
-inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
+// A forward_only call is held to fprop's rules and to those of the backward products that do not
+// depend on the token count (W's transposed copy is made for them in any call).
+inline void check_fp8_shapes(const linear_config& config, std::int64_t m, linear_pass pass) {
+  const bool backward = pass == linear_pass::training;
   const std::int64_t k = config.in_features;
   const std::int64_t n = config.out_features;
   const linear_precision& p = config.precision;
@@ -235,7 +246,8 @@ inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
     require_multiple(m, cublaslt::block_scale_row_padding, "tokens (M)",
                      "the FP8 fprop" + block_rule + pad_tokens);
   }
-  if (p.dgrad == gemm_precision::fp8 && block(gemm_operand::dgrad_grad_output, gemm_operand::dgrad_weight)) {
+  if (backward && p.dgrad == gemm_precision::fp8 &&
+      block(gemm_operand::dgrad_grad_output, gemm_operand::dgrad_weight)) {
     require_multiple(m, cublaslt::block_scale_row_padding, "tokens (M)",
                      "the FP8 dgrad" + block_rule + pad_tokens);
   }
@@ -244,10 +256,13 @@ inline void check_fp8_shapes(const linear_config& config, std::int64_t m) {
                      "the FP8 wgrad" + block_rule + run_bf16);
   }
   if (p.wgrad == gemm_precision::fp8) {
-    require_multiple(m, cublaslt::fp8_k_multiple, "tokens (M)",
-                     "the FP8 wgrad product reduces over the tokens and reads the FP8 copies Xᵀ [K, M] and "
-                     "dYᵀ [N, M], whose rows must span a multiple of 16 bytes (pad the batch with zero rows, "
-                     "or run wgrad in BF16 or fake_fp8)");
+    if (backward) {
+      require_multiple(m, cublaslt::fp8_k_multiple, "tokens (M)",
+                       "the FP8 wgrad product reduces over the tokens and reads the FP8 copies Xᵀ [K, M] and "
+                       "dYᵀ [N, M], whose rows must span a multiple of 16 bytes (pad the batch with zero "
+                       "rows, run wgrad in BF16 or fake_fp8, or, for a forward that no backward follows, "
+                       "pass backward_follows = false)");
+    }
     require_multiple(
         k, 4, "in_features (K)",
         "the FP32 rows of dW (ld K) must span a multiple of 16 bytes in an FP8 product" + run_bf16);
@@ -424,8 +439,10 @@ inline gemm_plan plan_product(const product_layout& l, gemm_precision precision,
 
 }  // namespace detail
 
-// Throws fp8::invalid_argument naming the problem: sizes, token count, recipe, FP8 shapes.
-inline void validate_linear_config(const linear_config& config, std::int64_t tokens) {
+// Throws fp8::invalid_argument naming the problem: sizes, token count, recipe, FP8 shapes (those of
+// the products a `pass` runs).
+inline void validate_linear_config(const linear_config& config, std::int64_t tokens,
+                                   linear_pass pass = linear_pass::training) {
   const char* where = "fp8::cuda::linear_layer: ";
   if (config.in_features <= 0 || config.out_features <= 0) {
     throw invalid_argument(std::string(where) + "in_features and out_features must be positive (got " +
@@ -437,16 +454,22 @@ inline void validate_linear_config(const linear_config& config, std::int64_t tok
     throw invalid_argument(std::string(where) + "tokens (M) = " + std::to_string(tokens) + " is outside 1.." +
                            std::to_string(config.max_tokens) + " (max_tokens, which sized the FP8 copies)");
   }
-  detail::check_fp8_shapes(config, tokens);
+  detail::check_fp8_shapes(config, tokens, pass);
 }
 
-// The casts and products of one forward + backward pass over `tokens` rows.
-inline linear_plan make_linear_plan(const linear_config& config, std::int64_t tokens) {
-  validate_linear_config(config, tokens);
+// The casts and products of one forward + backward pass over `tokens` rows, or of the forward alone
+// (forward_only): X's copy for wgrad is then not made, nor its BF16 wgrad operand planned (no amax
+// recorded for an operand no product reads), and neither backward product is planned. W's casts are
+// the whole pass's in both, since W's copies are kept for later calls.
+inline linear_plan make_linear_plan(const linear_config& config, std::int64_t tokens,
+                                    linear_pass pass = linear_pass::training) {
+  validate_linear_config(config, tokens, pass);
   const gemm_recipe& r = config.recipe;
   const linear_precision& precision = config.precision;
+  const bool backward = pass == linear_pass::training;
 
   linear_plan plan{};
+  plan.pass = pass;
   plan.m = tokens;
   plan.n = config.out_features;
   plan.k = config.in_features;
@@ -456,7 +479,9 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
   for (const detail::tensor_layout& t : detail::tensor_layouts(plan.m, plan.n, plan.k)) {
     const gemm_precision row = precision.of(gemm_of(t.row_operand));
     const gemm_precision transposed = precision.of(gemm_of(t.transposed_operand));
-    cast_plan c = detail::plan_cast(t, casts_to_fp8(row), casts_to_fp8(transposed), r);
+    // X's transpose feeds wgrad only (dY's casts are made by a backward, which a forward_only plan has not).
+    const bool wanted_transposed = backward || t.tensor != linear_tensor::x;
+    cast_plan c = detail::plan_cast(t, casts_to_fp8(row), wanted_transposed && casts_to_fp8(transposed), r);
     // The layer's casts have no mx_1x32 (no Hopper product reads it): refused here for a fake_fp8
     // class too (whose BF16 product has no scale mode to refuse it), not at the first cast.
     if (c.row_major) (void)scale_mode_of(r[t.row_operand].quant.granularity, operand_name(t.row_operand));
@@ -466,16 +491,22 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
     c.row_buffer = t.row_buffer;
     c.transposed_buffer = t.transposed_buffer;
     c.dequantize_row = row == gemm_precision::fake_fp8;
-    c.dequantize_transposed = transposed == gemm_precision::fake_fp8;
+    c.dequantize_transposed = c.transposed && transposed == gemm_precision::fake_fp8;
     c.row_fake_buffer = t.row_fake_buffer;
     c.transposed_fake_buffer = t.transposed_fake_buffer;
     plan.casts[std::size_t(t.tensor)] = c;
     plan.bf16_casts[std::size_t(t.tensor)] =
-        detail::plan_cast(t, !casts_to_fp8(row), !casts_to_fp8(transposed), r);
+        detail::plan_cast(t, !casts_to_fp8(row), wanted_transposed && !casts_to_fp8(transposed), r);
   }
 
   for (const detail::product_layout& l : detail::product_layouts(plan.m, plan.n, plan.k)) {
-    plan.gemms[std::size_t(l.kind)] = detail::plan_product(l, precision.of(l.kind), r);
+    gemm_plan& g = plan.gemms[std::size_t(l.kind)];
+    if (backward || l.kind == gemm_kind::fprop) {
+      g = detail::plan_product(l, precision.of(l.kind), r);
+    } else {
+      g.kind = l.kind;
+      g.precision = precision.of(l.kind);
+    }
   }
 
   // fprop: + bias in the epilogue.
@@ -484,6 +515,16 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
     fprop.problem.options.epilogue_kind = cublaslt::epilogue::bias;
     fprop.problem.options.bias_type = cublaslt::data_type::bf16;
     fprop.bias = linear_buffer::bias;
+  }
+
+  // Each planned product: its fast accumulation, then the wrapper's checks.
+  const auto finish = [&](gemm_plan& g) {
+    g.problem.options.fast_accum = detail::fast_accumulation_of(precision, g.kind, g.problem);
+    detail::check_with_wrapper(g);
+  };
+  if (!backward) {
+    finish(fprop);
+    return plan;
   }
 
   // wgrad: dW += dYᵀ·X, FP32, beta = 1 into dW itself (accumulation across micro-batches).
@@ -511,10 +552,7 @@ inline linear_plan make_linear_plan(const linear_config& config, std::int64_t to
     }
   }
 
-  for (gemm_plan& g : plan.gemms) {
-    g.problem.options.fast_accum = detail::fast_accumulation_of(precision, g.kind, g.problem);
-    detail::check_with_wrapper(g);
-  }
+  for (gemm_plan& g : plan.gemms) finish(g);
   return plan;
 }
 
