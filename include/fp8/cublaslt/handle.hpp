@@ -86,7 +86,12 @@ struct cuda_workspace_allocator {
     }
     return data;
   }
-  void release(void* data) noexcept { (void)cudaFree(data); }
+  // Relaxed too: a handle destroyed (or a workspace released) while another stream is captured in
+  // global mode would otherwise invalidate that capture, and leak the buffer.
+  void release(void* data) noexcept {
+    const relaxed_capture_mode relaxed(std::nothrow);
+    (void)cudaFree(data);
+  }
 };
 
 }  // namespace detail
@@ -299,16 +304,17 @@ class handle {
     run(plan, problem, stream, scratch);
   }
 
-  // Tuning on a plan's first call. Where it cannot be done (cuBLASLt refuses every candidate, or
-  // the scratch does not fit in memory), the plan keeps the heuristic's order for good and the call
-  // goes on as an untuned one would: run() then reports a product that cannot run at all. Any other
-  // CUDA error (a fault, which is sticky) is thrown.
+  // Tuning on a plan's first call. Where it cannot be done (cuBLASLt refuses every candidate, the
+  // scratch does not fit in memory, or the device has no stream-ordered allocator for it), the plan
+  // keeps the heuristic's order for good and the call goes on as an untuned one would: run() then
+  // reports a product that cannot run at all. Any other CUDA error (a fault, which is sticky) is
+  // thrown.
   void tune_first_call(detail::plan& plan, const gemm_problem& problem, cudaStream_t stream,
                        workspace scratch) {
     try {
       (void)tune_now(plan, problem, stream, scratch);
     } catch (const cublas_error&) { plan.tuned = true; } catch (const cuda_error& e) {
-      if (e.status() != cudaErrorMemoryAllocation) throw;
+      if (e.status() != cudaErrorMemoryAllocation && e.status() != cudaErrorNotSupported) throw;
       plan.tuned = true;
     }
   }

@@ -141,12 +141,15 @@ inline tuning_report tune_plan(cublasLtHandle_t handle, plan& plan, const gemm_p
   const stream_scratch outputs(layout.bytes, stream);
   void* const d = outputs.bytes() + layout.d;
   event_pair events;
+  cublasStatus_t timed_failure = CUBLAS_STATUS_SUCCESS;  // the last status of a run that failed while timed
   const auto probe = [&](std::size_t i) { return matmul(handle, plan, i, p, d, stream, scratch); };
   const auto time = [&](std::size_t i) {
     FP8_CUDA_CHECK(cudaEventRecord(events.start, stream));
     bool ran = true;
     for (int call = 0; call < options.calls_per_timing && ran; ++call) {
-      ran = matmul(handle, plan, i, p, d, stream, scratch) == CUBLAS_STATUS_SUCCESS;
+      const cublasStatus_t status = matmul(handle, plan, i, p, d, stream, scratch);
+      ran = status == CUBLAS_STATUS_SUCCESS;
+      if (!ran) timed_failure = status;
     }
     FP8_CUDA_CHECK(cudaEventRecord(events.stop, stream));
     // A kernel that faulted surfaces here or at the synchronisation below, as fp8::cuda_error.
@@ -171,8 +174,12 @@ inline tuning_report tune_plan(cublasLtHandle_t handle, plan& plan, const gemm_p
   for (candidate_timing<cublasStatus_t>& c : report.candidates)
     c.algorithm = describe_algorithm(plan.algorithms[c.rank]);
   if (!report.any_worked()) {
-    const cublasStatus_t first =
-        report.candidates.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : report.candidates.front().status;
+    // The first candidate's refusal, or, where it passed its first run and failed while timed,
+    // the status of a timed run that failed (its own first status says only that it once ran).
+    const cublasStatus_t first = report.candidates.empty() ? CUBLAS_STATUS_NOT_SUPPORTED
+                                 : report.candidates.front().failed_while_timed
+                                     ? timed_failure
+                                     : report.candidates.front().status;
     throw cublas_error(first, "cublasLtMatmul", describe(p),
                        "tuning the product (" + std::to_string(report.candidates.size()) +
                            " candidate algorithms tried, all failed): " + likely_cause(first, device),
