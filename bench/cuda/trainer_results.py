@@ -149,7 +149,8 @@ def profile_section(out: Path, passes):
     lines.append("| the step, timed | " + " | ".join(f"{timed[n]:.1f}" if n in timed else "?" for n in names) +
                  " |")
     return lines + ["", "The timed step above the sum of its phases is time in which the GPU waited for the host "
-                    "(kernel launches, each pass's loss read back).", ""]
+                    "(kernel launches, after each pass's loss is read back; the read itself, microseconds, "
+                    "falls in the loss phase, and the gradient norm's in the optimizer's).", ""]
 
 
 KERNELS_SHOWN = 12  # per precision (kernels.csv has them all)
