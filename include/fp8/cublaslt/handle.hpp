@@ -255,9 +255,9 @@ class handle {
       throw invalid_argument(std::string("fp8::cublaslt::handle::tune: ") + tuning_needs_cache);
     if (detail::is_capturing(stream)) {
       throw invalid_argument(
-          "fp8::cublaslt::handle::tune: the stream is being captured into a CUDA graph, and tuning "
-          "must time the product and synchronise; tune before the capture (or enable tuning and make "
-          "one call outside it)");
+          "fp8::cublaslt::handle::tune: the stream is being captured into a CUDA graph (for the legacy "
+          "default stream: a blocking stream is), and tuning must time the product and synchronise; "
+          "tune before the capture (or enable tuning and make one call outside it)");
     }
     detail::plan fresh;
     detail::build_plan(fresh, handle_, workspace_bytes_, problem, device_, tuning_.candidates);
