@@ -34,7 +34,8 @@
 // traced through CUPTI (kernel_trace.hpp): every kernel, copy and memset with its GPU time per step,
 // and the time in which anything ran at all (a step's time less that is time the GPU waited for the
 // host). The phases say which layer costs; the kernels say which of its kernels, and how often they
-// run. Where CMake found no CUPTI, or the driver refuses it, a line says so and the tables stand.
+// run. Where CMake found no CUPTI, or the driver refuses it (asked once, before any model is built
+// for a trace), a line per precision says so and the tables stand.
 //
 // Writes DIR/speed.csv (each row with the pass count and the tokens per optimizer step),
 // DIR/profile.csv, DIR/kernels.csv (the traced kernels of every precision, the longest first) and
@@ -327,6 +328,21 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   return r;
 }
 
+// Why CUPTI cannot trace on this machine (a driver that refuses the profiling interface), or
+// nothing. The refusal is the device's, the same for every precision, so it is asked once, before
+// any model is built for a trace: each build costs seconds of a short GPU run.
+std::optional<std::string> trace_refusal() {
+#if FP8_BENCH_CUPTI
+  try {
+    const fp8_bench::kernel_trace probe;  // recording on, then off again in its destructor
+  } catch (const std::runtime_error& e) { return std::string(e.what()); }
+  return std::nullopt;
+#else
+  return std::string("built without CUPTI (CMake found none beside the toolkit)");
+#endif
+}
+
+#if FP8_BENCH_CUPTI
 // o.trace_steps optimizer steps of r's precision under a kernel trace, into r.kernels, after one
 // untraced step (cuBLASLt's plans, cuDNN's graphs and the workspaces are made in the first), on a
 // model of its own: every precision is timed before any is traced, and the speed and phase tables
@@ -335,7 +351,6 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
 void trace_kernels(const bench_options& o, const trainer::model& host,
                    const std::vector<std::int32_t>& tokens, result& r) {
   const char* name = trainer::to_string(r.precision);
-#if FP8_BENCH_CUPTI
   bench_run run(o, r.precision, host, tokens);
   run.step(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
@@ -369,15 +384,8 @@ void trace_kernels(const bench_options& o, const trainer::model& host,
       "ms per step, the executions' times summed %.1f ms%s\n",
       name, double(k.calls()) / o.trace_steps, o.trace_steps, k.busy_nanoseconds() / 1e6 / o.trace_steps,
       k.summed_nanoseconds() / 1e6 / o.trace_steps, missing.c_str());
-#else
-  (void)o;
-  (void)host;
-  (void)tokens;
-  std::printf(
-      "bench_trainer: %s: kernel trace: not run: built without CUPTI (CMake found none beside the toolkit)\n",
-      name);
-#endif
 }
+#endif
 
 }  // namespace
 
@@ -458,8 +466,16 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
     if (o.trace_steps > 0) {
+      const std::optional<std::string> refused = trace_refusal();
       for (result& r : results) {
-        trace_kernels(o, *host, tokens, r);
+        if (refused) {
+          std::printf("bench_trainer: %s: kernel trace: not run: %s\n", trainer::to_string(r.precision),
+                      refused->c_str());
+        } else {
+#if FP8_BENCH_CUPTI
+          trace_kernels(o, *host, tokens, r);
+#endif
+        }
         std::fflush(stdout);
       }
     }
