@@ -276,8 +276,9 @@ std::optional<fp8_output> device_linears::fp8_output_of(std::size_t linear, fp8:
   fp8::cuda::linear_layer& chosen = layer(linear, kind);
   if (!chosen.takes_fp8_input(tensor)) return std::nullopt;
   const fp8::cuda::linear_layer::fp8_input_target target = chosen.fp8_input(tensor, m);
-  return fp8_output{target.codes, target.scale, kind == pass_kind::train ? target.amax : nullptr,
-                    target.format};
+  fp8_output out{target.codes, target.scale, nullptr, target.format, target.rows, target.cols};
+  if (kind == pass_kind::train) out.amax = target.amax;  // evaluations record none
+  return out;
 }
 
 void device_linears::drop_weight_copies() {

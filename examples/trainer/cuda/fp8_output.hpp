@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include <fp8/error.hpp>
 #include <fp8/quantize/checks.hpp>
 #include <fp8/scaling/fp8_format.hpp>
 
@@ -16,21 +18,37 @@ namespace trainer::cuda {
 // store (rounded to BF16), times *scale, converted to `format` rounding to nearest even and
 // saturating: the codes the layer's delayed cast of the BF16 form's output makes, bit for bit.
 // amax: that BF16 tensor's amax, max-accumulated (the layer's slot), or null in calls that record
-// none (evaluation). Device pointers, from the layer (device_linears::fp8_output_of).
+// none (evaluation). Device pointers, from the layer (device_linears::fp8_output_of), with the shape
+// of the layer's copy for the call (its m tokens), which the launchers hold what they write to.
 struct fp8_output {
   std::uint8_t* codes = nullptr;  // [rows, cols] row-major, as the BF16 form's tensor
   const float* scale = nullptr;   // the scaling state's (one float)
   float* amax = nullptr;
   fp8::fp8_format format = fp8::fp8_format::e4m3;
+  std::int64_t rows = 0;  // the call's tokens
+  std::int64_t cols = 0;  // the layer's in_features (X) or out_features (dY)
 };
 
 // What every launcher that writes an fp8_output checks before it launches, when it writes `count`
-// elements: a known format (always), and a scale to read (where it writes any), or
-// fp8::invalid_argument naming `function`. The codes are checked by each launcher as the buffer
-// they are, with its shape.
-inline void check_fp8_output(const fp8_output& out, std::size_t count, const char* function) {
+// elements in rows of `width` (0: a flat copy, whose rows it does not see): a known format (always);
+// where it writes any, a scale to read and a copy of exactly that shape ([count / width, width], or
+// count elements), since a launcher that wrote more would write past the layer's copy and one that
+// wrote fewer would leave codes of another call in it. fp8::invalid_argument naming `function`
+// otherwise. The codes are checked by each launcher as the buffer they are.
+inline void check_fp8_output(const fp8_output& out, std::size_t count, std::size_t width,
+                             const char* function) {
   fp8::detail::check_format(out.format, function);
-  if (count > 0) fp8::detail::check_pointer(out.scale, 1, function, "the FP8 output's scale");
+  if (count == 0) return;
+  fp8::detail::check_pointer(out.scale, 1, function, "the FP8 output's scale");
+  const bool known = out.rows >= 0 && out.cols >= 0;
+  const bool same = known && std::size_t(out.rows) * std::size_t(out.cols) == count &&
+                    (width == 0 || std::size_t(out.cols) == width);
+  if (!same) {
+    throw fp8::invalid_argument(std::string(function) + ": the FP8 output is a copy of [" +
+                                std::to_string(out.rows) + ", " + std::to_string(out.cols) +
+                                "] codes, but this writes " + std::to_string(count) + " codes" +
+                                (width != 0 ? " in rows of " + std::to_string(width) : std::string()));
+  }
 }
 
 }  // namespace trainer::cuda

@@ -169,7 +169,8 @@ void rmsnorm_forward(std::uint16_t* out, float* rstd, const float* inp, const fl
 void rmsnorm_forward(const fp8_output& out, float* rstd, const float* inp, const float* weight, int n, int c,
                      cudaStream_t stream) {
   constexpr const char* function = "trainer::cuda::rmsnorm_forward (FP8 codes)";
-  check_fp8_output(out, n > 0 && c > 0 ? std::size_t(n) * std::size_t(c) : 0, function);
+  check_fp8_output(out, n > 0 && c > 0 ? std::size_t(n) * std::size_t(c) : 0, std::size_t(c > 0 ? c : 0),
+                   function);
   fp8::visit_format(out.format, [&](auto format) {
     launch_forward(function, reinterpret_cast<detail::fp8_code<decltype(format)>*>(out.codes), rstd, inp,
                    weight, n, c, storage::bf16, out.scale, out.amax, stream);

@@ -180,7 +180,7 @@ const __nv_bfloat16* as_bf16(const std::uint16_t* p) { return reinterpret_cast<c
 __nv_bfloat16* as_bf16(std::uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
 // What check_fp8_output counts: SwiGLU's n x f products (a negative size counts as none; the
-// launchers refuse it with its own message).
+// launchers refuse it with their own message); the backward writes two gradients per product.
 std::size_t product_count(int n, int f) { return std::size_t(n > 0 ? n : 0) * std::size_t(f > 0 ? f : 0); }
 
 }  // namespace
@@ -209,7 +209,7 @@ void swiglu_backward(std::uint16_t* dinp, const std::uint16_t* dout, const std::
 
 void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int f, cudaStream_t stream) {
   constexpr const char* function = "trainer::cuda::swiglu_forward (FP8 codes)";
-  check_fp8_output(out, product_count(n, f), function);
+  check_fp8_output(out, product_count(n, f), std::size_t(f > 0 ? f : 0), function);
   fp8::visit_format(out.format, [&](auto format) {
     using code = detail::fp8_code<decltype(format)>;
     launch_forward(function, reinterpret_cast<code*>(out.codes), as_bf16(inp), n, f, storage::bf16, out.scale,
@@ -220,7 +220,7 @@ void swiglu_forward(const fp8_output& out, const std::uint16_t* inp, int n, int 
 void swiglu_backward(const fp8_output& dinp, const std::uint16_t* dout, const std::uint16_t* inp, int n,
                      int f, cudaStream_t stream) {
   constexpr const char* function = "trainer::cuda::swiglu_backward (FP8 codes)";
-  check_fp8_output(dinp, product_count(n, f), function);
+  check_fp8_output(dinp, 2 * product_count(n, f), 2 * std::size_t(f > 0 ? f : 0), function);
   fp8::visit_format(dinp.format, [&](auto format) {
     using code = detail::fp8_code<decltype(format)>;
     launch_backward(function, reinterpret_cast<code*>(dinp.codes), as_bf16(dout), as_bf16(inp), n, f,

@@ -72,10 +72,16 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::rmsnorm_forward (BF16): rstd is null");
   expect_refusal([] { cuda::rmsnorm_forward(bf16, some, nullptr, some, 1, 4, nullptr); }, "inp is null");
   expect_refusal([] { cuda::rmsnorm_forward(bf16, some, some, nullptr, 1, 4, nullptr); }, "weight is null");
-  // The FP8 forms (codes a linear layer takes from its producer) check their codes, scale and
-  // format as well, and name themselves.
-  std::uint8_t placeholder_codes[4];
-  const cuda::fp8_output codes{placeholder_codes, some, some, fp8::fp8_format::e4m3};
+  // The FP8 forms (codes a linear layer takes from its producer) check their codes, scale, format
+  // and shape as well, and name themselves.
+  std::uint8_t placeholder_codes[8];
+  const cuda::fp8_output codes{placeholder_codes, some, some, fp8::fp8_format::e4m3, 1, 4};
+  // The same target shaped as the layer's copy of another call.
+  const auto shaped = [](cuda::fp8_output out, std::int64_t rows, std::int64_t cols) {
+    out.rows = rows;
+    out.cols = cols;
+    return out;
+  };
   cuda::fp8_output no_codes = codes, no_scale = codes, bad_format = codes;
   no_codes.codes = nullptr;
   no_scale.scale = nullptr;
@@ -90,14 +96,15 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
                  "trainer::cuda::rmsnorm_forward (FP8 codes): needs n >= 0 rows and c > 0 channels");
   expect_refusal([&] { cuda::swiglu_forward(no_scale, bf16, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (FP8 codes): the FP8 output's scale is null");
-  expect_refusal([&] { cuda::swiglu_forward(no_codes, bf16, 2, 2, nullptr); }, "the [N, F] buffer is null");
+  expect_refusal([&] { cuda::swiglu_forward(shaped(no_codes, 2, 2), bf16, 2, 2, nullptr); },
+                 "the [N, F] buffer is null");
   expect_refusal([&] { cuda::swiglu_forward(codes, bf16, -1, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (FP8 codes): needs n >= 0 and f >= 0 (got n -1, f 2)");
   expect_refusal([&] { cuda::swiglu_backward(bad_format, bf16, bf16, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_backward (FP8 codes): unknown fp8_format value");
-  expect_refusal([&] { cuda::swiglu_backward(no_codes, bf16, bf16, 2, 2, nullptr); },
+  expect_refusal([&] { cuda::swiglu_backward(shaped(no_codes, 2, 4), bf16, bf16, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_backward (FP8 codes): the [N, 2F] buffer is null");
-  expect_refusal([&] { cuda::swiglu_backward(codes, nullptr, bf16, 2, 2, nullptr); },
+  expect_refusal([&] { cuda::swiglu_backward(shaped(codes, 2, 4), nullptr, bf16, 2, 2, nullptr); },
                  "the [N, F] buffer is null");
   expect_refusal([&] { cuda::to_fp8(no_codes, some, 4, nullptr); },
                  "trainer::cuda::to_fp8: out.codes is null");
@@ -115,6 +122,22 @@ TEST_CASE("the CUDA layers refuse bad shapes and null buffers before touching th
   expect_refusal([&] { cuda::rmsnorm_forward(bad_format, some, some, some, 0, 4, nullptr); },
                  "trainer::cuda::rmsnorm_forward (FP8 codes): unknown fp8_format value");
   CHECK_NOTHROW(cuda::to_fp8(no_scale, some, 0, nullptr));
+  // A launcher writes exactly the layer's copy: more would write past it, fewer would leave another
+  // call's codes in it; nothing is launched.
+  expect_refusal([&] { cuda::rmsnorm_forward(codes, some, some, some, 2, 2, nullptr); },
+                 "trainer::cuda::rmsnorm_forward (FP8 codes): the FP8 output is a copy of [1, 4] codes, but "
+                 "this writes 4 codes in rows of 2");
+  expect_refusal([&] { cuda::rmsnorm_forward(codes, some, some, some, 2, 4, nullptr); },
+                 "is a copy of [1, 4] codes, but this writes 8 codes in rows of 4");
+  expect_refusal([&] { cuda::swiglu_forward(codes, bf16, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_forward (FP8 codes): the FP8 output is a copy of [1, 4] codes, but "
+                 "this writes 4 codes in rows of 2");
+  expect_refusal([&] { cuda::swiglu_backward(shaped(codes, 2, 2), bf16, bf16, 2, 2, nullptr); },
+                 "trainer::cuda::swiglu_backward (FP8 codes): the FP8 output is a copy of [2, 2] codes, but "
+                 "this writes 8 codes in rows of 4");
+  expect_refusal([&] { cuda::to_fp8(codes, some, 3, nullptr); },
+                 "trainer::cuda::to_fp8: the FP8 output is a copy of [1, 4] codes, but this writes 3 codes");
+  expect_refusal([&] { cuda::to_fp8(shaped(codes, -1, 4), some, 4, nullptr); }, "is a copy of [-1, 4] codes");
   // The BF16 forms check the same way, and name themselves.
   expect_refusal([] { cuda::swiglu_forward(bf16, nullptr, 2, 2, nullptr); },
                  "trainer::cuda::swiglu_forward (BF16): inp is null");

@@ -815,8 +815,8 @@ TEST_CASE("the FP8 forms of RMSNorm, SwiGLU and the staging copy write the layer
       device_buffer<std::uint8_t> out8(inp.size());
       cuda::rmsnorm_forward(out16.data(), rstd16.data(), inp_d.data(), weight_d.data(), n, c, nullptr,
                             amax16.data());
-      cuda::rmsnorm_forward(cuda::fp8_output{out8.data(), scale_d.data(), amax8.data(), format}, rstd8.data(),
-                            inp_d.data(), weight_d.data(), n, c, nullptr);
+      cuda::rmsnorm_forward(cuda::fp8_output{out8.data(), scale_d.data(), amax8.data(), format, n, c},
+                            rstd8.data(), inp_d.data(), weight_d.data(), n, c, nullptr);
       synchronize();
       expect_codes_of("rmsnorm out", out8, amax8, out16, amax16, scale, format);
       expect_same_bits("rmsnorm rstd of the FP8 form", rstd8.to_host(), rstd16.to_host());
@@ -840,10 +840,11 @@ TEST_CASE("the FP8 forms of RMSNorm, SwiGLU and the staging copy write the layer
           dinp_amax16(std::vector<float>{0.5f}), dinp_amax8(std::vector<float>{0.5f});
       cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr, out_amax16.data());
       cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr, dinp_amax16.data());
-      cuda::swiglu_forward(cuda::fp8_output{out8.data(), scale_d.data(), out_amax8.data(), format},
+      cuda::swiglu_forward(cuda::fp8_output{out8.data(), scale_d.data(), out_amax8.data(), format, n, f},
                            inp16.data(), n, f, nullptr);
-      cuda::swiglu_backward(cuda::fp8_output{dinp8.data(), scale_d.data(), dinp_amax8.data(), format},
-                            dout16.data(), inp16.data(), n, f, nullptr);
+      cuda::swiglu_backward(
+          cuda::fp8_output{dinp8.data(), scale_d.data(), dinp_amax8.data(), format, n, 2 * f}, dout16.data(),
+          inp16.data(), n, f, nullptr);
       synchronize();
       expect_codes_of("swiglu out", out8, out_amax8, out16, out_amax16, scale, format);
       expect_codes_of("swiglu dinp", dinp8, dinp_amax8, dinp16, dinp_amax16, scale, format);
@@ -857,8 +858,9 @@ TEST_CASE("the FP8 forms of RMSNorm, SwiGLU and the staging copy write the layer
       device_buffer<std::uint16_t> copy16(values.size());
       device_buffer<std::uint8_t> copy8(values.size());
       cuda::to_bf16(copy16.data(), in.data(), values.size(), nullptr, amax16.data());
-      cuda::to_fp8(cuda::fp8_output{copy8.data(), scale_d.data(), amax8.data(), format}, in.data(),
-                   values.size(), nullptr);
+      cuda::to_fp8(cuda::fp8_output{copy8.data(), scale_d.data(), amax8.data(), format, 1,
+                                    std::int64_t(values.size())},
+                   in.data(), values.size(), nullptr);
       synchronize();
       expect_codes_of("staging copy", copy8, amax8, copy16, amax16, scale, format);
     }
@@ -870,7 +872,7 @@ TEST_CASE("the FP8 forms of RMSNorm, SwiGLU and the staging copy write the layer
   device_buffer<std::uint8_t> out8(std::size_t(n) * f);
   const device_buffer<float> one(std::vector<float>{1.0f});
   cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
-  cuda::swiglu_forward(cuda::fp8_output{out8.data(), one.data(), nullptr, fp8::fp8_format::e4m3},
+  cuda::swiglu_forward(cuda::fp8_output{out8.data(), one.data(), nullptr, fp8::fp8_format::e4m3, n, f},
                        inp16.data(), n, f, nullptr);
   synchronize();
   expect_layer_codes("swiglu out without an amax", out8, out16, 1.0f, fp8::fp8_format::e4m3);
@@ -923,16 +925,22 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     const device_buffer<float> scale(std::vector<float>{37.3f});
     const std::size_t rows = std::size_t(n);
     device_buffer<float> fp8_amaxes(std::vector<float>(4, 0.0f)), rstd(rows);
-    const auto target = [&](device_buffer<std::uint8_t>& codes, int slot) {
-      return cuda::fp8_output{codes.data(), scale.data(), fp8_amaxes.data() + slot, fp8::fp8_format::e4m3};
+    // Each target shaped as what its launcher writes: [rows, cols].
+    const auto target = [&](device_buffer<std::uint8_t>& codes, int slot, std::size_t copy_rows,
+                            std::size_t copy_cols) {
+      cuda::fp8_output out{codes.data(), scale.data(), fp8_amaxes.data() + slot, fp8::fp8_format::e4m3};
+      out.rows = std::int64_t(copy_rows);
+      out.cols = std::int64_t(copy_cols);
+      return out;
     };
     device_buffer<std::uint8_t> out8(dout.size()), dinp8(inp.size()), staged8(staged.size()),
         normed8(std::size_t(n) * c);
-    cuda::swiglu_forward(target(out8, 0), inp16.data(), n, f, nullptr);
-    cuda::swiglu_backward(target(dinp8, 1), dout16.data(), inp16.data(), n, f, nullptr);
-    cuda::to_fp8(target(staged8, 2), staged_d.data(), staged.size(), nullptr);
+    cuda::swiglu_forward(target(out8, 0, n, f), inp16.data(), n, f, nullptr);
+    cuda::swiglu_backward(target(dinp8, 1, n, 2 * f), dout16.data(), inp16.data(), n, f, nullptr);
+    cuda::to_fp8(target(staged8, 2, 1, staged.size()), staged_d.data(), staged.size(), nullptr);
     const device_buffer<float> gains(random_values(std::size_t(c), 55, 1.0f, storage::bf16));
-    cuda::rmsnorm_forward(target(normed8, 3), rstd.data(), looked_up.data(), gains.data(), n, c, nullptr);
+    cuda::rmsnorm_forward(target(normed8, 3, n, c), rstd.data(), looked_up.data(), gains.data(), n, c,
+                          nullptr);
     synchronize();
     keep(o.bf16, out16);
     keep(o.bf16, dinp16);
