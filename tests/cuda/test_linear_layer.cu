@@ -908,5 +908,29 @@ TEST_CASE(
   std::vector<__nv_bfloat16> y_few = y_eval.download();
   y_few.resize(std::size_t(few * N));
   check_close("y (3 tokens)", y_few, y_ref, {}, 0x1p-8, fast_or_split(true, true));
+
+  // A producer asking for X's codes at a token count no call has planned yet: X's target is the
+  // same whatever follows, so it is held to fprop's rules (a forward alone may take 5 tokens);
+  // dY's, which only a backward takes, to the whole pass's. The codes written give the cast's Y.
+  constexpr std::int64_t unplanned = 5;
+  const linear_layer::fp8_input_target x_target = layer.fp8_input(fp8::cuda::linear_tensor::x, unplanned);
+  CHECK(x_target.rows == unplanned);
+  CHECK(x_target.cols == K);
+  CHECK(refusal_of([&] {
+          (void)layer.fp8_input(fp8::cuda::linear_tensor::dy, unplanned);
+        }).find("tokens (M) = 5 is not a multiple of 16") != std::string::npos);
+  const device_buffer<__nv_bfloat16> x_unplanned(random_bf16(unplanned * K, 65, 1.0f));
+  forward(x_unplanned, y_eval, unplanned, false);  // the layer's own cast
+  std::vector<__nv_bfloat16> y_cast = y_eval.download();
+  produce_into(x_target, x_unplanned, false);
+  linear_layer::forward_args written{nullptr, w.data(), nullptr, y_train.data(), unplanned};
+  written.x_written = true;
+  written.record_amax = false;
+  written.backward_follows = false;
+  layer.forward(written);
+  std::vector<__nv_bfloat16> y_written = y_train.download();
+  y_cast.resize(std::size_t(unplanned * N));
+  y_written.resize(std::size_t(unplanned * N));
+  CHECK(same_bytes(y_written, y_cast));
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -183,9 +183,13 @@ class linear_layer {
                              " cannot be written as FP8 by its producer: " + refusal);
     }
     // The plan of m without replacing the layer's own: a call in progress (a stage hook that asks
-    // for another m) keeps the plan it runs on. Its row copy is the same in either pass.
+    // for another m) keeps the plan it runs on. Its row copy is the same in either pass. With no
+    // plan of m yet, X's target is held to fprop's rules alone, since a forward that no backward
+    // follows (a decode step of a few tokens) may take it; dY's, which only a backward takes, to
+    // the whole pass's.
     const linear_plan* cached = cached_plan(m);
-    const linear_plan other = cached != nullptr ? linear_plan{} : make_linear_plan(config_, m);
+    const linear_pass pass = tensor == linear_tensor::x ? linear_pass::forward_only : linear_pass::training;
+    const linear_plan other = cached != nullptr ? linear_plan{} : make_linear_plan(config_, m, pass);
     const cast_plan& c = (cached != nullptr ? *cached : other).cast(tensor);
     return {copies_[std::size_t(tensor)].row.data(),
             delayed_scale(c.row_operand),
