@@ -343,19 +343,19 @@ TEST_CASE_TEMPLATE("quantize with a transpose (given scale) = fp8::quantize_tran
 // The transpose of codes that already exist (transpose_codes, for the codes a producer wrote): byte
 // for byte the transposed copy of the CPU's cast + transpose of the same values, and both inverse
 // scales 1 / scale. Offset 1 misaligns the codes and the copy (byte loads and stores).
-void check_transpose_codes(const shape s, std::uint32_t seed, std::size_t offset) {
+void check_transpose_codes(const shape s, std::uint32_t seed, std::size_t offset, std::size_t offset_t) {
   const std::size_t n = s.rows * s.cols;
   const std::vector<float> values = make_input(n, seed, true);
   const float scale = 0.5f;
   std::vector<std::uint8_t> codes(n), expected_t(n);
   fp8::quantize_transpose(values.data(), s.rows, s.cols, fp8_format::e4m3, scale, codes.data(),
                           expected_t.data());
-  const dirty_buffer<std::uint8_t> in(codes, offset), out_t(n, offset);
+  const dirty_buffer<std::uint8_t> in(codes, offset), out_t(n, offset_t);
   const dirty_buffer<float> scalars(std::vector<float>{scale, 0.0f, 0.0f});  // scale, both inverses
   fp8::cuda::transpose_codes(in.data(), s.rows, s.cols, out_t.data(), scalars.data(), scalars.data() + 1,
                              scalars.data() + 2);
   const std::string what = "transpose_codes " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                           " offset " + std::to_string(offset);
+                           " offsets " + std::to_string(offset) + ", " + std::to_string(offset_t);
   check_same_bytes(out_t.download(), expected_t, what);
   check_same_bytes(in.download(), codes, what + " (its input untouched)");
   const auto results = scalars.download();
@@ -366,16 +366,21 @@ void check_transpose_codes(const shape s, std::uint32_t seed, std::size_t offset
 
 TEST_CASE("transpose_codes = the transposed copy of the CPU's cast + transpose, with both inverse scales") {
   std::uint32_t seed = 150;
+  // The codes and out_t each aligned or not (4-byte loads, packed stores), in every combination.
   for (const shape s : shapes) {
-    for (const std::size_t offset : {std::size_t(0), std::size_t(1)})
-      check_transpose_codes(s, seed++, offset);
+    for (const std::size_t offset : {std::size_t(0), std::size_t(1)}) {
+      for (const std::size_t offset_t : {std::size_t(0), std::size_t(1)})
+        check_transpose_codes(s, seed++, offset, offset_t);
+    }
   }
+  // Large: more tiles than an H100's grid holds, so blocks loop without a cap.
+  check_transpose_codes({2048, 4096}, seed++, 0, 0);
   // Several blocks per thread block: the tile's reuse across the grid-stride loop.
   for (const std::size_t blocks : {std::size_t(1), std::size_t(3)}) {
     const fp8::cuda::detail::scoped_grid_cap_for_testing cap(blocks);
     CAPTURE(blocks);
     for (const shape s : {shape{257, 385}, shape{512, 512}, shape{200, 600}})
-      check_transpose_codes(s, seed++, 0);
+      check_transpose_codes(s, seed++, 0, 0);
   }
   // No scale: 1, as a cast without one.
   const dirty_buffer<std::uint8_t> codes(std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6}), out_t(6);
@@ -559,6 +564,11 @@ TEST_CASE("grid-stride paths: every kernel with the grid capped at 1, 2 and 3 bl
     CAPTURE(blocks);
     for (const fp8::quantization& q : current_recipes()) {
       for (const shape s : capped_shapes) check_current<float>(s, q, seed++);
+      // 16-bit inputs take the tile and block kernels' other loads (8 bytes per lane) and their
+      // shared memory across blocks, with and without the transposed copy.
+      if (q.granularity == granularity::tile_1x128 || q.granularity == granularity::block_128x128) {
+        for (const shape s : {shape{300, 1024}, shape{200, 600}}) check_current<fp8::bfloat16>(s, q, seed++);
+      }
     }
     for (const fp8::quantization& q : mx_recipes()) {
       for (const shape s : capped_shapes) check_current<float, std::uint8_t>(s, q, seed++);

@@ -28,7 +28,9 @@ class device_gradient_sum {
   void add_pass_losses(int pass, float loss, float shadow);
   // Sums params.grad and the losses over `group`'s ranks (null: one rank) with one all-reduce each,
   // then params.grad /= shards in place (float division, as the CPU; skipped for one shard, where it
-  // changes nothing), and returns the mean losses (waits for the stream).
+  // changes nothing), and returns the mean losses. With a group it waits for the stream (the summed
+  // losses come back from the device); without one the division is only enqueued on the stream, and
+  // whoever reads params.grad on the host must wait for the stream first.
   mean_losses finish(device_parameters& params, int shards, device_group* group, cudaStream_t stream);
 
  private:

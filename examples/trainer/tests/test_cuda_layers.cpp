@@ -413,9 +413,11 @@ TEST_CASE("attention forward and backward match the CPU layer") {
 TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
   REQUIRE_MESSAGE(cuda::cudnn_attention_built(), "this build has no cuDNN: the fused path is not built");
   set_thread_count(1);
-  // The default model's head dimension (32) at its context, and D = 64 with T = 80: a last tile of
-  // queries and keys that is not full.
-  for (const attention_shape& shape : {attention_shape{2, 128, 128, 4}, attention_shape{1, 80, 256, 4}}) {
+  // The default model's head dimension (32) at its context, D = 64 with T = 80: a last tile of
+  // queries and keys that is not full, and C = 512 (D = 128): more channels than a block's threads,
+  // so that the rotations' threads take more than one pair each, as at the speed shape.
+  for (const attention_shape& shape :
+       {attention_shape{2, 128, 128, 4}, attention_shape{1, 80, 256, 4}, attention_shape{1, 64, 512, 4}}) {
     const int B = shape.batch, T = shape.context, C = shape.channels, H = shape.heads, D = shape.head_dim();
     CAPTURE(T);
     CAPTURE(D);
@@ -499,6 +501,22 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
     // Deterministic: resumed and data-parallel runs rely on it.
     expect_same_bits("fused attention dinp, second run", floats_of_bf16(dinp16_again.to_host()),
                      floats_of_bf16(dinp16_d.to_host()));
+    // With the grid capped at 3 blocks the rotations' blocks loop over the tokens (at these shapes
+    // they otherwise take one each): the same rotated q and k, output and gradients, bit for bit.
+    {
+      const cuda::scoped_grid_cap cap(3);
+      device_buffer<std::uint16_t> qkv16_capped(inp16), out16_capped(tokens * C), dinp16_capped(dinp.size());
+      device_buffer<float> stats_capped(rows);
+      cuda::fused_attention_forward(out16_capped.data(), stats_capped.data(), qkv16_capped.data(),
+                                    device_table, shape, &kernels, nullptr);
+      cuda::fused_attention_backward(dinp16_capped.data(), dout16_d.data(), qkv16_capped.data(),
+                                     out16_capped.data(), stats_capped.data(), device_table, shape, &kernels,
+                                     nullptr);
+      synchronize();
+      CHECK(qkv16_capped.to_host() == qkv16);
+      CHECK(out16_capped.to_host() == out16_d.to_host());
+      CHECK(dinp16_capped.to_host() == dinp16_d.to_host());
+    }
 
     // Causality: changing the last token's q, k and v changes no earlier token's output, bit for bit.
     std::vector<float> changed = inp;
@@ -552,10 +570,26 @@ TEST_CASE("fused attention (cuDNN) forward and backward match the CPU layer") {
   }
 }
 
+namespace {
+
+// `values` one element into a fresh device buffer: a start 4 bytes past the allocation's 16-byte
+// alignment, on which SwiGLU's kernels must take their one-element path.
+template <class T>
+device_buffer<T> one_element_in(const std::vector<T>& values) {
+  std::vector<T> shifted(values.size() + 1);
+  std::copy(values.begin(), values.end(), shifted.begin() + 1);
+  return device_buffer<T>(shifted);
+}
+
+}  // namespace
+
 TEST_CASE("swiglu forward and backward match the CPU layer") {
-  // f = 150 takes the kernels' one-element path, f = 152 their 16-byte chunks (rows stay aligned).
+  // f = 150 takes the kernels' one-element path, f = 152 their 16-byte chunks (rows stay aligned);
+  // f = 302 (one element at a time) and 2056 (257 BF16 chunks, 514 float chunks) give a thread more
+  // than one round of its row, as the speed shape's 14336 does. Each also with its buffers one
+  // element past their alignment (the one-element path), which must give the same bits.
   const int n = 301;
-  for (const int f : {150, 152}) {
+  for (const int f : {150, 152, 302, 2056}) {
     for (storage stored : {storage::fp32, storage::bf16}) {
       CAPTURE(f);
       CAPTURE(name_of(stored));
@@ -567,9 +601,19 @@ TEST_CASE("swiglu forward and backward match the CPU layer") {
       device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), dinp_d(dinp.size());
       cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
       cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
+      device_buffer<float> inp_off = one_element_in(inp), dout_off = one_element_in(dout),
+                           out_off(out.size() + 1), dinp_off(dinp.size() + 1);
+      cuda::swiglu_forward(out_off.data() + 1, inp_off.data() + 1, n, f, stored, nullptr);
+      cuda::swiglu_backward(dinp_off.data() + 1, dout_off.data() + 1, inp_off.data() + 1, n, f, stored,
+                            nullptr);
       synchronize();
       expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
       expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
+      std::vector<float> out_shifted = out_off.to_host(), dinp_shifted = dinp_off.to_host();
+      out_shifted.erase(out_shifted.begin());
+      dinp_shifted.erase(dinp_shifted.begin());
+      expect_same_bits("swiglu out, buffers unaligned", out_shifted, out_d.to_host());
+      expect_same_bits("swiglu dinp, buffers unaligned", dinp_shifted, dinp_d.to_host());
     }
   }
 }
@@ -608,9 +652,10 @@ TEST_CASE("swiglu's BF16 forms equal the float forms with BF16 storage, bit for 
   // The transformer's MLP half keeps these tensors as BF16 in bf16 and fp8 runs: the values must be
   // the float forms' (which the test above holds to the CPU layer), including overflow, infinities,
   // NaN, signed zeros and subnormals (in the first row); f = 150 through the kernels' one-element
-  // path, f = 152 through their 16-byte chunks.
+  // path, f = 152 through their 16-byte chunks, f = 302 and 2056 with more than one round per thread,
+  // and each again with its buffers one element (2 bytes) past their alignment.
   const int n = 301;
-  for (const int f : {150, 152}) {
+  for (const int f : {150, 152, 302, 2056}) {
     CAPTURE(f);
     std::vector<float> inp = random_values(std::size_t(n) * 2 * f, 42, 2.0f, storage::bf16);
     std::vector<float> dout = random_values(std::size_t(n) * f, 43, 1.0f, storage::bf16);
@@ -633,9 +678,19 @@ TEST_CASE("swiglu's BF16 forms equal the float forms with BF16 storage, bit for 
         dinp16(inp.size());
     cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
     cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr);
+    device_buffer<std::uint16_t> inp16_off = one_element_in(bf16_bits_of(inp)),
+                                 dout16_off = one_element_in(bf16_bits_of(dout)), out16_off(dout.size() + 1),
+                                 dinp16_off(inp.size() + 1);
+    cuda::swiglu_forward(out16_off.data() + 1, inp16_off.data() + 1, n, f, nullptr);
+    cuda::swiglu_backward(dinp16_off.data() + 1, dout16_off.data() + 1, inp16_off.data() + 1, n, f, nullptr);
     synchronize();
     expect_same_as_float_form("swiglu out", out16, out_d);
     expect_same_as_float_form("swiglu dinp", dinp16, dinp_d);
+    std::vector<std::uint16_t> out_shifted = out16_off.to_host(), dinp_shifted = dinp16_off.to_host();
+    out_shifted.erase(out_shifted.begin());
+    dinp_shifted.erase(dinp_shifted.begin());
+    CHECK(out_shifted == out16.to_host());
+    CHECK(dinp_shifted == dinp16.to_host());
   }
 }
 

@@ -202,6 +202,7 @@ TEST_CASE("the first step's gradients on the GPU equal the CPU's, tensor by tens
                           config{"mlp", precision::fp32, automatic, 1e-4, 0},
                           config{"mlp", precision::bf16, automatic, 2e-2, 0},
                           config{"transformer", precision::fp32, automatic, 1e-4, 2},
+                          config{"transformer", precision::bf16, materialized, 2e-2, 2},
                           config{"transformer", precision::bf16, fused, 2e-2, 2},
                           config{"mlp", precision::fp32, automatic, 1e-4, 2}}) {
     CAPTURE(c.model);

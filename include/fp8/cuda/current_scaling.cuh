@@ -135,8 +135,8 @@ void quantize(const T* in, std::size_t rows, std::size_t cols, const quantizatio
 // The rows of Xᵀ are the columns of X, so its per_row and 1x128 scales come from columns of X
 // (Transformer Engine's column-wise scaling); per_tensor and 128x128 scales are shared, transposed.
 // Reads: per_tensor 2 (amax, then one fused cast + transpose); 128x128 1 (the block kernel writes the
-// transposed codes and scales too); 1x128 1 (tile_transpose.cuh: both kinds of tiles from a 128x128
-// block held in registers); per_row 4 (two per copy).
+// transposed codes and scales too); 1x128 1 (tile_transpose.cuh: both kinds of tiles from one read
+// of each 128x128 block, the column cast taking it again from L1); per_row 4 (two per copy).
 template <class T>
 void quantize_transpose(const T* in, std::size_t rows, std::size_t cols, const quantization& q,
                         std::uint8_t* out, float* scale_inv, std::uint8_t* out_t, float* scale_inv_t,

@@ -44,9 +44,10 @@ inline int multiprocessor_count() {
   return count;
 }
 
-// A test hook: when non-zero, grids have at most this many blocks, so that small test shapes take
-// the grid-stride paths (several iterations per block, a second tile per step, shared-memory reuse)
-// that only large tensors reach otherwise. Not for production use: it is process-wide state.
+// A test hook: when non-zero, grids have at most this many blocks (in place of the device's cap, so
+// a test sets it below that cap), so that small test shapes take the grid-stride paths (several
+// iterations per block, a second tile per step, shared-memory reuse) that only large tensors reach
+// otherwise. Not for production use: it is process-wide state.
 inline std::size_t grid_cap_for_testing = 0;
 
 // Sets grid_cap_for_testing for a test's scope and restores the cap it replaced when it ends (so
@@ -64,7 +65,7 @@ struct scoped_grid_cap_for_testing {
 };
 
 // Blocks for a grid-stride loop over `work_items` items of `block_threads` each: enough to cover the
-// work, at most blocks_per_sm per SM (or grid_cap_for_testing).
+// work, at most blocks_per_sm per SM (or grid_cap_for_testing, which takes that cap's place).
 inline unsigned grid_for(std::size_t work_items, int threads = block_threads) {
   const std::size_t needed = (work_items + std::size_t(threads) - 1) / std::size_t(threads);
   const std::size_t cap =
