@@ -420,6 +420,14 @@ TEST_CASE("record_bf16_amax switched back on: W's BF16 operand records at the ne
   CHECK(layer.weight_casts() == 2u);
 }
 
+// What a call refuses (fp8::invalid_argument's message), or "" where it runs.
+std::string refusal_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const fp8::invalid_argument& e) { return e.what(); }
+  return "";
+}
+
 // One layer under delayed scaling whose W cache the next two cases follow call by call.
 struct weight_cache_case {
   fp8::cublaslt::handle lt;
@@ -462,6 +470,60 @@ TEST_CASE("an evaluation call that casts W first leaves W's amaxes to the next r
   CHECK(c.layer.weight_casts() == 2u);
 }
 
+TEST_CASE("a step whose first recording call is a backward records W's amaxes there, and needs W") {
+  // An evaluation-style forward (no amaxes), then the step's backward, which records: W's amaxes
+  // must reach the step's history from the backward, with or without dX, so it needs W.
+  weight_cache_case c;
+  device_buffer<__nv_bfloat16> dy(random_bf16(M * N, 45, 0.01f)), dx(std::size_t(M * K));
+  device_buffer<float> dw(std::size_t(N * K));
+  for (const bool with_dx : {true, false}) {
+    CAPTURE(with_dx);
+    c.forward(false);
+    CHECK(c.current(gemm_operand::fprop_weight) == 0.0f);
+    linear_layer::backward_args b{dy.data(), c.x.data(), nullptr, with_dx ? dx.data() : nullptr,
+                                  dw.data(), nullptr,    M,       false};
+    CHECK(refusal_of([&] { c.layer.backward(b); }).find("records the step's first amaxes and W's") !=
+          std::string::npos);
+    const std::uint64_t casts = c.layer.weight_casts();
+    b.w = c.w.data();
+    c.layer.backward(b);
+    CHECK(c.layer.weight_casts() == casts + 1);
+    CHECK(c.current(gemm_operand::fprop_weight) == c.w_amax);
+    CHECK(c.current(gemm_operand::dgrad_weight) == c.w_amax);
+    // Recorded for the step: a later backward without W is taken.
+    b.w = nullptr;
+    c.layer.forward({c.x.data(), c.w.data(), nullptr, c.y.data(), M, true});
+    CHECK_NOTHROW(c.layer.backward(b));
+    c.scaling.end_step();
+  }
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST_CASE("statistics of BF16 classes whose recipe is mx_1x32: refused before the call changes anything") {
+  // A statistics call casts a BF16 class's operands with their recipes; the layer has no MX cast, so
+  // such a call is refused up front, naming the operand, and the same call without statistics runs.
+  fp8::cublaslt::handle lt;
+  const fp8::gemm_recipe mx{fp8::current_scaling::mx()};
+  linear_scaling scaling(mx, 1);
+  linear_layer layer({K, N, M, false, mx, linear_precision::bf16(), true}, scaling, 0, lt);
+  device_buffer<__nv_bfloat16> x(random_bf16(M * K, 46, 1.0f)), w(random_bf16(N * K, 47, 0.5f)),
+      dy(random_bf16(M * N, 48, 0.01f)), y(std::size_t(M * N)), dx(std::size_t(M * K));
+  device_buffer<float> dw(std::size_t(N * K));
+  linear_layer::forward_args f{x.data(), w.data(), nullptr, y.data(), M};
+  f.statistics = true;
+  const std::string forward_refusal = refusal_of([&] { layer.forward(f); });
+  CHECK(forward_refusal.find("statistics cannot count") != std::string::npos);
+  CHECK(forward_refusal.find("mx_1x32") != std::string::npos);
+  f.statistics = false;
+  CHECK_NOTHROW(layer.forward(f));
+  linear_layer::backward_args b{dy.data(), x.data(), w.data(), dx.data(), dw.data(), nullptr, M, false};
+  b.statistics = true;
+  CHECK(refusal_of([&] { layer.backward(b); }).find("mx_1x32") != std::string::npos);
+  b.statistics = false;
+  CHECK_NOTHROW(layer.backward(b));
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 TEST_CASE("a step that ends without weights_changed() records W's amaxes again in the next") {
   // Frozen weights, or an optimizer step skipped: end_step() clears W's slots, so every step's first
   // recording call casts W again (with that step's scale) and records its amaxes; the later calls of
@@ -497,7 +559,7 @@ TEST_CASE("an FP8 wgrad refuses a backward without its forward, naming what is m
     } catch (const fp8::invalid_argument& e) { return std::string(e.what()); }
     return std::string();
   };
-  CHECK(refusal(M).find("this layer has run no forward") != std::string::npos);
+  CHECK(refusal(M).find("this layer has no completed forward to pair with") != std::string::npos);
   layer.forward({x.data(), w.data(), nullptr, y.data(), M, true});
   const std::string other = refusal(M - 16);
   CHECK(other.find("which had 256 tokens, not 240") != std::string::npos);
@@ -711,13 +773,6 @@ void produce_into(const linear_layer::fp8_input_target& target, const device_buf
   FP8_CUDA_CHECK(cudaGetLastError());
 }
 
-std::string refusal_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const fp8::invalid_argument& e) { return e.what(); }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -874,7 +929,7 @@ TEST_CASE(
   try {
     backward();
   } catch (const fp8::invalid_argument& e) { refused = e.what(); }
-  CHECK(refused.find("this layer has run no forward (one with backward_follows = false makes none)") !=
+  CHECK(refused.find("no completed forward to pair with (one with backward_follows = false makes none") !=
         std::string::npos);
 
   forward(x1, y_train, M, true);
@@ -921,6 +976,10 @@ TEST_CASE(
         }).find("tokens (M) = 5 is not a multiple of 16") != std::string::npos);
   const device_buffer<__nv_bfloat16> x_unplanned(random_bf16(unplanned * K, 65, 1.0f));
   forward(x_unplanned, y_eval, unplanned, false);  // the layer's own cast
+  // dY's target is still refused: the forward-only plan of 5 tokens does not stand for a backward's.
+  CHECK(refusal_of([&] {
+          (void)layer.fp8_input(fp8::cuda::linear_tensor::dy, unplanned);
+        }).find("tokens (M) = 5 is not a multiple of 16") != std::string::npos);
   std::vector<__nv_bfloat16> y_cast = y_eval.download();
   produce_into(x_target, x_unplanned, false);
   linear_layer::forward_args written{nullptr, w.data(), nullptr, y_train.data(), unplanned};

@@ -4,7 +4,8 @@
 // to BF16, BF16 product: linear_precision); FP8 operands are cast by the recipe of their operand (delayed
 // through linear_scaling's device state, or current per tensor / row / 1x128 / 128x128), with the transposed
 // copies the backward products need made in the same pass as the cast. W's FP8 copies are kept until
-// weights_changed().
+// weights_changed(), and made again (with the step's scale, recording W's amaxes) by the first call of
+// a step that records amaxes.
 //
 //   fp8::cublaslt::handle lt;
 //   fp8::cuda::linear_scaling scaling(recipe, /*layers=*/1);
@@ -186,9 +187,9 @@ class linear_layer {
     // for another m) keeps the plan it runs on. Its row copy is the same in either pass. With no
     // plan of m yet, X's target is held to fprop's rules alone, since a forward that no backward
     // follows (a decode step of a few tokens) may take it; dY's, which only a backward takes, to
-    // the whole pass's.
-    const linear_plan* cached = cached_plan(m);
+    // the whole pass's (a forward-only plan of m does not stand for it).
     const linear_pass pass = tensor == linear_tensor::x ? linear_pass::forward_only : linear_pass::training;
+    const linear_plan* cached = tensor == linear_tensor::x ? cached_plan(m) : cached_plan(m, pass);
     const linear_plan other = cached != nullptr ? linear_plan{} : make_linear_plan(config_, m, pass);
     const cast_plan& c = (cached != nullptr ? *cached : other).cast(tensor);
     return {copies_[std::size_t(tensor)].row.data(),
@@ -199,8 +200,8 @@ class linear_layer {
             c.cols};
   }
 
-  // How many times W has been cast (once per weights_changed() when its copies are in use, twice
-  // when a call that records no amax cast it first).
+  // How many times W has been cast: by the first call after weights_changed(), and again by the first
+  // call of each step that records amaxes where no call of that step has recorded W's yet.
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
   // What a call is doing, for profilers: its own kernels (casts, amax passes and copies, statistics,
@@ -228,6 +229,13 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::x, args.x);
     check_caller_pointer(p, linear_buffer::w, args.w);
     check_given_amax(args.x_amax, function, "x_amax");
+    if (args.statistics) {
+      check_countable(p.bf16_cast(linear_tensor::w), function);
+      check_countable(p.bf16_cast(linear_tensor::x), function);
+    }
+    // X's cast replaces the Xᵀ a pending backward reads: until this call has run its product, no
+    // backward pairs with it or with the forward before (a call that throws leaves none).
+    if (args.backward_follows) saved_m_ = -1;
     enter(stage::kernels);
     ensure_weight_copies(p, args.w, args.record_amax, stream);
     if (args.x_written) {
@@ -272,8 +280,9 @@ class linear_layer {
     if (wgrad8 && saved_m_ != args.m) {  // the message is built only when it is thrown
       throw invalid_argument(std::string(function) +
                              ": the FP8 (or fake_fp8) wgrad product reads the Xᵀ copy of the last forward, " +
-                             (saved_m_ < 0 ? std::string("but this layer has run no forward (one with "
-                                                         "backward_follows = false makes none)")
+                             (saved_m_ < 0 ? std::string("but this layer has no completed forward to pair "
+                                                         "with (one with backward_follows = false makes "
+                                                         "none, and one that failed leaves none)")
                                            : "which had " + std::to_string(saved_m_) + " tokens, not " +
                                                  std::to_string(args.m)) +
                              " (call forward first; one forward in flight per layer)");
@@ -283,17 +292,21 @@ class linear_layer {
     check_caller_pointer(p, linear_buffer::dw, args.dw);
     check_caller_pointer(p, linear_buffer::dy, args.dy);
     check_given_amax(args.dy_amax, function, "dy_amax");
-    if (dgrad) {
-      const bool needs_w = p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16 ||
-                           (!weights_cached_ && p.cast(linear_tensor::w).transposed);
-      detail::require(
-          !needs_w || args.w != nullptr, function,
-          "w must be set: dgrad runs in BF16, or W's FP8 copies were dropped by weights_changed()");
+    // W is read by a BF16 dgrad, cast where dgrad needs copies it lacks, and, where this is the step's
+    // first call to record amaxes and none of the step has recorded W's, cast again to record them
+    // (with or without dX: every step's history holds W's amax).
+    const bool w_cast_due = weight_cast_due(p, args.record_amax) && (dgrad || args.record_amax);
+    if (dgrad && p.gemm(gemm_kind::dgrad).precision == gemm_precision::bf16) {
+      detail::require(args.w != nullptr, function, "w must be set: dgrad runs in BF16 and reads W");
     }
-    enter(stage::kernels);
-    if (dgrad && args.w != nullptr) ensure_weight_copies(p, args.w, args.record_amax, stream);
+    detail::require(!w_cast_due || args.w != nullptr, function,
+                    "w must be set: W's copies were dropped by weights_changed(), or this call records the "
+                    "step's first amaxes and W's with them");
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
+    if (args.statistics) check_countable(dy.bf16, function);
+    enter(stage::kernels);
+    if (w_cast_due) ensure_weight_copies(p, args.w, args.record_amax, stream);
     if (args.dy_written) {
       transpose_written(dy.cast, args.record_amax, stream);
     } else {
@@ -456,6 +469,11 @@ class linear_layer {
     }
     return nullptr;
   }
+  // The plan of m tokens already made for `pass`, or null.
+  const linear_plan* cached_plan(std::int64_t m, linear_pass pass) const noexcept {
+    const std::size_t i = std::size_t(pass);
+    return planned_m_[i] == m ? &planned_[i] : nullptr;
+  }
 
   // Delayed operands cast with their slot's format: the state's formats must be the recipe's.
   void check_formats() const {
@@ -498,14 +516,20 @@ class linear_layer {
   // holds no amax of W for this step: the next recording call casts W again and records it. So does
   // the first recording call of a step that began without weights_changed() (frozen weights, a
   // skipped optimizer step): end_step() cleared W's slots, and every step's history needs W's amax.
-  void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
+  // Whether a call (recording amaxes or not) must cast W: its copies are not cached, or this is the
+  // step's first recording call and W's amaxes are not yet recorded. Never where both classes that
+  // read W are BF16 and there is no amax to record: nothing is then cached, so that a later recording
+  // call still records.
+  bool weight_cast_due(const linear_plan& p, bool record) const noexcept {
     const bool recorded_this_step = weights_recorded_ && recorded_step_ == scaling_.steps();
-    if (weights_cached_ && (recorded_this_step || !record)) return;
+    if (weights_cached_ && (recorded_this_step || !record)) return false;
+    return p.cast(linear_tensor::w).any() || records_bf16_amax(p.bf16_cast(linear_tensor::w), record);
+  }
+
+  void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
+    if (!weight_cast_due(p, record)) return;
     const cast_plan& c = p.cast(linear_tensor::w);
     const cast_plan& bf16 = p.bf16_cast(linear_tensor::w);
-    // Both classes that read W in BF16 and no amax to record: nothing to do, and nothing cached, so
-    // that a later recording call still records.
-    if (!c.any() && !records_bf16_amax(bf16, record)) return;
     cast_tensor(c, bf16, w, nullptr, record, stream);  // the casts, or only W's amax
     weights_cached_ = true;
     weights_recorded_ = record;
@@ -639,6 +663,19 @@ class linear_layer {
   // Statistics of one tensor: the copies its FP8 casts `c` made, and, for its operands of BF16 classes
   // (`bf16`), a cast into scratch copies with their recipe and scale (recording nothing: the amaxes
   // are cast_tensor's), counted the same way.
+  // A statistics call casts its BF16 classes' operands with their recipes, which the layer cannot do
+  // for mx_1x32 (it has no MX cast): refused before the call changes anything, naming the operand.
+  void check_countable(const cast_plan& bf16, const char* function) const {
+    const auto check = [&](bool made, gemm_operand operand) {
+      if (made && config_.recipe[operand].quant.granularity == granularity::mx_1x32) {
+        throw invalid_argument(std::string(function) + ": statistics cannot count " + operand_name(operand) +
+                               ", whose BF16 class's recipe is mx_1x32 (the layer has no MX cast)");
+      }
+    };
+    check(bf16.row_major, bf16.row_operand);
+    check(bf16.transposed, bf16.transposed_operand);
+  }
+
   void count_tensor(const cast_plan& c, const cast_plan& bf16, const __nv_bfloat16* in, cudaStream_t stream) {
     count_casts(c, in, copies_[std::size_t(c.tensor)], stream);
     if (!bf16.any()) return;
