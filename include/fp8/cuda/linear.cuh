@@ -510,22 +510,22 @@ class linear_layer {
     if (c.dequantize_transposed) t.transposed_fake = detail::device_array<__nv_bfloat16>(elements);
   }
 
-  // W's casts (and the amaxes of its operands), once per weights_changed(): W is the same tensor
-  // in every call until then, so a second cast or amax would give the same values.
-  // A cache made by a call that recorded nothing (an evaluation pass right after weights_changed())
-  // holds no amax of W for this step: the next recording call casts W again and records it. So does
-  // the first recording call of a step that began without weights_changed() (frozen weights, a
-  // skipped optimizer step): end_step() cleared W's slots, and every step's history needs W's amax.
-  // Whether a call (recording amaxes or not) must cast W: its copies are not cached, or this is the
-  // step's first recording call and W's amaxes are not yet recorded. Never where both classes that
-  // read W are BF16 and there is no amax to record: nothing is then cached, so that a later recording
-  // call still records.
+  // Whether a call (recording amaxes or not) must cast W (ensure_weight_copies): its copies are not
+  // cached, or this is the step's first recording call and W's amaxes are not yet recorded. Never
+  // where both classes that read W are BF16 and there is no amax to record: nothing is then cached,
+  // so that a later recording call still records.
   bool weight_cast_due(const linear_plan& p, bool record) const noexcept {
     const bool recorded_this_step = weights_recorded_ && recorded_step_ == scaling_.steps();
     if (weights_cached_ && (recorded_this_step || !record)) return false;
     return p.cast(linear_tensor::w).any() || records_bf16_amax(p.bf16_cast(linear_tensor::w), record);
   }
 
+  // W's casts (and the amaxes of its operands), once per weights_changed(): W is the same tensor
+  // in every call until then, so a second cast or amax would give the same values.
+  // A cache made by a call that recorded nothing (an evaluation pass right after weights_changed())
+  // holds no amax of W for this step: the next recording call casts W again and records it. So does
+  // the first recording call of a step that began without weights_changed() (frozen weights, a
+  // skipped optimizer step): end_step() cleared W's slots, and every step's history needs W's amax.
   void ensure_weight_copies(const linear_plan& p, const __nv_bfloat16* w, bool record, cudaStream_t stream) {
     if (!weight_cast_due(p, record)) return;
     const cast_plan& c = p.cast(linear_tensor::w);
@@ -660,9 +660,6 @@ class linear_layer {
     }
   }
 
-  // Statistics of one tensor: the copies its FP8 casts `c` made, and, for its operands of BF16 classes
-  // (`bf16`), a cast into scratch copies with their recipe and scale (recording nothing: the amaxes
-  // are cast_tensor's), counted the same way.
   // A statistics call casts its BF16 classes' operands with their recipes, which the layer cannot do
   // for mx_1x32 (it has no MX cast): refused before the call changes anything, naming the operand.
   void check_countable(const cast_plan& bf16, const char* function) const {
@@ -676,6 +673,9 @@ class linear_layer {
     check(bf16.transposed, bf16.transposed_operand);
   }
 
+  // Statistics of one tensor: the copies its FP8 casts `c` made, and, for its operands of BF16 classes
+  // (`bf16`), a cast into scratch copies with their recipe and scale (recording nothing: the amaxes
+  // are cast_tensor's), counted the same way.
   void count_tensor(const cast_plan& c, const cast_plan& bf16, const __nv_bfloat16* in, cudaStream_t stream) {
     count_casts(c, in, copies_[std::size_t(c.tensor)], stream);
     if (!bf16.any()) return;
