@@ -993,3 +993,37 @@ TEST_CASE(
   CHECK(same_bytes(y_written, y_cast));
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 }
+
+TEST_CASE("a forward that no backward follows records X's fprop amax alone, cast, written or given") {
+  // Its casts read X for fprop only: with record_amax, fprop_input's slot gets X's amax and
+  // wgrad_input's nothing, whether the layer casts X, a producer wrote X's codes (delayed scaling),
+  // or a producer gave X's amax (current scaling); each gives the Y of the layer's own cast.
+  enum class source { cast, written, given };
+  const std::vector<__nv_bfloat16> x_host = random_bf16(M * K, 91, 2.0f);
+  const std::vector<__nv_bfloat16> w_host = random_bf16(N * K, 92, 0.5f);
+  const auto forward_only = [&](const fp8::gemm_recipe& recipe, source from) {
+    fp8::cublaslt::handle lt;
+    linear_scaling scaling(recipe, 1);
+    linear_layer layer({K, N, M, false, recipe, linear_precision::fp8(), true}, scaling, 0, lt);
+    const produced x(x_host);
+    const device_buffer<__nv_bfloat16> w(w_host);
+    device_buffer<__nv_bfloat16> y(std::size_t(M * N));
+    linear_layer::forward_args f{from == source::written ? nullptr : x.values.data(), w.data(), nullptr,
+                                 y.data(), M};
+    f.backward_follows = false;
+    if (from == source::written) {
+      produce_into(layer.fp8_input(fp8::cuda::linear_tensor::x, M), x.values, true);
+      f.x_written = true;
+    }
+    if (from == source::given) f.x_amax = x.amax.data();
+    layer.forward(f);
+    const auto state = scaling.state().download();
+    CHECK(state[scaling.slot(0, gemm_operand::fprop_input)].history.at(0) == max_abs(x_host, x_host));
+    CHECK(state[scaling.slot(0, gemm_operand::wgrad_input)].history.at(0) == 0.0f);
+    return y.download();
+  };
+  const fp8::gemm_recipe delayed{fp8::delayed_scaling{}}, current{fp8::current_scaling{}};
+  CHECK(same_bytes(forward_only(delayed, source::written), forward_only(delayed, source::cast)));
+  CHECK(same_bytes(forward_only(current, source::given), forward_only(current, source::cast)));
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+}
