@@ -1025,5 +1025,20 @@ TEST_CASE("a forward that no backward follows records X's fprop amax alone, cast
   const fp8::gemm_recipe delayed{fp8::delayed_scaling{}}, current{fp8::current_scaling{}};
   CHECK(same_bytes(forward_only(delayed, source::written), forward_only(delayed, source::cast)));
   CHECK(same_bytes(forward_only(current, source::given), forward_only(current, source::cast)));
+
+  // Fake quantization: the forward-only plan decodes X's row copy alone, into the same BF16 operand
+  // a training forward's product reads.
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(delayed, 1);
+  linear_layer fake({K, N, M, false, delayed, linear_precision::fake_fp8(), true}, scaling, 0, lt);
+  const device_buffer<__nv_bfloat16> x(x_host), w(w_host);
+  device_buffer<__nv_bfloat16> y_training(std::size_t(M * N)), y_alone(std::size_t(M * N));
+  linear_layer::forward_args f{x.data(), w.data(), nullptr, y_training.data(), M};
+  f.record_amax = false;
+  fake.forward(f);
+  f.y = y_alone.data();
+  f.backward_follows = false;
+  fake.forward(f);
+  CHECK(same_bytes(y_alone.download(), y_training.download()));
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 }
