@@ -462,17 +462,15 @@ class linear_layer {
     }
     return planned_[i];
   }
-  // A plan of m tokens already made (either pass), or null.
-  const linear_plan* cached_plan(std::int64_t m) const noexcept {
-    for (std::size_t i = 0; i < planned_.size(); ++i) {
-      if (planned_m_[i] == m) return &planned_[i];
-    }
-    return nullptr;
-  }
   // The plan of m tokens already made for `pass`, or null.
   const linear_plan* cached_plan(std::int64_t m, linear_pass pass) const noexcept {
     const std::size_t i = std::size_t(pass);
     return planned_m_[i] == m ? &planned_[i] : nullptr;
+  }
+  // A plan of m tokens already made for either pass (the training pass's first), or null.
+  const linear_plan* cached_plan(std::int64_t m) const noexcept {
+    const linear_plan* training = cached_plan(m, linear_pass::training);
+    return training != nullptr ? training : cached_plan(m, linear_pass::forward_only);
   }
 
   // Delayed operands cast with their slot's format: the state's formats must be the recipe's.
