@@ -937,13 +937,17 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
   // The test shapes above stay under the grid's cap on an H100 (SMs x 8 = 1056 blocks, 270336
   // threads), so SwiGLU and the embedding lookup run one row per block and the staging copy one
   // element per thread: the loops in which a block takes its next row, or a thread its next element
-  // (with the amax of what it wrote carried from one to the next), only run at the speed shape.
+  // (with the amax of what it wrote carried from one to the next), only run at the speed shape. The
+  // scatter-add's loops over chunks and table rows run only past 65535 of either.
   // Capped at 3 blocks, every block loops; the results must be the uncapped run's, bit for bit (the
   // uncapped ones are held to the CPU layers above). So must the FP8 forms' (RMSNorm's among them).
   const int n = 301, c = 200, v = 256;
   const std::vector<std::int32_t> tokens = random_tokens(std::size_t(n), v, 50);
   const std::vector<float> table = random_values(std::size_t(v) * c, 51);
   const std::vector<float> staged = random_values(100003, 52, 3.0f);
+  const int scatter_width = 3 * 256 + 8;
+  const std::vector<float> scatter_start = random_values(std::size_t(v) * scatter_width, 56);
+  const std::vector<float> scatter_dout_values = random_values(std::size_t(n) * scatter_width, 57);
   struct outputs {
     std::vector<float> floats;
     std::vector<std::uint16_t> bf16;
@@ -973,6 +977,10 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     device_buffer<float> table_d(table), looked_up(std::size_t(n) * c);
     device_buffer<std::int32_t> tokens_d(tokens);
     cuda::embedding_forward(looked_up.data(), table_d.data(), tokens_d.data(), n, c, v, nullptr);
+    // The scatter-add 4 channel chunks wide: capped, 3 blocks take the 4 chunks and the 256 rows.
+    device_buffer<float> scattered(scatter_start), scatter_dout(scatter_dout_values);
+    cuda::embedding_backward(scattered.data(), scatter_dout.data(), tokens_d.data(), n, scatter_width, v,
+                             nullptr);
     device_buffer<float> staged_d(staged);
     device_buffer<std::uint16_t> staged16(staged.size());
     cuda::to_bf16(staged16.data(), staged_d.data(), staged.size(), nullptr, amaxes.data() + 2);
@@ -1000,6 +1008,7 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     keep(o.bf16, out16);
     keep(o.bf16, dinp16);
     keep(o.floats, looked_up);
+    keep(o.floats, scattered);
     keep(o.bf16, staged16);
     keep(o.floats, amaxes);
     for (const auto* codes : {&out8, &dinp8, &staged8, &normed8}) keep(o.codes, *codes);
@@ -1014,8 +1023,8 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
       const cuda::scoped_grid_cap cap(3);
       return run(f);
     }();
-    expect_same_bits("floats (SwiGLU float forms, embedding lookup, amaxes, rstd)", capped.floats,
-                     uncapped.floats);
+    expect_same_bits("floats (SwiGLU float forms, embedding lookup and scatter-add, amaxes, rstd)",
+                     capped.floats, uncapped.floats);
     CHECK(capped.bf16 == uncapped.bf16);    // SwiGLU's BF16 forms, the staging copy
     CHECK(capped.codes == uncapped.codes);  // the FP8 forms
   }
