@@ -1042,3 +1042,158 @@ TEST_CASE("a forward that no backward follows records X's fprop amax alone, cast
   CHECK(same_bytes(y_alone.download(), y_training.download()));
   FP8_CUDA_CHECK(cudaDeviceSynchronize());
 }
+
+namespace {
+
+// Two layers of a model (X [M, K] -> [M, N] -> [M, K]) through a training step: A's forward, B's
+// forward, B's backward, A's backward, with X and dY cast by the layers or, under delayed scaling,
+// written by producers into fp8_input right before each call. Returns every output, gradient and
+// amax, and Xᵀ of both layers (the layers' own copies, which the shared workspace must leave alone).
+struct two_layer_run {
+  std::vector<__nv_bfloat16> y_a, y_b, dx_a, dx_b;
+  std::vector<float> dw_a, dw_b, amaxes;
+  std::vector<std::uint8_t> x_t_a, x_t_b;
+};
+
+two_layer_run run_two_layers(const fp8::gemm_recipe& recipe, bool producers,
+                             fp8::cuda::linear_workspace* shared) {
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(recipe, 2);
+  const linear_config config_a{K, N, M, false, recipe, linear_precision::fp8(), true};
+  const linear_config config_b{N, K, M, false, recipe, linear_precision::fp8(), true};
+  linear_layer a(config_a, scaling, 0, lt, shared), b(config_b, scaling, 1, lt, shared);
+  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 81, 2.0f)), w_a(random_bf16(N * K, 82, 0.5f)),
+      w_b(random_bf16(K * N, 83, 0.5f)), dy_b(random_bf16(M * K, 84, 0.01f));
+  device_buffer<__nv_bfloat16> y_a(std::size_t(M * N)), y_b(std::size_t(M * K)), dx_b(std::size_t(M * N)),
+      dx_a(std::size_t(M * K));
+  device_buffer<float> dw_a(std::size_t(N * K)), dw_b(std::size_t(K * N));
+  using fp8::cuda::linear_tensor;
+  // Two steps, so that the second runs on the scales the first recorded.
+  for (int step = 0; step < 2; ++step) {
+    linear_layer::forward_args fa{x.data(), w_a.data(), nullptr, y_a.data(), M, true};
+    if (producers) {
+      produce_into(a.fp8_input(linear_tensor::x, M), x, true);
+      fa.x = nullptr;
+      fa.x_written = true;
+    }
+    a.forward(fa);
+    linear_layer::forward_args fb{y_a.data(), w_b.data(), nullptr, y_b.data(), M, true};
+    if (producers) {
+      produce_into(b.fp8_input(linear_tensor::x, M), y_a, true);
+      fb.x = nullptr;
+      fb.x_written = true;
+    }
+    b.forward(fb);
+    linear_layer::backward_args bb{dy_b.data(), nullptr, w_b.data(), dx_b.data(), dw_b.data(),
+                                   nullptr,     M,       false,      true};
+    if (producers) {
+      produce_into(b.fp8_input(linear_tensor::dy, M), dy_b, true);
+      bb.dy = nullptr;
+      bb.dy_written = true;
+    }
+    b.backward(bb);
+    linear_layer::backward_args ba{dx_b.data(), nullptr, w_a.data(), dx_a.data(), dw_a.data(),
+                                   nullptr,     M,       false,      true};
+    if (producers) {
+      produce_into(a.fp8_input(linear_tensor::dy, M), dx_b, true);
+      ba.dy = nullptr;
+      ba.dy_written = true;
+    }
+    a.backward(ba);
+    scaling.end_step();
+    a.weights_changed();
+    b.weights_changed();
+  }
+  two_layer_run out;
+  out.y_a = y_a.download();
+  out.y_b = y_b.download();
+  out.dx_a = dx_a.download();
+  out.dx_b = dx_b.download();
+  out.dw_a = dw_a.download();
+  out.dw_b = dw_b.download();
+  const fp8::delayed_scaling_state state = scaling.state().download();
+  for (std::size_t t = 0; t < state.size(); ++t) {  // every amax each step recorded
+    for (std::size_t i = 0; i < state[t].history.length(); ++i) out.amaxes.push_back(state[t].history.at(i));
+  }
+  out.x_t_a = copy_bytes(a, linear_buffer::x_t_fp8, M);
+  out.x_t_b = copy_bytes(b, linear_buffer::x_t_fp8, M);
+  return out;
+}
+
+void check_same_runs(const two_layer_run& got, const two_layer_run& want) {
+  CHECK(same_bytes(got.y_a, want.y_a));
+  CHECK(same_bytes(got.y_b, want.y_b));
+  CHECK(same_bytes(got.dx_a, want.dx_a));
+  CHECK(same_bytes(got.dx_b, want.dx_b));
+  CHECK(same_bytes(got.dw_a, want.dw_a));
+  CHECK(same_bytes(got.dw_b, want.dw_b));
+  CHECK(same_bytes(got.amaxes, want.amaxes));
+  CHECK(got.x_t_a == want.x_t_a);
+  CHECK(got.x_t_b == want.x_t_b);
+}
+
+std::size_t workspace_bytes_of(const fp8::gemm_recipe& recipe) {
+  return std::max(fp8::cuda::linear_workspace_bytes({K, N, M, false, recipe, linear_precision::fp8(), true}),
+                  fp8::cuda::linear_workspace_bytes({N, K, M, false, recipe, linear_precision::fp8(), true}));
+}
+
+}  // namespace
+
+TEST_CASE("layers that share a linear_workspace give the results of layers with their own copies") {
+  const fp8::gemm_recipe delayed{fp8::delayed_scaling{}};
+  SUBCASE("delayed scaling, the layers casting") {
+    fp8::cuda::linear_workspace shared(workspace_bytes_of(delayed));
+    check_same_runs(run_two_layers(delayed, false, &shared), run_two_layers(delayed, false, nullptr));
+  }
+  SUBCASE("delayed scaling, X and dY written by producers") {
+    fp8::cuda::linear_workspace shared(workspace_bytes_of(delayed));
+    check_same_runs(run_two_layers(delayed, true, &shared), run_two_layers(delayed, true, nullptr));
+  }
+  SUBCASE("current scaling in 1x128 tiles and per row: unfused casts, scratch copies") {
+    const fp8::gemm_recipe tiles = current(fp8::granularity::tile_1x128, fp8::granularity::block_128x128);
+    const fp8::gemm_recipe rows = current(fp8::granularity::per_row, fp8::granularity::per_row);
+    for (const fp8::gemm_recipe& recipe : {tiles, rows}) {
+      fp8::cuda::linear_workspace shared(workspace_bytes_of(recipe));
+      check_same_runs(run_two_layers(recipe, false, &shared), run_two_layers(recipe, false, nullptr));
+    }
+  }
+}
+
+TEST_CASE("a shared linear_workspace refuses what would read another layer's codes, or race") {
+  using fp8::cuda::linear_tensor;
+  const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(recipe, 2);
+  const linear_config config_a{K, N, M, false, recipe, linear_precision::fp8(), true};
+  const linear_config config_b{K, N, M, false, recipe, linear_precision::fp8(), true};
+  const std::size_t bytes = fp8::cuda::linear_workspace_bytes(config_a);
+  {
+    fp8::cuda::linear_workspace small(bytes - 1);
+    const std::string refusal = refusal_of([&] { linear_layer too_big(config_a, scaling, 0, lt, &small); });
+    CHECK(refusal.find("holds " + std::to_string(bytes - 1) + " bytes, but this layer needs " +
+                       std::to_string(bytes)) != std::string::npos);
+  }
+  fp8::cuda::linear_workspace shared(bytes);
+  linear_layer a(config_a, scaling, 0, lt, &shared), b(config_b, scaling, 1, lt, &shared);
+  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 85, 2.0f)), w(random_bf16(N * K, 86, 0.5f));
+  device_buffer<__nv_bfloat16> y(std::size_t(M * N));
+  // A's codes written, then B's call (which casts its X into the same memory) before A's.
+  produce_into(a.fp8_input(linear_tensor::x, M), x, true);
+  b.forward({x.data(), w.data(), nullptr, y.data(), M, true});
+  linear_layer::forward_args written{nullptr, w.data(), nullptr, y.data(), M, true};
+  written.x_written = true;
+  const std::string overwritten = refusal_of([&] { a.forward(written); });
+  CHECK(overwritten.find("X's FP8 codes are in the shared linear_workspace, where another layer's call") !=
+        std::string::npos);
+  // Written again right before the call: taken.
+  produce_into(a.fp8_input(linear_tensor::x, M), x, true);
+  a.forward(written);
+  // Another stream than the one the sharing layers ran on.
+  cudaStream_t other = nullptr;
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  const std::string stream_refusal = refusal_of([&] {
+    b.forward({x.data(), w.data(), nullptr, y.data(), M, true}, other);
+  });
+  FP8_CUDA_CHECK(cudaStreamDestroy(other));
+  CHECK(stream_refusal.find("whose layers run on another stream") != std::string::npos);
+}

@@ -35,8 +35,18 @@ device_linears::device_linears(const std::vector<linear_features>& features,
                                 std::to_string(bf16_operands_.size()) + " of " +
                                 std::to_string(features.size()) + " layers");
   }
+  // A layer the GPU's FP8 products cannot run, refused with its name and shape.
+  const auto refused = [&](std::size_t i, const fp8::invalid_argument& e) {
+    return fp8::invalid_argument("linear layer " + infos[i].name + " (" + std::to_string(features[i].in) +
+                                 " -> " + std::to_string(features[i].out) + ", " +
+                                 std::to_string(max_tokens) +
+                                 " tokens) does not fit the GPU's FP8 products: " + e.what() +
+                                 " (keep it in BF16 with --bf16-layers, or change the shape)");
+  };
   // Staged operands only: an operand the model passes as BF16 needs no copy.
   std::size_t staged_x = 0, staged_dx = 0, staged_y = 0, staged_dy = 0, largest = 0;
+  std::vector<fp8::cuda::linear_config> configs;
+  std::size_t shared_bytes = 0;  // of the copies the layers use only within a call (linear_workspace)
   for (std::size_t i = 0; i < features.size(); ++i) {
     const std::int64_t k = features[i].in, n = features[i].out;
     const linear_bf16_operands& planned = bf16_operands_[i];
@@ -53,17 +63,23 @@ device_linears::device_linears(const std::vector<linear_features>& features,
     fp8::cuda::linear_config config{k, n, max_tokens, false, recipe, {}};
     config.precision = linear_precision_of(policy, infos[i].unit);
     try {
-      layers_.push_back(std::make_unique<fp8::cuda::linear_layer>(config, scaling_, i, lt_));
-      if (with_shadow) {
-        config.precision = fp8::cuda::linear_precision::bf16();
-        shadow_layers_.push_back(std::make_unique<fp8::cuda::linear_layer>(config, scaling_, i, lt_));
+      shared_bytes = std::max(shared_bytes, fp8::cuda::linear_workspace_bytes(config));
+    } catch (const fp8::invalid_argument& e) { throw refused(i, e); }
+    configs.push_back(config);
+  }
+  // The layers run one after another on the model's stream, so the copies each uses only within a
+  // call (X's row-major copy, dY's two) are held once, for the largest layer, not once per layer.
+  if (shared_bytes > 0) workspace_ = std::make_unique<fp8::cuda::linear_workspace>(shared_bytes);
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    try {
+      layers_.push_back(
+          std::make_unique<fp8::cuda::linear_layer>(configs[i], scaling_, i, lt_, workspace_.get()));
+      if (with_shadow) {  // all BF16: no FP8 copies
+        fp8::cuda::linear_config shadow = configs[i];
+        shadow.precision = fp8::cuda::linear_precision::bf16();
+        shadow_layers_.push_back(std::make_unique<fp8::cuda::linear_layer>(shadow, scaling_, i, lt_));
       }
-    } catch (const fp8::invalid_argument& e) {
-      throw fp8::invalid_argument("linear layer " + infos[i].name + " (" + std::to_string(k) + " -> " +
-                                  std::to_string(n) + ", " + std::to_string(max_tokens) +
-                                  " tokens) does not fit the GPU's FP8 products: " + e.what() +
-                                  " (keep it in BF16 with --bf16-layers, or change the shape)");
-    }
+    } catch (const fp8::invalid_argument& e) { throw refused(i, e); }
   }
   const std::size_t m = std::size_t(max_tokens);
   if (fp32_) {

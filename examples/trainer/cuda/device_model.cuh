@@ -221,6 +221,9 @@ class device_linears {
   cublas_handle cublas_;  // fp32 runs' products
   fp8::cublaslt::handle lt_;
   fp8::cuda::linear_scaling scaling_;
+  // The FP8 copies the layers use only within a call, shared (null when no layer casts any); before
+  // the layers, which must go first.
+  std::unique_ptr<fp8::cuda::linear_workspace> workspace_;
   std::vector<std::unique_ptr<fp8::cuda::linear_layer>> layers_;         // the policy's precision
   std::vector<std::unique_ptr<fp8::cuda::linear_layer>> shadow_layers_;  // all BF16 (shadow passes)
   phase_profile* profile_ = nullptr;

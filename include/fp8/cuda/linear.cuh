@@ -51,6 +51,7 @@
 #include "linear/plan.hpp"
 #include "linear/scaling.cuh"
 #include "linear/statistics.hpp"
+#include "linear/workspace.cuh"
 #include "quantize.cuh"
 #include "transpose_codes.cuh"
 
@@ -112,11 +113,25 @@ class linear_layer {
 
   // Allocates the FP8 copies for config.max_tokens (refusing configurations the products cannot
   // run). `scaling` and `lt` must outlive the layer; `index` is the layer's number in `scaling`.
-  linear_layer(const linear_config& config, linear_scaling& scaling, std::size_t index, cublaslt::handle& lt)
-      : config_(checked(config)), scaling_(scaling), index_(index), lt_(lt) {
+  // `workspace` (or null): where the copies that live only within one call go, shared with other
+  // layers (linear/workspace.cuh, which says the rules); it must outlive the layer and hold
+  // linear_workspace_bytes(config).
+  linear_layer(const linear_config& config, linear_scaling& scaling, std::size_t index, cublaslt::handle& lt,
+               linear_workspace* workspace = nullptr)
+      : config_(checked(config)), scaling_(scaling), index_(index), lt_(lt), workspace_(workspace) {
     check_formats();
     const linear_plan full = make_linear_plan(config_, config_.max_tokens);
-    for (const cast_plan& c : full.casts) allocate(c, copies_[std::size_t(c.tensor)]);
+    const workspace_layout layout = make_workspace_layout(full);
+    if (workspace_ != nullptr) {
+      if (workspace_->size() < layout.bytes) {
+        throw invalid_argument("fp8::cuda::linear_layer: the shared linear_workspace holds " +
+                               std::to_string(workspace_->size()) + " bytes, but this layer needs " +
+                               std::to_string(layout.bytes) + " (linear_workspace_bytes of its config)");
+      }
+      member_ = workspace_->claims().enroll();
+    }
+    for (const cast_plan& c : full.casts)
+      allocate(c, copies_[std::size_t(c.tensor)], workspace_ != nullptr ? &layout : nullptr);
     if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
     if (full.bias_gradient == bias_gradient_method::column_sum) {
       column_partials_ = detail::device_array<float>(
@@ -192,6 +207,7 @@ class linear_layer {
     const linear_plan* cached = tensor == linear_tensor::x ? cached_plan(m) : cached_plan(m, pass);
     const linear_plan other = cached != nullptr ? linear_plan{} : make_linear_plan(config_, m, pass);
     const cast_plan& c = (cached != nullptr ? *cached : other).cast(tensor);
+    if (workspace_ != nullptr) workspace_->claims().claim(member_, tensor);
     return {copies_[std::size_t(tensor)].row.data(),
             delayed_scale(c.row_operand),
             amax_slot(c.row_operand),
@@ -221,6 +237,7 @@ class linear_layer {
                     "x must be set (or its FP8 codes written: x_written)");
     if (args.x_written) check_written(linear_tensor::x, args.statistics, function);
     detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
+    check_workspace(linear_tensor::x, args.x_written, stream, function);
     detail::require(
         config_.bias == (args.bias != nullptr), function,
         config_.bias ? "the config has a bias: pass it" : "a bias was passed but the config has none");
@@ -305,6 +322,7 @@ class linear_layer {
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
     if (args.statistics) check_countable(dy.bf16, function);
+    check_workspace(linear_tensor::dy, args.dy_written, stream, function);
     enter(stage::kernels);
     if (w_cast_due) ensure_weight_copies(p, args.w, args.record_amax, stream);
     if (args.dy_written) {
@@ -398,9 +416,15 @@ class linear_layer {
   }
 
  private:
+  // An FP8 copy's codes: the layer's own memory, or its place in a shared workspace.
+  struct code_buffer {
+    detail::device_array<std::uint8_t> owned;
+    std::uint8_t* shared = nullptr;
+    std::uint8_t* data() const noexcept { return shared != nullptr ? shared : owned.data(); }
+  };
   // The FP8 copies of one tensor, with their inverse scales and the amax scratch of current scaling.
   struct tensor_copies {
-    detail::device_array<std::uint8_t> row, transposed, scratch;
+    code_buffer row, transposed, scratch;
     detail::device_array<float> row_scale, transposed_scale, scratch_scale, amax;
     detail::device_array<__nv_bfloat16> row_fake, transposed_fake;  // decodes for fake_fp8 classes
   };
@@ -417,6 +441,21 @@ class linear_layer {
                              cublaslt::detail::hex_address(amax) + ", not a float's 4-byte alignment");
     }
   }
+  // A call of a layer that shares a workspace: on the workspace's one stream, and, where its producer
+  // wrote `tensor`'s codes (`written`), with no other layer's call since fp8_input put them there.
+  // The call then holds the workspace.
+  void check_workspace(linear_tensor tensor, bool written, cudaStream_t stream, const char* function) {
+    if (workspace_ == nullptr) return;
+    workspace_->use_on(stream, function);
+    if (written && !workspace_->claims().held_by(member_, tensor)) {
+      throw invalid_argument(std::string(function) + ": " + tensor_name(tensor) +
+                             "'s FP8 codes are in the shared linear_workspace, where another layer's call "
+                             "(or this layer's for another tensor) has run since fp8_input gave them; "
+                             "call fp8_input again and write them right before this call");
+    }
+    workspace_->claims().claim(member_, tensor);
+  }
+
   // A call whose X (or dY) its producer wrote as FP8 codes: the layer must take them, and statistics,
   // which count the BF16 tensor against its copies, have no BF16 tensor to count.
   void check_written(linear_tensor tensor, bool statistics, const char* function) const {
@@ -487,19 +526,31 @@ class linear_layer {
     }
   }
 
-  void allocate(const cast_plan& c, tensor_copies& t) {
+  // The copies of `c`, in the layer's own memory or, where `shared` (the layout of the layer's
+  // transient copies in workspace_) places them, in the workspace.
+  void allocate(const cast_plan& c, tensor_copies& t, const workspace_layout* shared = nullptr) {
     const std::size_t elements = std::size_t(c.rows) * std::size_t(c.cols);
     const operand_recipe& row = config_.recipe[c.row_operand];
     const operand_recipe& transposed = config_.recipe[c.transposed_operand];
+    const std::size_t tensor = std::size_t(c.tensor);
+    const auto codes = [&](std::size_t offset) {
+      code_buffer out;
+      if (shared != nullptr && offset != workspace_layout::none) {
+        out.shared = workspace_->data() + offset;
+      } else {
+        out.owned = detail::device_array<std::uint8_t>(elements);
+      }
+      return out;
+    };
     if (c.row_major) {
-      t.row = detail::device_array<std::uint8_t>(elements);
+      t.row = codes(shared != nullptr ? shared->row[tensor] : workspace_layout::none);
       t.row_scale = detail::device_array<float>(scale_floats(row, c.rows, c.cols));
     }
     if (c.transposed) {
-      t.transposed = detail::device_array<std::uint8_t>(elements);
+      t.transposed = codes(shared != nullptr ? shared->transposed[tensor] : workspace_layout::none);
       t.transposed_scale = detail::device_array<float>(scale_floats(transposed, c.cols, c.rows));
       if (!c.fused) {  // the transposed-only cast also writes a row-major copy nobody reads
-        t.scratch = detail::device_array<std::uint8_t>(elements);
+        t.scratch = codes(shared != nullptr ? shared->scratch[tensor] : workspace_layout::none);
         t.scratch_scale = detail::device_array<float>(scale_floats(transposed, c.rows, c.cols));
       }
     }
@@ -764,6 +815,8 @@ class linear_layer {
   linear_scaling& scaling_;
   std::size_t index_;
   cublaslt::handle& lt_;
+  linear_workspace* workspace_ = nullptr;             // where the transient copies live when shared, or null
+  std::uint64_t member_ = 0;                          // this layer's number among the workspace's claims
   std::array<tensor_copies, 3> copies_{};             // x, w, dy
   std::array<tensor_copies, 3> statistics_copies_{};  // scratch casts of BF16 operands (statistics_copies)
   std::array<bool, 3> statistics_allocated_{};
