@@ -1045,61 +1045,71 @@ TEST_CASE("a forward that no backward follows records X's fprop amax alone, cast
 
 namespace {
 
-// Two layers of a model (X [M, K] -> [M, N] -> [M, K]) through a training step: A's forward, B's
-// forward, B's backward, A's backward, with X and dY cast by the layers or, under delayed scaling,
-// written by producers into fp8_input right before each call. Returns every output, gradient and
-// amax, and Xᵀ of both layers (the layers' own copies, which the shared workspace must leave alone).
+// Two layers of a model, A (K -> N) then B (N -> K), through two training steps: A's forward, B's
+// forward, B's backward, A's backward.
+struct two_layer_case {
+  fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
+  linear_precision precision = linear_precision::fp8();
+  bool producers = false;   // X and dY written into fp8_input right before each call (delayed scaling)
+  bool first_dx = true;     // false: A is a first layer, whose backward makes no dX
+  bool evaluation = false;  // an evaluation forward of A between B's forward and B's backward
+};
+
+// Every output, gradient and amax of a run, and both layers' Xᵀ (their own copies, which a shared
+// workspace must leave alone).
 struct two_layer_run {
-  std::vector<__nv_bfloat16> y_a, y_b, dx_a, dx_b;
+  std::vector<__nv_bfloat16> y_a, y_b, y_eval, dx_a, dx_b;
   std::vector<float> dw_a, dw_b, amaxes;
   std::vector<std::uint8_t> x_t_a, x_t_b;
 };
 
-two_layer_run run_two_layers(const fp8::gemm_recipe& recipe, bool producers,
-                             fp8::cuda::linear_workspace* shared) {
-  fp8::cublaslt::handle lt;
-  linear_scaling scaling(recipe, 2);
-  const linear_config config_a{K, N, M, false, recipe, linear_precision::fp8(), true};
-  const linear_config config_b{N, K, M, false, recipe, linear_precision::fp8(), true};
-  linear_layer a(config_a, scaling, 0, lt, shared), b(config_b, scaling, 1, lt, shared);
-  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 81, 2.0f)), w_a(random_bf16(N * K, 82, 0.5f)),
-      w_b(random_bf16(K * N, 83, 0.5f)), dy_b(random_bf16(M * K, 84, 0.01f));
-  device_buffer<__nv_bfloat16> y_a(std::size_t(M * N)), y_b(std::size_t(M * K)), dx_b(std::size_t(M * N)),
-      dx_a(std::size_t(M * K));
-  device_buffer<float> dw_a(std::size_t(N * K)), dw_b(std::size_t(K * N));
+linear_config config_a_of(const two_layer_case& c) { return {K, N, M, false, c.recipe, c.precision, true}; }
+linear_config config_b_of(const two_layer_case& c) { return {N, K, M, false, c.recipe, c.precision, true}; }
+
+two_layer_run run_two_layers(const two_layer_case& c, fp8::cuda::linear_workspace* shared) {
   using fp8::cuda::linear_tensor;
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(c.recipe, 2);
+  linear_layer a(config_a_of(c), scaling, 0, lt, shared), b(config_b_of(c), scaling, 1, lt, shared);
+  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 81, 2.0f)), w_a(random_bf16(N * K, 82, 0.5f)),
+      w_b(random_bf16(K * N, 83, 0.5f)), dy_b(random_bf16(M * K, 84, 0.01f)),
+      x_eval(random_bf16(M * K, 87, 2.0f));
+  device_buffer<__nv_bfloat16> y_a(std::size_t(M * N)), y_b(std::size_t(M * K)), y_eval(std::size_t(M * N)),
+      dx_b(std::size_t(M * N)), dx_a(std::size_t(M * K));
+  device_buffer<float> dw_a(std::size_t(N * K)), dw_b(std::size_t(K * N));
+  // A call with its X (or dY) cast by the layer or, with producers, written right before it.
+  const auto forward = [&](linear_layer& layer, const device_buffer<__nv_bfloat16>& in,
+                           const device_buffer<__nv_bfloat16>& w, device_buffer<__nv_bfloat16>& y) {
+    linear_layer::forward_args f{in.data(), w.data(), nullptr, y.data(), M, true};
+    if (c.producers) {
+      produce_into(layer.fp8_input(linear_tensor::x, M), in, true);
+      f.x = nullptr;
+      f.x_written = true;
+    }
+    layer.forward(f);
+  };
+  const auto backward = [&](linear_layer& layer, const device_buffer<__nv_bfloat16>& dy,
+                            const device_buffer<__nv_bfloat16>& w, __nv_bfloat16* dx,
+                            device_buffer<float>& dw) {
+    linear_layer::backward_args b{dy.data(), nullptr, w.data(), dx, dw.data(), nullptr, M, false, true};
+    if (c.producers) {
+      produce_into(layer.fp8_input(linear_tensor::dy, M), dy, true);
+      b.dy = nullptr;
+      b.dy_written = true;
+    }
+    layer.backward(b);
+  };
   // Two steps, so that the second runs on the scales the first recorded.
   for (int step = 0; step < 2; ++step) {
-    linear_layer::forward_args fa{x.data(), w_a.data(), nullptr, y_a.data(), M, true};
-    if (producers) {
-      produce_into(a.fp8_input(linear_tensor::x, M), x, true);
-      fa.x = nullptr;
-      fa.x_written = true;
+    forward(a, x, w_a, y_a);
+    forward(b, y_a, w_b, y_b);
+    if (c.evaluation) {
+      linear_layer::forward_args e{x_eval.data(), w_a.data(), nullptr, y_eval.data(), M, false};
+      e.backward_follows = false;
+      a.forward(e);
     }
-    a.forward(fa);
-    linear_layer::forward_args fb{y_a.data(), w_b.data(), nullptr, y_b.data(), M, true};
-    if (producers) {
-      produce_into(b.fp8_input(linear_tensor::x, M), y_a, true);
-      fb.x = nullptr;
-      fb.x_written = true;
-    }
-    b.forward(fb);
-    linear_layer::backward_args bb{dy_b.data(), nullptr, w_b.data(), dx_b.data(), dw_b.data(),
-                                   nullptr,     M,       false,      true};
-    if (producers) {
-      produce_into(b.fp8_input(linear_tensor::dy, M), dy_b, true);
-      bb.dy = nullptr;
-      bb.dy_written = true;
-    }
-    b.backward(bb);
-    linear_layer::backward_args ba{dx_b.data(), nullptr, w_a.data(), dx_a.data(), dw_a.data(),
-                                   nullptr,     M,       false,      true};
-    if (producers) {
-      produce_into(a.fp8_input(linear_tensor::dy, M), dx_b, true);
-      ba.dy = nullptr;
-      ba.dy_written = true;
-    }
-    a.backward(ba);
+    backward(b, dy_b, w_b, dx_b.data(), dw_b);
+    backward(a, dx_b, w_a, c.first_dx ? dx_a.data() : nullptr, dw_a);
     scaling.end_step();
     a.weights_changed();
     b.weights_changed();
@@ -1107,6 +1117,7 @@ two_layer_run run_two_layers(const fp8::gemm_recipe& recipe, bool producers,
   two_layer_run out;
   out.y_a = y_a.download();
   out.y_b = y_b.download();
+  out.y_eval = y_eval.download();
   out.dx_a = dx_a.download();
   out.dx_b = dx_b.download();
   out.dw_a = dw_a.download();
@@ -1115,14 +1126,23 @@ two_layer_run run_two_layers(const fp8::gemm_recipe& recipe, bool producers,
   for (std::size_t t = 0; t < state.size(); ++t) {  // every amax each step recorded
     for (std::size_t i = 0; i < state[t].history.length(); ++i) out.amaxes.push_back(state[t].history.at(i));
   }
-  out.x_t_a = copy_bytes(a, linear_buffer::x_t_fp8, M);
-  out.x_t_b = copy_bytes(b, linear_buffer::x_t_fp8, M);
+  if (fp8::cuda::casts_to_fp8(c.precision.wgrad)) {
+    out.x_t_a = copy_bytes(a, linear_buffer::x_t_fp8, M);
+    out.x_t_b = copy_bytes(b, linear_buffer::x_t_fp8, M);
+  }
   return out;
 }
 
-void check_same_runs(const two_layer_run& got, const two_layer_run& want) {
+// The run with the two layers sharing a workspace of the size they need against the run with their
+// own copies: the same bits everywhere.
+void check_shared_like_own(const char* name, const two_layer_case& c) {
+  CAPTURE(name);
+  fp8::cuda::linear_workspace shared(std::max(fp8::cuda::linear_workspace_bytes(config_a_of(c)),
+                                              fp8::cuda::linear_workspace_bytes(config_b_of(c))));
+  const two_layer_run got = run_two_layers(c, &shared), want = run_two_layers(c, nullptr);
   CHECK(same_bytes(got.y_a, want.y_a));
   CHECK(same_bytes(got.y_b, want.y_b));
+  CHECK(same_bytes(got.y_eval, want.y_eval));
   CHECK(same_bytes(got.dx_a, want.dx_a));
   CHECK(same_bytes(got.dx_b, want.dx_b));
   CHECK(same_bytes(got.dw_a, want.dw_a));
@@ -1132,31 +1152,34 @@ void check_same_runs(const two_layer_run& got, const two_layer_run& want) {
   CHECK(got.x_t_b == want.x_t_b);
 }
 
-std::size_t workspace_bytes_of(const fp8::gemm_recipe& recipe) {
-  return std::max(fp8::cuda::linear_workspace_bytes({K, N, M, false, recipe, linear_precision::fp8(), true}),
-                  fp8::cuda::linear_workspace_bytes({N, K, M, false, recipe, linear_precision::fp8(), true}));
-}
-
 }  // namespace
 
 TEST_CASE("layers that share a linear_workspace give the results of layers with their own copies") {
-  const fp8::gemm_recipe delayed{fp8::delayed_scaling{}};
-  SUBCASE("delayed scaling, the layers casting") {
-    fp8::cuda::linear_workspace shared(workspace_bytes_of(delayed));
-    check_same_runs(run_two_layers(delayed, false, &shared), run_two_layers(delayed, false, nullptr));
-  }
-  SUBCASE("delayed scaling, X and dY written by producers") {
-    fp8::cuda::linear_workspace shared(workspace_bytes_of(delayed));
-    check_same_runs(run_two_layers(delayed, true, &shared), run_two_layers(delayed, true, nullptr));
-  }
-  SUBCASE("current scaling in 1x128 tiles and per row: unfused casts, scratch copies") {
-    const fp8::gemm_recipe tiles = current(fp8::granularity::tile_1x128, fp8::granularity::block_128x128);
-    const fp8::gemm_recipe rows = current(fp8::granularity::per_row, fp8::granularity::per_row);
-    for (const fp8::gemm_recipe& recipe : {tiles, rows}) {
-      fp8::cuda::linear_workspace shared(workspace_bytes_of(recipe));
-      check_same_runs(run_two_layers(recipe, false, &shared), run_two_layers(recipe, false, nullptr));
-    }
-  }
+  two_layer_case casting;
+  casting.evaluation = true;
+  casting.first_dx = false;  // dY's transposed-only cast writes its row half into the row slot
+  check_shared_like_own("delayed, the layers casting, an evaluation in between, no dX for A", casting);
+
+  two_layer_case written;
+  written.producers = true;
+  check_shared_like_own("delayed, X and dY written by producers", written);
+
+  two_layer_case unfused;  // X and dY each cast twice, the transposed-only casts into the scratch
+  unfused.recipe.use(gemm_operand::wgrad_input, fp8::current_scaling{});
+  unfused.recipe.use(gemm_operand::wgrad_grad_output, fp8::current_scaling{});
+  check_shared_like_own("unfused casts of X and dY", unfused);
+
+  two_layer_case bf16_fprop;  // X's transposed-only cast, its row half into the scratch
+  bf16_fprop.precision.fprop = fp8::cuda::gemm_precision::bf16;
+  check_shared_like_own("fprop in BF16", bf16_fprop);
+
+  two_layer_case bf16_dgrad;  // dY's transposed-only cast, its row half into the scratch
+  bf16_dgrad.precision.dgrad = fp8::cuda::gemm_precision::bf16;
+  check_shared_like_own("dgrad in BF16", bf16_dgrad);
+
+  two_layer_case tiles;
+  tiles.recipe = current(fp8::granularity::tile_1x128, fp8::granularity::block_128x128);
+  check_shared_like_own("current scaling, 1x128 tiles and 128x128 weight blocks", tiles);
 }
 
 TEST_CASE("a shared linear_workspace refuses what would read another layer's codes, or race") {
@@ -1164,31 +1187,45 @@ TEST_CASE("a shared linear_workspace refuses what would read another layer's cod
   const fp8::gemm_recipe recipe{fp8::delayed_scaling{}};
   fp8::cublaslt::handle lt;
   linear_scaling scaling(recipe, 2);
-  const linear_config config_a{K, N, M, false, recipe, linear_precision::fp8(), true};
-  const linear_config config_b{K, N, M, false, recipe, linear_precision::fp8(), true};
-  const std::size_t bytes = fp8::cuda::linear_workspace_bytes(config_a);
+  const linear_config config{K, N, M, false, recipe, linear_precision::fp8(), true};
+  const std::size_t bytes = fp8::cuda::linear_workspace_bytes(config);
   {
     fp8::cuda::linear_workspace small(bytes - 1);
-    const std::string refusal = refusal_of([&] { linear_layer too_big(config_a, scaling, 0, lt, &small); });
+    const std::string refusal = refusal_of([&] { linear_layer too_big(config, scaling, 0, lt, &small); });
     CHECK(refusal.find("holds " + std::to_string(bytes - 1) + " bytes, but this layer needs " +
                        std::to_string(bytes)) != std::string::npos);
   }
   fp8::cuda::linear_workspace shared(bytes);
-  linear_layer a(config_a, scaling, 0, lt, &shared), b(config_b, scaling, 1, lt, &shared);
-  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 85, 2.0f)), w(random_bf16(N * K, 86, 0.5f));
-  device_buffer<__nv_bfloat16> y(std::size_t(M * N));
-  // A's codes written, then B's call (which casts its X into the same memory) before A's.
+  linear_layer a(config, scaling, 0, lt, &shared), b(config, scaling, 1, lt, &shared);
+  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 85, 2.0f)), w(random_bf16(N * K, 86, 0.5f)),
+      dy(random_bf16(M * N, 88, 0.01f));
+  device_buffer<__nv_bfloat16> y(std::size_t(M * N)), dx(std::size_t(M * K));
+  device_buffer<float> dw(std::size_t(N * K));
+  linear_layer::forward_args x_written{nullptr, w.data(), nullptr, y.data(), M, true};
+  x_written.x_written = true;
+  linear_layer::backward_args dy_written{nullptr, nullptr, w.data(), dx.data(), dw.data(),
+                                         nullptr, M,       false,    true};
+  dy_written.dy_written = true;
+  const std::string overwritten =
+      "'s FP8 codes are in the shared linear_workspace, where another layer's call";
+
+  // A's X written, then B's forward (which casts its X into the same memory) before A's.
   produce_into(a.fp8_input(linear_tensor::x, M), x, true);
   b.forward({x.data(), w.data(), nullptr, y.data(), M, true});
-  linear_layer::forward_args written{nullptr, w.data(), nullptr, y.data(), M, true};
-  written.x_written = true;
-  const std::string overwritten = refusal_of([&] { a.forward(written); });
-  CHECK(overwritten.find("X's FP8 codes are in the shared linear_workspace, where another layer's call") !=
-        std::string::npos);
+  CHECK(refusal_of([&] { a.forward(x_written); }).find("X" + overwritten) != std::string::npos);
   // Written again right before the call: taken.
   produce_into(a.fp8_input(linear_tensor::x, M), x, true);
-  a.forward(written);
-  // Another stream than the one the sharing layers ran on.
+  a.forward(x_written);
+  // A's dY written, then B's backward (which casts its dY there) before A's.
+  produce_into(a.fp8_input(linear_tensor::dy, M), dy, true);
+  b.backward({dy.data(), nullptr, w.data(), dx.data(), dw.data(), nullptr, M, false, true});
+  CHECK(refusal_of([&] { a.backward(dy_written); }).find("dY" + overwritten) != std::string::npos);
+  // A's X written, then A's own backward (its dY copies take the same memory) before A's forward.
+  produce_into(a.fp8_input(linear_tensor::x, M), x, true);
+  a.backward({dy.data(), nullptr, w.data(), dx.data(), dw.data(), nullptr, M, false, true});
+  CHECK(refusal_of([&] { a.forward(x_written); }).find("X" + overwritten) != std::string::npos);
+
+  // Another stream than the one the sharing layers ran on: refused before anything is enqueued.
   cudaStream_t other = nullptr;
   FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
   const std::string stream_refusal = refusal_of([&] {

@@ -14,6 +14,8 @@
 
 #include <fp8/cuda/linear/plan.hpp>
 
+#include "linear_config_of.hpp"
+
 namespace lt = fp8::cublaslt;
 using fp8::gemm_kind;
 using fp8::gemm_operand;
@@ -23,6 +25,7 @@ using fp8::cuda::linear_config;
 using fp8::cuda::linear_plan;
 using fp8::cuda::linear_precision;
 using fp8::cuda::linear_tensor;
+using linear_test::config_of;
 
 namespace {
 
@@ -36,18 +39,6 @@ void check_same_cast(const fp8::cuda::cast_plan& got, const fp8::cuda::cast_plan
   CHECK(got.fused == want.fused);
   CHECK(got.row_operand == want.row_operand);
   CHECK(got.transposed_operand == want.transposed_operand);
-}
-
-linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens,
-                        fp8::gemm_recipe recipe = fp8::gemm_recipe{},
-                        linear_precision precision = linear_precision{}) {
-  linear_config c{};
-  c.in_features = k;
-  c.out_features = n;
-  c.max_tokens = max_tokens;
-  c.recipe = recipe;
-  c.precision = precision;
-  return c;
 }
 
 std::string refusal(const linear_config& config, std::int64_t tokens) {

@@ -8,25 +8,16 @@
 
 #include <fp8/cuda/linear/workspace_layout.hpp>
 
+#include "linear_config_of.hpp"
+
 using fp8::cuda::gemm_precision;
 using fp8::cuda::linear_config;
 using fp8::cuda::linear_precision;
 using fp8::cuda::linear_tensor;
 using fp8::cuda::workspace_layout;
+using linear_test::config_of;
 
 namespace {
-
-linear_config config_of(std::int64_t k, std::int64_t n, std::int64_t max_tokens,
-                        linear_precision precision = linear_precision{},
-                        fp8::gemm_recipe recipe = fp8::gemm_recipe{}) {
-  linear_config c{};
-  c.in_features = k;
-  c.out_features = n;
-  c.max_tokens = max_tokens;
-  c.recipe = recipe;
-  c.precision = precision;
-  return c;
-}
 
 std::size_t padded(std::size_t bytes) {
   return (bytes + fp8::cuda::workspace_alignment - 1) / fp8::cuda::workspace_alignment *
@@ -61,12 +52,13 @@ TEST_CASE("FP8 delayed scaling: X's row copy and dY's two copies are shared; Xáµ
 
 TEST_CASE("copies start on 256-byte boundaries and the bytes cover the larger tensor") {
   // An inference layer, 3 tokens x 48 features: X's one 144-byte copy, padded to 256.
-  const linear_config config = config_of(48, 16, 3, linear_precision::fp8_forward());
+  const linear_config config = config_of(48, 16, 3, fp8::gemm_recipe{}, linear_precision::fp8_forward());
   const workspace_layout forward_only = fp8::cuda::make_workspace_layout(
       fp8::cuda::make_linear_plan(config, config.max_tokens, fp8::cuda::linear_pass::forward_only));
   CHECK(forward_only.row[x] == 0);
   CHECK(forward_only.row[dy] == none);  // an inference layer casts no dY
   CHECK(forward_only.bytes == 256);
+  CHECK(fp8::cuda::linear_workspace_bytes(config) == 256);  // its training plan casts no dY either
 
   // Training, 16 tokens, K 48, N 32: X's copy of 768 bytes beside dY's two of 512.
   const linear_config training = config_of(48, 32, 16);
@@ -80,7 +72,7 @@ TEST_CASE("copies start on 256-byte boundaries and the bytes cover the larger te
 TEST_CASE("a BF16 fprop with an FP8 wgrad: X's transposed-only cast writes its unread row copy there") {
   linear_precision precision{};
   precision.fprop = gemm_precision::bf16;
-  const linear_config config = config_of(64, 32, 64, precision);
+  const linear_config config = config_of(64, 32, 64, fp8::gemm_recipe{}, precision);
   const fp8::cuda::linear_plan plan = fp8::cuda::make_linear_plan(config, config.max_tokens);
   REQUIRE_FALSE(plan.cast(linear_tensor::x).row_major);
   REQUIRE(plan.cast(linear_tensor::x).transposed);
@@ -94,7 +86,7 @@ TEST_CASE("a BF16 fprop with an FP8 wgrad: X's transposed-only cast writes its u
 TEST_CASE("a BF16 dgrad: dY's transposed-only cast puts copy and scratch one after the other") {
   linear_precision precision{};
   precision.dgrad = gemm_precision::bf16;
-  const linear_config config = config_of(64, 32, 64, precision);
+  const linear_config config = config_of(64, 32, 64, fp8::gemm_recipe{}, precision);
   const fp8::cuda::linear_plan plan = fp8::cuda::make_linear_plan(config, config.max_tokens);
   REQUIRE_FALSE(plan.cast(linear_tensor::dy).row_major);
   const workspace_layout layout = fp8::cuda::make_workspace_layout(plan);
@@ -105,7 +97,8 @@ TEST_CASE("a BF16 dgrad: dY's transposed-only cast puts copy and scratch one aft
 }
 
 TEST_CASE("an all-BF16 layer needs none of the workspace") {
-  CHECK(fp8::cuda::linear_workspace_bytes(config_of(64, 32, 64, linear_precision::bf16())) == 0);
+  CHECK(fp8::cuda::linear_workspace_bytes(
+            config_of(64, 32, 64, fp8::gemm_recipe{}, linear_precision::bf16())) == 0);
 }
 
 TEST_CASE("claims: the last call holds the workspace, for one tensor of one layer") {

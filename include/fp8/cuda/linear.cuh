@@ -237,7 +237,6 @@ class linear_layer {
                     "x must be set (or its FP8 codes written: x_written)");
     if (args.x_written) check_written(linear_tensor::x, args.statistics, function);
     detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
-    check_workspace(linear_tensor::x, args.x_written, stream, function);
     detail::require(
         config_.bias == (args.bias != nullptr), function,
         config_.bias ? "the config has a bias: pass it" : "a bias was passed but the config has none");
@@ -250,6 +249,7 @@ class linear_layer {
       check_countable(p.bf16_cast(linear_tensor::w), function);
       check_countable(p.bf16_cast(linear_tensor::x), function);
     }
+    check_workspace(linear_tensor::x, args.x_written, stream, function);  // the last check
     // X's cast replaces the Xᵀ a pending backward reads: until this call has run its product, no
     // backward pairs with it or with the forward before (a call that throws leaves none).
     if (args.backward_follows) saved_m_ = -1;
@@ -322,7 +322,7 @@ class linear_layer {
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
     if (args.statistics) check_countable(dy.bf16, function);
-    check_workspace(linear_tensor::dy, args.dy_written, stream, function);
+    check_workspace(linear_tensor::dy, args.dy_written, stream, function);  // the last check
     enter(stage::kernels);
     if (w_cast_due) ensure_weight_copies(p, args.w, args.record_amax, stream);
     if (args.dy_written) {

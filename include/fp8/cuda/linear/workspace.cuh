@@ -9,10 +9,12 @@
 //   fp8::cuda::linear_workspace shared(bytes);
 //   fp8::cuda::linear_layer layer(config, scaling, index, lt, &shared);  // for each layer
 //
-// The rules: the layers that share a workspace run on one stream (a call on another is refused),
-// and codes a producer writes into a layer's fp8_input target must be taken by that layer's next
-// call, with no other sharing layer's call in between (the call that takes them refuses otherwise).
-// A layer's copy() of a shared copy reads what the last call of any sharing layer left there.
+// The rules: the layers that share a workspace run on one stream, the same cudaStream_t value in
+// every call (a call on another is refused), and so do the producers that write into their
+// fp8_input targets (the layer cannot see a producer's stream); codes a producer writes there must
+// be taken by that layer's next call, with no other sharing layer's call in between (the call that
+// takes them refuses otherwise); one host thread drives them. A layer's copy() of a shared copy
+// reads what the last call of any sharing layer left there.
 #pragma once
 
 #include <cuda_runtime.h>
