@@ -240,13 +240,13 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   // x is read by a BF16 wgrad only (an FP8 or fake wgrad uses the forward's Xᵀ copy, and X's amaxes
   // were recorded in forward): a BF16 x is passed as it is, a float one staged again, and neither is
   // passed when the wgrad does not read it.
-  const bool wgrad_reads_x = !fp8::cuda::casts_to_fp8(chosen.config().precision.wgrad);
-  if (wgrad_reads_x && x.is_fp8_written()) {
+  const bool reads_x = wgrad_reads_x(linear);
+  if (reads_x && x.is_fp8_written()) {
     // fp8_output_of offers codes only to layers whose every class of X is FP8.
     throw std::logic_error("trainer::cuda::device_linears::backward: layer " + std::to_string(linear) +
                            "'s wgrad reads X in BF16, but its producer wrote X as FP8 codes");
   }
-  if (wgrad_reads_x) args.x = layer_operand(x, x16_, mk, stream);
+  if (reads_x) args.x = layer_operand(x, x16_, mk, stream);
   args.w = w16;
   args.dx = layer_result(dx, dx16_);
   args.dw = dw;
@@ -256,6 +256,10 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   args.statistics = statistics_;
   chosen.backward(args, stream);  // it marks its stages (set_profile)
   stage_result(dx, dx16_, mk, stream);
+}
+
+bool device_linears::wgrad_reads_x(std::size_t linear) const {
+  return fp32_ || !fp8::cuda::casts_to_fp8(layers_.at(linear)->config().precision.wgrad);
 }
 
 device_linears::taken_operand device_linears::take_operand(linear_input t, std::size_t linear,

@@ -165,6 +165,9 @@ class device_linears {
   // training passes only, which record amaxes.
   std::optional<fp8_output> fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor, pass_kind kind,
                                           int m);
+  // Whether the backward reads the layer's X again: its wgrad takes X as it is (fp32 runs, BF16
+  // wgrads), where an FP8 or fake wgrad reads the transposed copy its forward made.
+  bool wgrad_reads_x(std::size_t linear) const;
   // How many layer calls have taken FP8 codes written before the call (x forward, dy backward: by
   // the model's producers, or by the staging copy of a float operand, to_fp8), and how many were
   // given an amax recorded by the operand's producer, since the layers were made.

@@ -193,8 +193,18 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   targets_ = device_buffer<std::int32_t>(N);
   encoded_ = device_buffer<float>(N * C);
   acts_.resize(std::size_t(layers_));
-  for (block_activations& a : acts_) {
-    a.ln1 = activation_tensor(N * C, stored_);
+  // A layer's X, kept per block where its backward reads it again, else a view of the one buffer
+  // of its shape that every such layer writes and reads within its forward.
+  const auto layer_x = [&](std::size_t linear, std::size_t count, activation_tensor& one_block) {
+    if (linears_.wgrad_reads_x(linear)) return activation_tensor(count, stored_);
+    if (one_block.floats() == nullptr && one_block.bf16() == nullptr)
+      one_block = activation_tensor(count, stored_);
+    return activation_tensor::view_of(one_block);
+  };
+  for (std::size_t l = 0; l < acts_.size(); ++l) {
+    block_activations& a = acts_[l];
+    const std::size_t linear = 4 * l;  // wqkv, wo, w_gate_up, w_down
+    a.ln1 = layer_x(linear + 0, N * C, one_block_x_c_);
     a.ln1_rstd = device_buffer<float>(N);
     a.qkv = activation_tensor(N * 3 * C, attention_form);
     if (fused) {
@@ -205,10 +215,10 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
     }
     a.atty = activation_tensor(N * C, attention_form);
     a.residual2 = device_buffer<float>(N * C);
-    a.ln2 = activation_tensor(N * C, stored_);
+    a.ln2 = layer_x(linear + 2, N * C, one_block_x_c_);
     a.ln2_rstd = device_buffer<float>(N);
     a.gate_up = activation_tensor(N * 2 * F, stored_);
-    a.swiglu = activation_tensor(N * F, stored_);
+    a.swiglu = layer_x(linear + 3, N * F, one_block_x_f_);
     a.residual3 = device_buffer<float>(N * C);
   }
   branch_ = activation_tensor(N * C, stored_);

@@ -43,11 +43,24 @@ class activation_tensor {
   // The run's form: BF16 where activations are stored as BF16.
   activation_tensor(std::size_t count, storage stored)
       : activation_tensor(count, stored == storage::bf16 ? form::bf16 : form::floats) {}
+  // A view of `owner`'s memory, in its form, holding none of its own: for tensors of several blocks
+  // that are never live at once. `owner` must outlive it.
+  static activation_tensor view_of(activation_tensor& owner) {
+    activation_tensor view;
+    view.bf16_ = owner.bf16_;
+    view.floats_view_ = owner.floats();
+    view.bf16_view_ = owner.bf16();
+    return view;
+  }
   bool is_bf16() const { return bf16_; }
-  float* floats() { return floats_.data(); }  // null in the BF16 form
-  const float* floats() const { return floats_.data(); }
-  std::uint16_t* bf16() { return bf16_values_.data(); }  // null in the float form
-  const std::uint16_t* bf16() const { return bf16_values_.data(); }
+  float* floats() {
+    return floats_view_ != nullptr ? floats_view_ : floats_.data();
+  }  // null in the BF16 form
+  const float* floats() const { return floats_view_ != nullptr ? floats_view_ : floats_.data(); }
+  std::uint16_t* bf16() {
+    return bf16_view_ != nullptr ? bf16_view_ : bf16_values_.data();
+  }  // null as floats
+  const std::uint16_t* bf16() const { return bf16_view_ != nullptr ? bf16_view_ : bf16_values_.data(); }
   // As a linear layer's result or operand.
   linear_output output() { return bf16_ ? linear_output(bf16()) : linear_output(floats()); }
   linear_input input() const { return bf16_ ? linear_input(bf16()) : linear_input(floats()); }
@@ -56,6 +69,8 @@ class activation_tensor {
   bool bf16_ = false;
   device_buffer<float> floats_;
   device_buffer<std::uint16_t> bf16_values_;
+  float* floats_view_ = nullptr;  // a view's memory (view_of), else null
+  std::uint16_t* bf16_view_ = nullptr;
 };
 
 class device_transformer final : public device_model {
@@ -91,8 +106,11 @@ class device_transformer final : public device_model {
 
   struct block_activations {
     device_buffer<float> ln1_rstd, qkvr, att, residual2, ln2_rstd, residual3;
-    activation_tensor ln1, ln2;         // [N, C]: wqkv's and w_gate_up's x
-    activation_tensor gate_up, swiglu;  // [N, 2F], [N, F]
+    // [N, C]: wqkv's and w_gate_up's x; [N, 2F], [N, F]. ln1, ln2 and swiglu are views of
+    // one_block_x_c_ and one_block_x_f_ where the layer they feed has an FP8 or fake wgrad, whose
+    // backward reads no X.
+    activation_tensor ln1, ln2;
+    activation_tensor gate_up, swiglu;
     // wqkv's y [N, 3C] and wo's x [N, C]: floats on the materialised path; BF16 on the fused one,
     // where they are also what the backward pass keeps in place of qkvr and att (which it leaves
     // empty): qkv with q and k rotated in place, and the heads' outputs.
@@ -118,6 +136,12 @@ class device_transformer final : public device_model {
 
   device_buffer<std::int32_t> inputs_, targets_;  // [N]
   device_buffer<float> encoded_;                  // [N, C]
+  // The X of wqkv and w_gate_up ([N, C]) and of w_down ([N, F]) for the layers whose backward reads
+  // no X (an FP8 or fake wgrad: the transposed copy the forward made): written by the norm or SwiGLU
+  // and read by the layer's forward at once, so one buffer of each shape serves all such layers of
+  // every block (the blocks' ln1, ln2 and swiglu are then views of them). Unallocated where no
+  // layer needs it.
+  activation_tensor one_block_x_c_, one_block_x_f_;
   std::vector<block_activations> acts_;
   // [N, C]: wo's and w_down's y, each added into the residual stream at once, so one serves every
   // block; BF16 in bf16 and fp8 runs, read by the residual add as it is (no staging copy).
