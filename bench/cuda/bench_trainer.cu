@@ -225,6 +225,7 @@ class bench_run {
 
   std::string attention() const { return model_.attention_description(); }
   std::uint64_t producer_fp8_calls() const { return model_.producer_calls().fp8_codes; }
+  trainer::cuda::linear_memory linear_memory() const { return model_.linear_layer_memory(); }
   float loss() const { return loss_; }
 
   // One optimizer step: o.passes forward/backward passes, the mean of their gradients, the update.
@@ -306,8 +307,9 @@ result measure(const bench_options& o, trainer::precision p, const trainer::mode
   // After a step, with every workspace allocated: the room left says how many more blocks fit.
   std::size_t free = 0, total = 0;
   FP8_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  std::printf("bench_trainer: %s: memory %s\n", to_string(p),
-              cuda::memory_summary(cuda::buffer_bytes_held().load(), free, total).c_str());
+  std::printf(
+      "bench_trainer: %s: memory %s\n", to_string(p),
+      cuda::memory_summary(cuda::buffer_bytes_held().load(), run.linear_memory(), free, total).c_str());
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < o.steps; ++s) run.step(nullptr);
   FP8_CUDA_CHECK(cudaDeviceSynchronize());

@@ -13,9 +13,10 @@ namespace trainer::cuda {
 
 // Bytes held by this process's live device_buffers: the trainer's own buffers (parameters,
 // activations, workspaces it allocates, the fused attention's cuDNN workspace). Not counted: the
-// linear layers' FP8 and BF16 operand copies (fp8::cuda::linear_layer allocates them itself; in fp8
-// runs a byte per weight for each of W and Wᵀ, plus X, Xᵀ and dY per layer), cuBLAS's, cuBLASLt's and
-// cuDNN's own workspaces, and the CUDA context: the device's "in use" figure includes them.
+// linear layers' FP8 copies (fp8::cuda::linear_layer allocates them itself; in fp8 runs a byte per
+// weight for each of W and Wᵀ and Xᵀ per layer, and the short-lived X and dY copies once, in the
+// workspace the layers share: linear_memory), cuBLAS's, cuBLASLt's and cuDNN's own workspaces, and
+// the CUDA context: the device's "in use" figure includes them.
 inline std::atomic<std::size_t>& buffer_bytes_held() {
   static std::atomic<std::size_t> bytes{0};
   return bytes;
@@ -44,10 +45,24 @@ inline std::string out_of_memory_reason(std::size_t requested, std::size_t held,
   return reason;
 }
 
+// What the linear layers hold beside the trainer's buffers: each layer's own FP8 copies (with
+// their scales and scratch) and the workspace they share (device_linears::memory). `layers` false:
+// a run without layer objects (fp32 runs: cuBLAS products).
+struct linear_memory {
+  bool layers = false;
+  std::size_t own = 0;
+  std::size_t shared = 0;
+};
+
 // The run's line of what it holds on the device, after its model is built.
-inline std::string memory_summary(std::size_t held, std::size_t free, std::size_t total) {
-  return binary_size(held) + " in the trainer's buffers; " + binary_size(total - free) + " of " +
-         binary_size(total) + " in use on the device";
+inline std::string memory_summary(std::size_t held, const linear_memory& linears, std::size_t free,
+                                  std::size_t total) {
+  std::string line = binary_size(held) + " in the trainer's buffers; ";
+  if (linears.layers) {
+    line += binary_size(linears.own + linears.shared) + " in the linear layers' FP8 copies (" +
+            binary_size(linears.shared) + " of them shared); ";
+  }
+  return line + binary_size(total - free) + " of " + binary_size(total) + " in use on the device";
 }
 
 }  // namespace trainer::cuda

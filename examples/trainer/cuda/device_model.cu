@@ -258,6 +258,16 @@ void device_linears::backward(std::size_t linear, linear_output dx, float* dw, l
   stage_result(dx, dx16_, mk, stream);
 }
 
+linear_memory device_linears::memory() const {
+  linear_memory out;
+  out.layers = !fp32_;
+  for (const auto* group : {&layers_, &shadow_layers_}) {
+    for (const auto& layer : *group) out.own += layer->device_bytes();
+  }
+  if (workspace_ != nullptr) out.shared = workspace_->size();
+  return out;
+}
+
 bool device_linears::wgrad_reads_x(std::size_t linear) const {
   return fp32_ || !fp8::cuda::casts_to_fp8(layers_.at(linear)->config().precision.wgrad);
 }

@@ -22,6 +22,7 @@
 #include "adamw.hpp"
 #include "batched_gemm.hpp"
 #include "device_buffer.hpp"
+#include "device_memory.hpp"
 #include "fp8_output.hpp"
 #include "linear_policy.hpp"
 #include "phase_profile.hpp"
@@ -165,6 +166,8 @@ class device_linears {
   // training passes only, which record amaxes.
   std::optional<fp8_output> fp8_output_of(std::size_t linear, fp8::cuda::linear_tensor tensor, pass_kind kind,
                                           int m);
+  // What the layers hold on the device (their own copies, the shared workspace); none in fp32 runs.
+  linear_memory memory() const;
   // Whether the backward reads the layer's X again: its wgrad takes X as it is (fp32 runs, BF16
   // wgrads), where an FP8 or fake wgrad reads the transposed copy its forward made.
   bool wgrad_reads_x(std::size_t linear) const;
@@ -261,6 +264,8 @@ class device_model {
   // False in fp32 runs: they keep no FP8 statistics, and the scaling state stays as it is (as on
   // the CPU, whose fp32 passes get no scaling state).
   bool records_scaling() const { return !linears_.fp32(); }
+  // What the linear layers hold on the device beside the trainer's buffers (the run's memory line).
+  linear_memory linear_layer_memory() const { return linears_.memory(); }
   // Times the phases of later passes (null: none). The profile must outlive its use.
   virtual void set_profile(phase_profile* profile) {
     profile_ = profile;

@@ -121,7 +121,8 @@ class cuda_training_run final : public training_run {
     out << "\n";
     std::size_t free = 0, total = 0;
     FP8_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    out << "memory:    " << memory_summary(buffer_bytes_held().load(), free, total) << "\n";
+    out << "memory:    "
+        << memory_summary(buffer_bytes_held().load(), device_->linear_layer_memory(), free, total) << "\n";
     const std::string attention = device_->attention_description();
     if (!attention.empty()) out << "attention: " << attention << "\n";
     return out.str();

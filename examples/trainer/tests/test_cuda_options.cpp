@@ -394,8 +394,13 @@ TEST_CASE("device memory: sizes in binary units, the out-of-memory reason and th
   // cudaMemGetInfo failed too: no device figures rather than zeros.
   CHECK(cuda::out_of_memory_reason(gib, 0, 0, 0) ==
         "the GPU is out of memory: 1.00 GiB asked while the trainer's buffers hold 0.0 MiB");
-  CHECK(cuda::memory_summary(10 * gib, 60 * gib, 80 * gib) ==
+  CHECK(cuda::memory_summary(10 * gib, {}, 60 * gib, 80 * gib) ==
         "10.00 GiB in the trainer's buffers; 20.00 GiB of 80.00 GiB in use on the device");
+  // With linear layers (bf16 and fp8 runs): their own copies and the shared ones, summed, then the
+  // shared part.
+  CHECK(cuda::memory_summary(10 * gib, {true, 2 * gib, gib / 4}, 60 * gib, 80 * gib) ==
+        "10.00 GiB in the trainer's buffers; 2.25 GiB in the linear layers' FP8 copies (256.0 MiB of "
+        "them shared); 20.00 GiB of 80.00 GiB in use on the device");
 }
 
 TEST_CASE("--no-producer-amaxes: on the GPU it turns the producers' amaxes off; the CPU refuses it") {

@@ -220,6 +220,23 @@ class linear_layer {
   // call of each step that records amaxes where no call of that step has recorded W's yet.
   std::uint64_t weight_casts() const noexcept { return weight_casts_; }
 
+  // Device bytes the layer holds itself: its FP8 copies, their inverse scales and fake decodes, the
+  // statistics' scratch copies once a statistics call made them, and its small scratch buffers. A
+  // shared workspace's bytes are the workspace's (linear_workspace::size), not counted here.
+  std::size_t device_bytes() const noexcept {
+    const auto bytes = [](const auto& array) { return array.size() * sizeof(*array.data()); };
+    std::size_t total = bytes(bias_gradient_) + bytes(column_partials_) + bytes(counters_);
+    for (const auto* group : {&copies_, &statistics_copies_}) {
+      for (const tensor_copies& t : *group) {
+        for (const code_buffer* codes : {&t.row, &t.transposed, &t.scratch}) total += bytes(codes->owned);
+        for (const auto* scales : {&t.row_scale, &t.transposed_scale, &t.scratch_scale, &t.amax})
+          total += bytes(*scales);
+        total += bytes(t.row_fake) + bytes(t.transposed_fake);
+      }
+    }
+    return total;
+  }
+
   // What a call is doing, for profilers: its own kernels (casts, amax passes and copies, statistics,
   // the bias-gradient sums) or its cuBLASLt products.
   enum class stage { kernels, products };
