@@ -32,8 +32,11 @@
 
 #include "device_buffer.hpp"
 #include "gpu_skip.hpp"
+#include "linear_config_of.hpp"
 
 namespace {
+
+using linear_test::current_recipe;
 
 using fp8::gemm_kind;
 using fp8::gemm_operand;
@@ -247,13 +250,6 @@ void run_fake(const char* name, const fp8::gemm_recipe& recipe, bool with_bias =
   CHECK(state[scaling.slot(0, gemm_operand::dgrad_weight)].history.at(0) == hwt.amax);
 }
 
-fp8::gemm_recipe current(fp8::granularity g) {
-  fp8::current_scaling c{};
-  c.granularity = g;
-  c.weight_granularity = g;
-  return fp8::gemm_recipe{c};
-}
-
 // The statistics the host gives for its own cast (the definitions of cast_statistics).
 fp8::cuda::cast_statistics count_on_host(const std::vector<float>& in, std::int64_t rows, std::int64_t cols,
                                          const host_cast& h) {
@@ -455,8 +451,8 @@ TEST_CASE("fake_fp8 layer: decodes bit for bit as the host's, products of them, 
 }
 
 TEST_CASE("fake_fp8 layer: current scaling per tensor, per row, 1x128 and 128x128") {
-  run_fake("current per tensor", current(fp8::granularity::per_tensor));
-  run_fake("current per row", current(fp8::granularity::per_row));
+  run_fake("current per tensor", current_recipe(fp8::granularity::per_tensor));
+  run_fake("current per row", current_recipe(fp8::granularity::per_row));
   run_fake("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()});
 }
 
@@ -468,13 +464,13 @@ TEST_CASE("cast statistics: exact counts of saturated and flushed elements, ever
   mixed.wgrad = gemm_precision::fake_fp8;
   run_statistics("delayed, dgrad bf16, wgrad fake", fp8::gemm_recipe{fp8::delayed_scaling{}}, mixed);
   run_statistics("delayed, all bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::bf16());
-  run_statistics("current per row", current(fp8::granularity::per_row), linear_precision::fp8());
+  run_statistics("current per row", current_recipe(fp8::granularity::per_row), linear_precision::fp8());
   run_statistics("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8());
 }
 
 TEST_CASE("cast statistics of BF16 classes: a scratch cast, counted as the same operand in an FP8 class") {
   run_bf16_statistics("delayed", fp8::gemm_recipe{fp8::delayed_scaling{}});
-  run_bf16_statistics("current per tensor", current(fp8::granularity::per_tensor));
-  run_bf16_statistics("current per row", current(fp8::granularity::per_row));
+  run_bf16_statistics("current per tensor", current_recipe(fp8::granularity::per_tensor));
+  run_bf16_statistics("current per row", current_recipe(fp8::granularity::per_row));
   run_bf16_statistics("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()});
 }

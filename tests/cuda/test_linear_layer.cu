@@ -28,11 +28,14 @@
 
 #include "device_buffer.hpp"
 #include "gpu_skip.hpp"
+#include "linear_config_of.hpp"
 
 // Defined in linear_second_unit.cu, the second unit that includes the layer's header.
 std::uint64_t weight_casts_of(const fp8::cuda::linear_layer& layer);
 
 namespace {
+
+using linear_test::current_recipe;
 
 using fp8::gemm_kind;
 using fp8::gemm_operand;
@@ -299,13 +302,6 @@ void run_recipe(const char* name, const fp8::gemm_recipe& recipe, const linear_p
         (wgrad_bf16 && !record_bf16_amax ? 0.0f : max_abs(changed.dy, changed.dy)));
 }
 
-fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {
-  fp8::current_scaling c{};
-  c.granularity = g;
-  c.weight_granularity = weights;
-  return fp8::gemm_recipe{c};
-}
-
 }  // namespace
 
 TEST_CASE("FP8 linear layer, delayed HYBRID scaling") {
@@ -313,15 +309,12 @@ TEST_CASE("FP8 linear layer, delayed HYBRID scaling") {
 }
 
 TEST_CASE("FP8 linear layer, current scaling per tensor and per row") {
-  run_recipe("current per tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor),
-             linear_precision::fp8());
-  run_recipe("current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
-             linear_precision::fp8());
+  run_recipe("current per tensor", current_recipe(fp8::granularity::per_tensor), linear_precision::fp8());
+  run_recipe("current per row", current_recipe(fp8::granularity::per_row), linear_precision::fp8());
 }
 
 TEST_CASE("FP8 linear layer, 1x128 tiles and 128x128 weight blocks") {
-  run_recipe("current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
-             linear_precision::fp8());
+  run_recipe("current 1x128", current_recipe(fp8::granularity::tile_1x128), linear_precision::fp8());
   run_recipe("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8());
 }
 
@@ -333,10 +326,10 @@ TEST_CASE("token counts below max_tokens and not multiples of 128: each call's s
   constexpr std::int64_t tokens = 208, max_tokens = 384;
   run_recipe("delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::fp8(), true, tokens,
              max_tokens);
-  run_recipe("current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
-             linear_precision::fp8(), true, tokens, max_tokens);
-  run_recipe("current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
-             linear_precision::fp8(), true, tokens, max_tokens);
+  run_recipe("current per row", current_recipe(fp8::granularity::per_row), linear_precision::fp8(), true,
+             tokens, max_tokens);
+  run_recipe("current 1x128", current_recipe(fp8::granularity::tile_1x128), linear_precision::fp8(), true,
+             tokens, max_tokens);
   run_recipe("blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, linear_precision::fp8(), true,
              tokens, max_tokens);
   run_recipe("bf16", fp8::gemm_recipe{fp8::delayed_scaling{}}, linear_precision::bf16(), true, tokens,
@@ -360,7 +353,7 @@ TEST_CASE(
   // Each class in BF16 alone, under delayed and current scaling: the BF16 operand's slot gets the
   // amax of the cast of its tensor for the FP8 operand (delayed: the slot copied; current: the cast's
   // amax), or of an amax-only pass where no operand of the tensor is cast (all BF16).
-  const fp8::gemm_recipe current_row = current(fp8::granularity::per_row, fp8::granularity::per_row);
+  const fp8::gemm_recipe current_row = current_recipe(fp8::granularity::per_row);
   for (gemm_kind kind : {gemm_kind::fprop, gemm_kind::dgrad, gemm_kind::wgrad}) {
     linear_precision one{};
     (kind == gemm_kind::fprop   ? one.fprop
@@ -708,7 +701,7 @@ void check_producer_amax(const char* name, const fp8::gemm_recipe& recipe,
 
 TEST_CASE(
     "amaxes from the producer: the same results as the layer's own amax pass, and where they are read") {
-  const fp8::gemm_recipe per_tensor = current(fp8::granularity::per_tensor, fp8::granularity::per_tensor);
+  const fp8::gemm_recipe per_tensor = current_recipe(fp8::granularity::per_tensor);
   check_producer_amax("current per tensor", per_tensor, linear_precision::fp8());
   linear_precision wgrad_bf16{};
   wgrad_bf16.wgrad = fp8::cuda::gemm_precision::bf16;
@@ -717,8 +710,7 @@ TEST_CASE(
                       linear_precision::bf16());
   check_producer_amax("delayed (not read)", fp8::gemm_recipe{fp8::delayed_scaling{}},
                       linear_precision::fp8());
-  check_producer_amax("1x128 tiles (not read)",
-                      current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
+  check_producer_amax("1x128 tiles (not read)", current_recipe(fp8::granularity::tile_1x128),
                       linear_precision::fp8());
 
   // A given amax is one float the kernels read: an address that is not a float's is refused, named.
@@ -860,7 +852,7 @@ TEST_CASE(
   CHECK(refusal_of([&] {
           (void)written.fp8_input(fp8::cuda::linear_tensor::w, M);
         }).find("W cannot be written as FP8 by its producer") != std::string::npos);
-  const fp8::gemm_recipe per_tensor = current(fp8::granularity::per_tensor, fp8::granularity::per_tensor);
+  const fp8::gemm_recipe per_tensor = current_recipe(fp8::granularity::per_tensor);
   linear_scaling current_scaling(per_tensor, 1);
   linear_layer current_layer({K, N, M, false, per_tensor, linear_precision::fp8(), true}, current_scaling, 0,
                              lt);
@@ -1178,7 +1170,7 @@ TEST_CASE("layers that share a linear_workspace give the results of layers with 
   check_shared_like_own("dgrad in BF16", bf16_dgrad);
 
   two_layer_case tiles;
-  tiles.recipe = current(fp8::granularity::tile_1x128, fp8::granularity::block_128x128);
+  tiles.recipe = current_recipe(fp8::granularity::tile_1x128, fp8::granularity::block_128x128);
   check_shared_like_own("current scaling, 1x128 tiles and 128x128 weight blocks", tiles);
 }
 

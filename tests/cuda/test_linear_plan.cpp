@@ -29,6 +29,8 @@ using linear_test::config_of;
 
 namespace {
 
+using linear_test::current_recipe;
+
 // Two casts make the same copies of the same operands (their buffers aside).
 void check_same_cast(const fp8::cuda::cast_plan& got, const fp8::cuda::cast_plan& want) {
   CHECK(got.tensor == want.tensor);
@@ -137,13 +139,6 @@ void check_products(const linear_plan& plan) {
       REQUIRE(buffers[linear_buffer::dw][std::size_t(i * k + j)] == dw);
     }
   }
-}
-
-fp8::gemm_recipe current(fp8::granularity g, fp8::granularity weights) {
-  fp8::current_scaling c{};
-  c.granularity = g;
-  c.weight_granularity = weights;
-  return fp8::gemm_recipe{c};
 }
 
 }  // namespace
@@ -350,12 +345,12 @@ TEST_CASE("every device recipe plans products the wrapper accepts, with its scal
   const row rows[] = {
       {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}, lt::scale_mode::tensorwise,
        lt::scale_mode::tensorwise},
-      {"current per tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor),
-       lt::scale_mode::tensorwise, lt::scale_mode::tensorwise},
-      {"current per row", current(fp8::granularity::per_row, fp8::granularity::per_row),
-       lt::scale_mode::row_wise, lt::scale_mode::row_wise},
-      {"current 1x128", current(fp8::granularity::tile_1x128, fp8::granularity::tile_1x128),
-       lt::scale_mode::block_1x128, lt::scale_mode::block_1x128},
+      {"current per tensor", current_recipe(fp8::granularity::per_tensor), lt::scale_mode::tensorwise,
+       lt::scale_mode::tensorwise},
+      {"current per row", current_recipe(fp8::granularity::per_row), lt::scale_mode::row_wise,
+       lt::scale_mode::row_wise},
+      {"current 1x128", current_recipe(fp8::granularity::tile_1x128), lt::scale_mode::block_1x128,
+       lt::scale_mode::block_1x128},
       {"blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}, lt::scale_mode::block_1x128,
        lt::scale_mode::block_128x128},
   };
@@ -465,10 +460,7 @@ TEST_CASE(
   // Multiples of 4 plan, and so does any count with per-row scales or a fake_fp8 class.
   CHECK(refusal(config_of(256, 128, 256, blockwise, no_wgrad), 20).empty());
   CHECK(refusal(config_of(256, 20, 256, blockwise, wgrad_only), 32).empty());
-  CHECK(refusal(
-            config_of(256, 128, 256, current(fp8::granularity::per_row, fp8::granularity::per_row), no_wgrad),
-            18)
-            .empty());
+  CHECK(refusal(config_of(256, 128, 256, current_recipe(fp8::granularity::per_row), no_wgrad), 18).empty());
   CHECK(refusal(config_of(256, 128, 256, blockwise, linear_precision::fake_fp8()), 18).empty());
 }
 
@@ -488,13 +480,12 @@ TEST_CASE("mx_1x32 operands: refused for fake_fp8 classes as for fp8 ones, plann
 }
 
 TEST_CASE("recipes cuBLASLt cannot run are refused with the product and the reason") {
-  const std::string both_2d = refusal(
-      config_of(256, 128, 256, current(fp8::granularity::block_128x128, fp8::granularity::block_128x128)),
-      128);
+  const std::string both_2d =
+      refusal(config_of(256, 128, 256, current_recipe(fp8::granularity::block_128x128)), 128);
   CHECK(contains(both_2d, "fprop product in fp8 cannot run"));
   CHECK(contains(both_2d, "2D x 2D"));
   const std::string mixed = refusal(
-      config_of(256, 128, 256, current(fp8::granularity::per_row, fp8::granularity::per_tensor)), 128);
+      config_of(256, 128, 256, current_recipe(fp8::granularity::per_row, fp8::granularity::per_tensor)), 128);
   CHECK(contains(mixed, "unsupported scale-mode pair"));
   CHECK(
       contains(refusal(config_of(64, 32, 64, fp8::gemm_recipe{fp8::current_scaling::mx()}), 32), "mx_1x32"));
@@ -551,9 +542,8 @@ TEST_CASE("fake_fp8 names, and which classes read FP8 copies") {
 }
 
 TEST_CASE("fake_fp8 plan: the FP8 plan's casts, each copy decoded to BF16, the same TN products in BF16") {
-  for (const auto& recipe :
-       {fp8::gemm_recipe{}, current(fp8::granularity::per_row, fp8::granularity::per_row),
-        fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
+  for (const auto& recipe : {fp8::gemm_recipe{}, current_recipe(fp8::granularity::per_row),
+                             fp8::gemm_recipe{fp8::current_scaling::blockwise()}}) {
     const linear_plan real =
         fp8::cuda::make_linear_plan(config_of(256, 128, 256, recipe, linear_precision::fp8()), 256);
     const linear_plan fake =
@@ -827,8 +817,8 @@ std::vector<grid_config> plan_grid() {
   split_x.use(gemm_operand::wgrad_input, fp8::current_scaling{});
   const named_recipe recipes[] = {
       {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}},
-      {"current_tensor", current(fp8::granularity::per_tensor, fp8::granularity::per_tensor)},
-      {"current_row", current(fp8::granularity::per_row, fp8::granularity::per_row)},
+      {"current_tensor", current_recipe(fp8::granularity::per_tensor)},
+      {"current_row", current_recipe(fp8::granularity::per_row)},
       {"blockwise", fp8::gemm_recipe{fp8::current_scaling::blockwise()}},
       {"delayed_split_x", split_x},
   };
@@ -950,22 +940,18 @@ TEST_CASE("a backward without dX leaves dgrad's operand out in every precision, 
 
 TEST_CASE("a producer's amax saves a read where a current per-tensor cast or an amax-only pass takes it") {
   using fp8::cuda::given_amax_saves_read;
-  const auto current = [](fp8::granularity g) {
-    fp8::current_scaling c{};
-    c.granularity = g;
-    c.weight_granularity = g;
-    return fp8::gemm_recipe{c};
-  };
   const fp8::gemm_recipe delayed{fp8::delayed_scaling{}};
-  const fp8::gemm_recipe per_tensor = current(fp8::granularity::per_tensor);
+  const fp8::gemm_recipe per_tensor = current_recipe(fp8::granularity::per_tensor);
   for (const linear_tensor t : {linear_tensor::x, linear_tensor::dy}) {
     CAPTURE(int(t));
     // Delayed and block-scaled casts find the amax in their one read.
     CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, delayed), t));
-    CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, current(fp8::granularity::tile_1x128)), t));
+    CHECK_FALSE(
+        given_amax_saves_read(config_of(256, 128, 256, current_recipe(fp8::granularity::tile_1x128)), t));
     CHECK_FALSE(given_amax_saves_read(
         config_of(256, 128, 256, fp8::gemm_recipe{fp8::current_scaling::blockwise()}), t));
-    CHECK_FALSE(given_amax_saves_read(config_of(256, 128, 256, current(fp8::granularity::per_row)), t));
+    CHECK_FALSE(
+        given_amax_saves_read(config_of(256, 128, 256, current_recipe(fp8::granularity::per_row)), t));
     // Current per tensor: the amax pass goes.
     CHECK(given_amax_saves_read(config_of(256, 128, 256, per_tensor), t));
     // All BF16: the amax-only pass goes, unless BF16 classes record nothing.
