@@ -424,6 +424,7 @@ void fused_attention_forward(std::uint16_t* out16, float* stats, std::uint16_t* 
   detail::check_pointer(stats, rows_of(shape), function, "stats");
   detail::check_pointer(qkv16, 3 * tokens_by_channels, function, "qkv16");
   check_kernels(function, shape, kernels);
+  check_rope_table(function, rope);  // the values the rotation reads (check_rope saw the shape)
   const int C = shape.channels;
 
   // q and k rotated and stored as on the materialised path, in place; v as wqkv wrote it.
@@ -443,6 +444,7 @@ void fused_attention_backward(std::uint16_t* dinp16, const std::uint16_t* dout16
   detail::check_pointer(out16, tokens_by_channels, function, "out16");
   detail::check_pointer(stats, rows_of(shape), function, "stats");
   check_kernels(function, shape, kernels);
+  check_rope_table(function, rope);  // the values the rotation reads (check_rope saw the shape)
   const int C = shape.channels;
 
   // cuDNN's dq, dk, dv straight into wqkv's dy, then dq and dk turned back there.

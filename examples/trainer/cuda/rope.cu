@@ -34,12 +34,8 @@ __global__ void rope_kernel(float* x, const float* cos_table, const float* sin_t
 void launch_rope(const char* function, float* x, const device_rope_table& table, int groups, storage stored,
                  float sin_sign, cudaStream_t stream) {
   detail::require(groups >= 0, function, "needs groups >= 0 (got " + std::to_string(groups) + ")");
-  detail::require(table.head_dim > 0 && table.head_dim % 2 == 0 && table.context > 0, function,
-                  "the table needs an even head dimension and a context of at least 1 (got D " +
-                      std::to_string(table.head_dim) + ", T " + std::to_string(table.context) + ")");
+  check_rope_table(function, table);
   const std::size_t half_count = std::size_t(table.context) * std::size_t(table.head_dim / 2);
-  detail::require(table.cos.size() == half_count && table.sin.size() == half_count, function,
-                  "the table's cos and sin must hold T * D/2 = " + std::to_string(half_count) + " values");
   const std::size_t pairs = std::size_t(groups) * half_count;
   detail::check_pointer(x, 2 * pairs, function, "x");
   if (pairs == 0) return;
@@ -49,6 +45,15 @@ void launch_rope(const char* function, float* x, const device_rope_table& table,
 }
 
 }  // namespace
+
+void check_rope_table(const char* function, const device_rope_table& table) {
+  detail::require(table.head_dim > 0 && table.head_dim % 2 == 0 && table.context > 0, function,
+                  "the table needs an even head dimension and a context of at least 1 (got D " +
+                      std::to_string(table.head_dim) + ", T " + std::to_string(table.context) + ")");
+  const std::size_t half_count = std::size_t(table.context) * std::size_t(table.head_dim / 2);
+  detail::require(table.cos.size() == half_count && table.sin.size() == half_count, function,
+                  "the table's cos and sin must hold T * D/2 = " + std::to_string(half_count) + " values");
+}
 
 void rope_forward(float* x, const device_rope_table& table, int groups, storage stored, cudaStream_t stream) {
   launch_rope("trainer::cuda::rope_forward", x, table, groups, stored, 1.0f, stream);

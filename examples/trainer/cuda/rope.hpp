@@ -21,6 +21,10 @@ struct device_rope_table {
   device_buffer<float> sin;  // [T, D/2]
 };
 
+// Throws fp8::invalid_argument, naming `function`, unless the table has an even head dimension, a
+// context of at least 1 and T * D/2 values in each of cos and sin (what every rotation reads).
+void check_rope_table(const char* function, const device_rope_table& table);
+
 // x: [G, T, D], G groups (for attention: sequences x heads, for q and k together) of T head vectors
 // whose row t sits at position t. Rotates every vector in place ("rotate half" pairs (i, i + D/2)),
 // as ../rope.hpp's rope_forward does to one vector, and stores the result in `stored`.
