@@ -428,12 +428,22 @@ std::vector<float> current_input(std::size_t rows, std::size_t cols, std::uint32
   return values;
 }
 
-// `offset` elements into every allocation of the input and the codes: 0 keeps them aligned (the vector
-// paths); others misalign some of them, which must send the kernels down their scalar paths. Scale is
-// float (1 / scale per block) or std::uint8_t (E8M0 codes, q mx_1x32): the host and device overloads
-// are chosen by the scale buffers' type, and everything else is the same check.
+// How many elements into its allocation each buffer starts: `in` (the input, and dequantize's
+// output), `out` (the codes) and `out_t` (the transposed codes). 0 keeps a buffer aligned (the vector
+// paths); others misalign it, which must send the kernels down their scalar paths for that buffer.
+struct buffer_offsets {
+  buffer_offsets(std::size_t all = 0)
+      : in(all), out(all), out_t(all) {}  // implicit: the same for every buffer
+  buffer_offsets(std::size_t in_, std::size_t out_, std::size_t out_t_) : in(in_), out(out_), out_t(out_t_) {}
+  std::size_t in, out, out_t;
+};
+
+// Every cast of `q` on the device against fp8::quantize, its buffers at `offset`. Scale is float (1 /
+// scale per block) or std::uint8_t (E8M0 codes, q mx_1x32): the host and device overloads are chosen
+// by the scale buffers' type, and everything else is the same check.
 template <class Host, class Scale = float>
-void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed, std::size_t offset = 0) {
+void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed,
+                   buffer_offsets offset = {}) {
   using Device = typename device_type_of<Host>::type;
   const std::size_t n = s.rows * s.cols;
   const std::vector<Host> host_in = as_host<Host>(current_input(s.rows, s.cols, seed));
@@ -452,11 +462,12 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
 
   const std::string what = std::string(fp8::granularity_name(q.granularity)) + " " + format_label(q.format) +
                            " margin " + std::to_string(q.margin) + (q.power_of_two_scales ? " pow2 " : " ") +
-                           std::to_string(s.rows) + "x" + std::to_string(s.cols) + " offset " +
-                           std::to_string(offset);
-  const dirty_buffer<Device> in(as_device_elements(host_in), offset);
+                           std::to_string(s.rows) + "x" + std::to_string(s.cols) + " offsets " +
+                           std::to_string(offset.in) + "," + std::to_string(offset.out) + "," +
+                           std::to_string(offset.out_t);
+  const dirty_buffer<Device> in(as_device_elements(host_in), offset.in);
   {
-    const dirty_buffer<std::uint8_t> out(n, offset);
+    const dirty_buffer<std::uint8_t> out(n, offset.out);
     const dirty_buffer<Scale> scale_inv(scales);
     const dirty_buffer<float> amax(1);
     fp8::cuda::quantize(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), amax.data());
@@ -466,7 +477,7 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     CHECK(bits(device_float(amax.data())) == bits(expected_amax));
   }
   {
-    const dirty_buffer<std::uint8_t> out(n, offset), out_t(n, offset);
+    const dirty_buffer<std::uint8_t> out(n, offset.out), out_t(n, offset.out_t);
     const dirty_buffer<Scale> scale_inv(scales), scale_inv_t(scales_t);
     const dirty_buffer<float> amax(1);
     fp8::cuda::quantize_transpose(in.data(), s.rows, s.cols, q, out.data(), scale_inv.data(), out_t.data(),
@@ -484,13 +495,13 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
       // The same casts from the amax a producer recorded (the CPU's amax, given): the cast alone, the
       // same bytes, and the given amax left as it was.
       const dirty_buffer<float> given(std::vector<float>{expected_amax});
-      const dirty_buffer<std::uint8_t> out(n, offset), out_t(n, offset);
+      const dirty_buffer<std::uint8_t> out(n, offset.out), out_t(n, offset.out_t);
       const dirty_buffer<float> scale_inv(1), scale_inv_t(1);
       fp8::cuda::quantize_from_amax(in.data(), s.rows, s.cols, q, given.data(), out.data(), scale_inv.data());
       check_same_bytes(out.download(), expected, what + ": codes (given amax)");
       check_same_bytes(scale_inv.download(), expected_scale_inv, what + ": scale_inv (given amax)");
       // Fresh buffers: the first call's correct bytes must not stand in for the second's.
-      const dirty_buffer<std::uint8_t> out2(n, offset);
+      const dirty_buffer<std::uint8_t> out2(n, offset.out);
       const dirty_buffer<float> scale_inv2(1);
       fp8::cuda::quantize_transpose_from_amax(in.data(), s.rows, s.cols, q, given.data(), out2.data(),
                                               scale_inv2.data(), out_t.data(), scale_inv_t.data());
@@ -509,9 +520,9 @@ void check_current(const shape s, const fp8::quantization& q, std::uint32_t seed
     std::vector<Host> expected_values(n);
     if (n > 0)
       fp8::dequantize(expected.data(), s.rows, s.cols, q, expected_scale_inv.data(), expected_values.data());
-    const dirty_buffer<std::uint8_t> codes(expected, offset);
+    const dirty_buffer<std::uint8_t> codes(expected, offset.out);
     const dirty_buffer<Scale> scale_inv(expected_scale_inv);
-    const dirty_buffer<Device> values(n, offset);
+    const dirty_buffer<Device> values(n, offset.in);
     fp8::cuda::dequantize(codes.data(), s.rows, s.cols, q, scale_inv.data(), values.data());
     check_same_bytes(values.download(), expected_values, what + ": dequantize");
   }
@@ -542,11 +553,16 @@ TEST_CASE_TEMPLATE("MX 1x32 blocks with E8M0 scales = fp8::quantize", Host, floa
 // Shapes whose rows are multiples of 4 with pointers that are not: offset 1 misaligns everything;
 // offset 4 aligns float inputs to 16 bytes and the codes to 4 bytes but not to 8 (the per-tensor
 // cast's vector store), so each kernel's choice between vector and scalar access is tested per pointer.
-TEST_CASE_TEMPLATE("current scaling with misaligned pointers = fp8::quantize", Host, float, fp8::bfloat16) {
+// Then one buffer misaligned at a time, the others aligned: a kernel that decided for all its
+// buffers by looking at one of them (the input, say) would take a vector path on the misaligned one.
+TEST_CASE_TEMPLATE("current scaling with misaligned pointers = fp8::quantize", Host, float, fp8::bfloat16,
+                   fp8::float16) {
   std::uint32_t seed = 3000;
   for (const fp8::quantization& q : current_recipes()) {
     for (const shape s : {shape{256, 384}, shape{132, 36}}) {
-      for (const std::size_t offset : {std::size_t(1), std::size_t(4)})
+      for (const buffer_offsets offset :
+           {buffer_offsets{1}, buffer_offsets{4}, buffer_offsets{1, 0, 0}, buffer_offsets{0, 1, 0},
+            buffer_offsets{0, 0, 1}, buffer_offsets{0, 4, 1}})
         check_current<Host>(s, q, seed++, offset);
     }
   }
