@@ -141,8 +141,10 @@ struct shape {
 // with a partial tile, block and chunk below the full ones; {256, 130}: whole 128x128 blocks of a
 // matrix whose rows cannot be read 4 columns at a time (cols % 4 != 0) while its transposed copy is
 // still stored 4 codes at a time (rows % 4 == 0).
-const shape shapes[] = {{1, 1},     {3, 300}, {129, 257}, {256, 1024}, {1000, 130}, {64, 64},
-                        {130, 128}, {7, 0},   {0, 5},     {3, 2051},   {132, 36},   {256, 130}};
+// {1, 300} and {300, 1}: a single row (one tile row, one partial 128-row block) and a single column,
+// whose transposed copy is the single row.
+const shape shapes[] = {{1, 1}, {3, 300}, {129, 257}, {256, 1024}, {1000, 130}, {64, 64}, {130, 128},
+                        {7, 0}, {0, 5},   {3, 2051},  {132, 36},   {256, 130},  {1, 300}, {300, 1}};
 
 const char* format_label(fp8_format format) { return fp8::format_name(format); }
 
