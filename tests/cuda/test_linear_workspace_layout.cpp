@@ -19,10 +19,7 @@ using linear_test::config_of;
 
 namespace {
 
-std::size_t padded(std::size_t bytes) {
-  return (bytes + fp8::cuda::workspace_alignment - 1) / fp8::cuda::workspace_alignment *
-         fp8::cuda::workspace_alignment;
-}
+std::size_t padded(std::size_t bytes) { return fp8::detail::round_up(bytes, fp8::cuda::workspace_alignment); }
 
 constexpr std::size_t x = std::size_t(linear_tensor::x);
 constexpr std::size_t w = std::size_t(linear_tensor::w);

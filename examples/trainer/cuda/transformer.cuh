@@ -53,13 +53,11 @@ class activation_tensor {
     return view;
   }
   bool is_bf16() const { return bf16_; }
-  float* floats() {
-    return floats_view_ != nullptr ? floats_view_ : floats_.data();
-  }  // null in the BF16 form
+  // The float values: null in the BF16 form.
+  float* floats() { return floats_view_ != nullptr ? floats_view_ : floats_.data(); }
   const float* floats() const { return floats_view_ != nullptr ? floats_view_ : floats_.data(); }
-  std::uint16_t* bf16() {
-    return bf16_view_ != nullptr ? bf16_view_ : bf16_values_.data();
-  }  // null as floats
+  // The BF16 values: null in the float form.
+  std::uint16_t* bf16() { return bf16_view_ != nullptr ? bf16_view_ : bf16_values_.data(); }
   const std::uint16_t* bf16() const { return bf16_view_ != nullptr ? bf16_view_ : bf16_values_.data(); }
   // As a linear layer's result or operand.
   linear_output output() { return bf16_ ? linear_output(bf16()) : linear_output(floats()); }

@@ -131,7 +131,7 @@ class linear_layer {
       member_ = workspace_->claims().enroll();
     }
     for (const cast_plan& c : full.casts)
-      allocate(c, copies_[std::size_t(c.tensor)], workspace_ != nullptr ? &layout : nullptr);
+      allocate(c, copies_[std::size_t(c.tensor)], workspace_ != nullptr ? layout : workspace_layout{});
     if (config_.bias) bias_gradient_ = detail::device_array<float>(std::size_t(config_.out_features));
     if (full.bias_gradient == bias_gradient_method::column_sum) {
       column_partials_ = detail::device_array<float>(
@@ -543,16 +543,16 @@ class linear_layer {
     }
   }
 
-  // The copies of `c`, in the layer's own memory or, where `shared` (the layout of the layer's
-  // transient copies in workspace_) places them, in the workspace.
-  void allocate(const cast_plan& c, tensor_copies& t, const workspace_layout* shared = nullptr) {
+  // The copies of `c`, in the layer's own memory or, where `placed` (the layout of the layer's
+  // transient copies in workspace_; the default places none) gives an offset, in the workspace.
+  void allocate(const cast_plan& c, tensor_copies& t, const workspace_layout& placed = {}) {
     const std::size_t elements = std::size_t(c.rows) * std::size_t(c.cols);
     const operand_recipe& row = config_.recipe[c.row_operand];
     const operand_recipe& transposed = config_.recipe[c.transposed_operand];
     const std::size_t tensor = std::size_t(c.tensor);
     const auto codes = [&](std::size_t offset) {
       code_buffer out;
-      if (shared != nullptr && offset != workspace_layout::none) {
+      if (offset != workspace_layout::none) {
         out.shared = workspace_->data() + offset;
       } else {
         out.owned = detail::device_array<std::uint8_t>(elements);
@@ -560,14 +560,14 @@ class linear_layer {
       return out;
     };
     if (c.row_major) {
-      t.row = codes(shared != nullptr ? shared->row[tensor] : workspace_layout::none);
+      t.row = codes(placed.row[tensor]);
       t.row_scale = detail::device_array<float>(scale_floats(row, c.rows, c.cols));
     }
     if (c.transposed) {
-      t.transposed = codes(shared != nullptr ? shared->transposed[tensor] : workspace_layout::none);
+      t.transposed = codes(placed.transposed[tensor]);
       t.transposed_scale = detail::device_array<float>(scale_floats(transposed, c.cols, c.rows));
       if (!c.fused) {  // the transposed-only cast also writes a row-major copy nobody reads
-        t.scratch = codes(shared != nullptr ? shared->scratch[tensor] : workspace_layout::none);
+        t.scratch = codes(placed.scratch[tensor]);
         t.scratch_scale = detail::device_array<float>(scale_floats(transposed, c.rows, c.cols));
       }
     }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../../scaling/granularity.hpp"
 #include "plan.hpp"
 
 namespace fp8::cuda {
@@ -40,7 +41,7 @@ inline workspace_layout make_workspace_layout(const linear_plan& plan) {
   for (const linear_tensor tensor : {linear_tensor::x, linear_tensor::dy}) {
     const cast_plan& c = plan.cast(tensor);
     const std::size_t elements = std::size_t(c.rows) * std::size_t(c.cols);
-    const std::size_t copy = (elements + workspace_alignment - 1) / workspace_alignment * workspace_alignment;
+    const std::size_t copy = fp8::detail::round_up(elements, workspace_alignment);
     const std::size_t t = std::size_t(tensor);
     std::size_t at = 0;
     if (c.row_major) {
