@@ -21,6 +21,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fp8/cuda/linear.cuh>
@@ -1225,4 +1226,67 @@ TEST_CASE("a shared linear_workspace refuses what would read another layer's cod
   });
   FP8_CUDA_CHECK(cudaStreamDestroy(other));
   CHECK(stream_refusal.find("whose layers run on another stream") != std::string::npos);
+}
+
+namespace {
+
+// Everything a training call of a layer with a bias leaves behind: Y, dX, dW, dbias and the FP8
+// copies its casts made (codes and scales).
+struct layer_outputs {
+  std::vector<__nv_bfloat16> y, dx;
+  std::vector<float> dw, dbias;
+  std::vector<std::vector<std::uint8_t>> copies;
+};
+
+layer_outputs run_with_bias(const fp8::gemm_recipe& recipe) {
+  fp8::cublaslt::handle lt;
+  linear_scaling scaling(recipe, 1);
+  linear_layer layer({K, N, M, true, recipe, linear_precision::fp8(), true}, scaling, 0, lt);
+  const device_buffer<__nv_bfloat16> x(random_bf16(M * K, 101, 2.0f)), w(random_bf16(N * K, 102, 0.5f)),
+      bias(random_bf16(N, 103, 1.0f)), dy(random_bf16(M * N, 104, 0.01f));
+  device_buffer<__nv_bfloat16> y(std::size_t(M * N)), dx(std::size_t(M * K));
+  device_buffer<float> dw(static_cast<std::size_t>(N * K)), dbias(static_cast<std::size_t>(N));
+  layer.forward({x.data(), w.data(), bias.data(), y.data(), M, true});
+  layer.backward({dy.data(), x.data(), w.data(), dx.data(), dw.data(), dbias.data(), M, false, true});
+  layer_outputs out{y.download(), dx.download(), dw.download(), dbias.download(), {}};
+  for (const linear_buffer buffer :
+       {linear_buffer::x_fp8, linear_buffer::w_fp8, linear_buffer::w_t_fp8, linear_buffer::dy_fp8,
+        linear_buffer::dy_t_fp8, linear_buffer::x_t_fp8}) {
+    out.copies.push_back(copy_bytes(layer, buffer, M));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("with the grid capped at 3 blocks, a layer's casts and bias gradient give the same bits") {
+  // At M = 256 tokens and N = 128 outputs every kernel of the layer runs under the device's grid cap
+  // (SMs x 8 blocks), so the loops in which a block takes its next tile, row or element run only at
+  // real sizes; so do the bias gradient's loops over its 4 chunks of 64 rows. Capped at 3 blocks,
+  // every kernel loops, and everything the layer makes must be the uncapped run's, bit for bit (the
+  // uncapped run is held to the float64 reference above).
+  const std::pair<const char*, fp8::gemm_recipe> recipes[] = {
+      {"delayed", fp8::gemm_recipe{fp8::delayed_scaling{}}},
+      {"current per tensor", current_recipe(fp8::granularity::per_tensor)},
+      {"current per row", current_recipe(fp8::granularity::per_row)},
+      {"current 1x128 and 128x128",
+       current_recipe(fp8::granularity::tile_1x128, fp8::granularity::block_128x128)},
+  };
+  for (const auto& named : recipes) {
+    const fp8::gemm_recipe& recipe = named.second;
+    CAPTURE(named.first);
+    const layer_outputs uncapped = run_with_bias(recipe);
+    const layer_outputs capped = [&] {
+      const fp8::cuda::detail::scoped_grid_cap_for_testing cap(3);
+      return run_with_bias(recipe);
+    }();
+    CHECK(same_bytes(capped.y, uncapped.y));
+    CHECK(same_bytes(capped.dx, uncapped.dx));
+    CHECK(same_bytes(capped.dw, uncapped.dw));
+    CHECK(same_bytes(capped.dbias, uncapped.dbias));
+    for (std::size_t i = 0; i < capped.copies.size(); ++i) {
+      CAPTURE(i);
+      CHECK(capped.copies[i] == uncapped.copies[i]);
+    }
+  }
 }

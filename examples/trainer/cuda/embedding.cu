@@ -2,7 +2,6 @@
 // one table element (v, j) and adds the rows of dout whose token is v, in token order.
 #include "embedding.hpp"
 
-#include <algorithm>
 #include <cstddef>
 
 #include <math_constants.h>
@@ -91,19 +90,6 @@ void check_shapes(const char* function, const void* out, const void* table, cons
   detail::check_pointer(tokens, std::size_t(n), function, "tokens");
 }
 
-// The scatter-add's grid: channel chunks over x, table rows over y. Under a test's grid cap
-// (grid_cap_for_testing) at most that many blocks in all, x first, so that small test shapes take
-// the loops in which a block moves on to another chunk and another row.
-dim3 scatter_grid(unsigned chunks, int v) {
-  std::size_t x = chunks < 65535u ? chunks : 65535u;
-  std::size_t y = std::size_t(v < 65535 ? v : 65535);
-  if (const std::size_t cap = fp8::cuda::detail::grid_cap_for_testing; cap != 0) {
-    x = std::min(x, cap);
-    y = std::min(y, std::max<std::size_t>(1, cap / x));
-  }
-  return dim3(unsigned(x), unsigned(y));
-}
-
 }  // namespace
 
 void embedding_forward(float* out, const float* table, const std::int32_t* tokens, int n, int c, int v,
@@ -122,8 +108,10 @@ void embedding_backward(float* dtable, const float* dout, const std::int32_t* to
   if (n == 0 || c == 0) return;
   // The kernel's shared arrays are sized for block_threads threads.
   const int threads = detail::block_threads;
-  const unsigned chunks = unsigned((c + threads - 1) / threads);
-  embedding_backward_kernel<<<scatter_grid(chunks, v), threads, 0, stream>>>(dtable, dout, tokens, n, c, v);
+  // Channel chunks over x, table rows over y.
+  const std::size_t chunks = (std::size_t(c) + threads - 1) / threads;
+  embedding_backward_kernel<<<detail::grid_2d(chunks, std::size_t(v)), threads, 0, stream>>>(dtable, dout,
+                                                                                             tokens, n, c, v);
   detail::check_launch("embedding_backward_kernel");
 }
 

@@ -23,6 +23,7 @@ namespace trainer::cuda::detail {
 
 using fp8::cuda::detail::block_threads;  // 256: threads per block of the element-wise kernels
 using fp8::cuda::detail::check_launch;
+using fp8::cuda::detail::grid_2d;   // two axes, each grid-strided; the test cap counts both
 using fp8::cuda::detail::grid_for;  // blocks for a grid-stride loop, capped at 8 per SM
 using fp8::cuda::detail::require;
 using fp8::detail::check_pointer;  // a null pointer with work to do is an error naming it

@@ -141,9 +141,8 @@ void launch_backward(const char* function, float* dinp, float* dweight, const D*
   detail::check_launch("rmsnorm_backward_input_kernel");
 
   const int partial_count = int((n + rmsnorm_rows_per_partial - 1) / rmsnorm_rows_per_partial);
-  const unsigned column_blocks = unsigned((c + detail::block_threads - 1) / detail::block_threads);
-  const dim3 grid(column_blocks < 65535u ? column_blocks : 65535u,
-                  unsigned(partial_count < 65535 ? partial_count : 65535));
+  const std::size_t column_blocks = (std::size_t(c) + detail::block_threads - 1) / detail::block_threads;
+  const dim3 grid = detail::grid_2d(column_blocks, std::size_t(partial_count));
   rmsnorm_weight_partials_kernel<<<grid, detail::block_threads, 0, stream>>>(workspace, dout, inp, rstd, n, c,
                                                                              partial_count);
   detail::check_launch("rmsnorm_weight_partials_kernel");

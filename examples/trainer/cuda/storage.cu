@@ -18,35 +18,34 @@ __global__ void store_copy_kernel(float* out, const float* in, std::size_t count
   }
 }
 
-// out: [count] BF16 copies of in: [count] (round to nearest even; exact for BF16 values); with
-// Track, max |out| max-accumulated into *amax. Blocks of block_threads.
-template <bool Track>
-__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, std::size_t count, float* amax) {
+// out: [count] the staged copy of in: [count], each element as detail::store_element writes it to
+// Out (BF16: round to nearest even, exact for BF16 values, NaN canonical as on the host; FP8 codes:
+// the code a linear layer's cast makes of that BF16 value, with *scale); with Track, the BF16 copy's
+// amax max-accumulated into *amax (the same for both forms). Blocks of block_threads.
+template <class Out, bool Track>
+__global__ void to_staged_kernel(Out* out, const float* in, std::size_t count, const float* scale,
+                                 float* amax) {
+  const detail::store_rule rule(storage::bf16, scale != nullptr ? *scale : 1.0f);
   fp8::cuda::amax_tracker tracker;
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    const __nv_bfloat16 value = __float2bfloat16_rn(in[i]);
-    out[i] = value;
-    if constexpr (Track) tracker.add(value);
+    const float stored = detail::store_element(out, i, in[i], rule);
+    if constexpr (Track) tracker.add(stored);
   }
   if constexpr (Track) tracker.record<detail::block_threads>(amax);
 }
 
-// out: [count] the FP8 codes a linear layer's cast makes of to_bf16_kernel's copy of in: [count]
-// (each value rounded as that copy rounds it, then fp8::cuda::scaled_code with *scale); with Track,
-// the copy's amax max-accumulated into *amax, as to_bf16_kernel records it. Blocks of block_threads.
-template <class Format, bool Track>
-__global__ void to_fp8_kernel(std::uint8_t* out, const float* in, std::size_t count, const float* scale,
-                              float* amax) {
-  const float s = *scale;
-  fp8::cuda::amax_tracker tracker;
-  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    const __nv_bfloat16 value = __float2bfloat16_rn(in[i]);
-    out[i] = fp8::cuda::scaled_code<Format>(__bfloat162float(value), s);
-    if constexpr (Track) tracker.add(value);
+// Launches to_staged_kernel over count elements, with or without an amax.
+template <class Out>
+void launch_staged(Out* out, const float* in, std::size_t count, const float* scale, float* amax,
+                   cudaStream_t stream) {
+  const unsigned grid = detail::grid_for(count);
+  if (amax != nullptr) {
+    to_staged_kernel<Out, true><<<grid, detail::block_threads, 0, stream>>>(out, in, count, scale, amax);
+  } else {
+    to_staged_kernel<Out, false><<<grid, detail::block_threads, 0, stream>>>(out, in, count, scale, nullptr);
   }
-  if constexpr (Track) tracker.record<detail::block_threads>(amax);
+  detail::check_launch("to_staged_kernel");
 }
 
 // out: [count] = in: [count] widened to float (exact).
@@ -78,15 +77,7 @@ void to_bf16(std::uint16_t* out, const float* in, std::size_t count, cudaStream_
   detail::check_pointer(out, count, "trainer::cuda::to_bf16", "out");
   detail::check_pointer(in, count, "trainer::cuda::to_bf16", "in");
   if (count == 0) return;
-  auto* bf16 = reinterpret_cast<__nv_bfloat16*>(out);
-  if (amax != nullptr) {
-    to_bf16_kernel<true>
-        <<<detail::grid_for(count), detail::block_threads, 0, stream>>>(bf16, in, count, amax);
-  } else {
-    to_bf16_kernel<false>
-        <<<detail::grid_for(count), detail::block_threads, 0, stream>>>(bf16, in, count, nullptr);
-  }
-  detail::check_launch("to_bf16_kernel");
+  launch_staged(reinterpret_cast<__nv_bfloat16*>(out), in, count, nullptr, amax, stream);
 }
 
 void to_fp8(const fp8_output& out, const float* in, std::size_t count, cudaStream_t stream) {
@@ -96,16 +87,9 @@ void to_fp8(const fp8_output& out, const float* in, std::size_t count, cudaStrea
   check_fp8_output(out, count, 0, function);  // a flat copy of the layer's operand
   if (count == 0) return;
   fp8::visit_format(out.format, [&](auto format) {
-    using format_type = decltype(format);
-    if (out.amax != nullptr) {
-      to_fp8_kernel<format_type, true><<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
-          out.codes, in, count, out.scale, out.amax);
-    } else {
-      to_fp8_kernel<format_type, false><<<detail::grid_for(count), detail::block_threads, 0, stream>>>(
-          out.codes, in, count, out.scale, nullptr);
-    }
+    using code = detail::fp8_code<decltype(format)>;
+    launch_staged(reinterpret_cast<code*>(out.codes), in, count, out.scale, out.amax, stream);
   });
-  detail::check_launch("to_fp8_kernel");
 }
 
 void from_bf16(float* out, const std::uint16_t* in, std::size_t count, cudaStream_t stream) {

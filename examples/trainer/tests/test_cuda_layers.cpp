@@ -146,6 +146,12 @@ TEST_CASE("BF16 rounding on the device equals the CPU's, bit for bit") {
   cuda::round_to_bf16(data.data(), data.size(), nullptr);
   synchronize();
   expect_same_bits("round_to_bf16", data.to_host(), want);
+  // The staging copy to raw BF16 (what the linear layers read) writes the same bits, NaN included.
+  device_buffer<float> staged_in(values);
+  device_buffer<std::uint16_t> staged(values.size());
+  cuda::to_bf16(staged.data(), staged_in.data(), values.size(), nullptr);
+  synchronize();
+  CHECK(staged.to_host() == bf16_bits_of(want));
   // And the CPU rounding itself is the library's (as test_fp8_gemm checks on the host).
   for (std::size_t i = 0; i < values.size(); i += 97) {
     if (!std::isnan(values[i])) CHECK(bits_of(want[i]) == bits_of(float(fp8::bfloat16(values[i]))));
@@ -938,7 +944,8 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
   // threads), so SwiGLU and the embedding lookup run one row per block and the staging copy one
   // element per thread: the loops in which a block takes its next row, or a thread its next element
   // (with the amax of what it wrote carried from one to the next), only run at the speed shape. The
-  // scatter-add's loops over chunks and table rows run only past 65535 of either.
+  // two-axis grids (the scatter-add's chunks by table rows, RMSNorm's weight partials' column blocks
+  // by row chunks) loop only past 65535 along an axis.
   // Capped at 3 blocks, every block loops; the results must be the uncapped run's, bit for bit (the
   // uncapped ones are held to the CPU layers above). So must the FP8 forms' (RMSNorm's among them).
   const int n = 301, c = 200, v = 256;
@@ -1004,6 +1011,15 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     const device_buffer<float> gains(random_values(std::size_t(c), 55, 1.0f, storage::bf16));
     cuda::rmsnorm_forward(target(normed8, 3, n, c), rstd.data(), looked_up.data(), gains.data(), n, c,
                           nullptr);
+    // RMSNorm's backward from a BF16 dout: capped, its weight partials' one column block takes
+    // the 5 partials of 64 rows 3 at a time.
+    const std::vector<float> norm_dout = random_values(std::size_t(n) * c, 58, 1.0f, storage::bf16);
+    device_buffer<std::uint16_t> norm_dout16(bf16_bits_of(norm_dout));
+    device_buffer<float> norm_dinp(std::vector<float>(norm_dout.size(), 0.25f)),
+        norm_dweight(std::vector<float>(std::size_t(c), 0.5f)),
+        norm_workspace(cuda::rmsnorm_backward_workspace_size(n, c));
+    cuda::rmsnorm_backward(norm_dinp.data(), norm_dweight.data(), norm_dout16.data(), looked_up.data(),
+                           gains.data(), rstd.data(), n, c, storage::bf16, norm_workspace.data(), nullptr);
     synchronize();
     keep(o.bf16, out16);
     keep(o.bf16, dinp16);
@@ -1014,6 +1030,8 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
     for (const auto* codes : {&out8, &dinp8, &staged8, &normed8}) keep(o.codes, *codes);
     keep(o.floats, fp8_amaxes);
     keep(o.floats, rstd);
+    keep(o.floats, norm_dinp);
+    keep(o.floats, norm_dweight);
     return o;
   };
   for (const int f : {150, 152}) {  // SwiGLU's one-element and 16-byte paths
@@ -1023,7 +1041,7 @@ TEST_CASE("with the grid capped at 3 blocks, the row and element kernels give th
       const cuda::scoped_grid_cap cap(3);
       return run(f);
     }();
-    expect_same_bits("floats (SwiGLU float forms, embedding lookup and scatter-add, amaxes, rstd)",
+    expect_same_bits("floats (SwiGLU float forms, embedding lookup and scatter-add, amaxes, RMSNorm)",
                      capped.floats, uncapped.floats);
     CHECK(capped.bf16 == uncapped.bf16);    // SwiGLU's BF16 forms, the staging copy
     CHECK(capped.codes == uncapped.codes);  // the FP8 forms

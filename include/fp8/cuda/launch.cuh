@@ -74,6 +74,24 @@ inline unsigned grid_for(std::size_t work_items, int threads = block_threads) {
   return unsigned(blocks == 0 ? 1 : blocks);
 }
 
+// A two-dimensional grid for kernels that grid-stride over both axes (x_blocks by y_blocks of work,
+// e.g. column blocks by row chunks): each axis capped at 65535 (the y limit; x is kept to it too, as
+// the loops cover the rest), and under grid_cap_for_testing at most that many blocks in all, x first,
+// so that small test shapes take the loops in which a block moves on along either axis.
+inline dim3 grid_2d(std::size_t x_blocks, std::size_t y_blocks) {
+  constexpr std::size_t axis_limit = 65535;
+  std::size_t x = x_blocks < axis_limit ? x_blocks : axis_limit;
+  std::size_t y = y_blocks < axis_limit ? y_blocks : axis_limit;
+  if (x == 0) x = 1;
+  if (y == 0) y = 1;
+  if (const std::size_t cap = grid_cap_for_testing; cap != 0) {
+    if (x > cap) x = cap;
+    const std::size_t y_cap = cap / x;
+    if (y > y_cap) y = y_cap == 0 ? 1 : y_cap;
+  }
+  return dim3(unsigned(x), unsigned(y));
+}
+
 // Throws fp8::cuda_error if the last launch failed; `describe()` says what the launch was asked to
 // do, and is called only then (no string is built for a launch that went through).
 template <class Describe>

@@ -87,8 +87,7 @@ inline void column_sum(const __nv_bfloat16* dy, std::size_t rows, std::size_t co
   const std::size_t chunks = fp8::detail::ceil_div(rows, column_sum_rows);
   if (chunks > 0) {
     const std::size_t column_blocks = fp8::detail::ceil_div(cols, std::size_t(block_threads));
-    const dim3 grid(unsigned(column_blocks < 65535 ? column_blocks : 65535),
-                    unsigned(chunks < 65535 ? chunks : 65535));
+    const dim3 grid = grid_2d(column_blocks, chunks);
     column_partials_kernel<block_threads>
         <<<grid, block_threads, 0, stream>>>(dy, rows, cols, chunks, partials);
     check_launch("fp8::cuda::detail::column_partials_kernel", rows, cols, grid.x * grid.y, block_threads);
