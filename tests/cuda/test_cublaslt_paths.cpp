@@ -443,14 +443,29 @@ TEST_CASE("strided batches and grouped products") {
     outputs.push_back(std::make_unique<device_buffer<float>>(counts[e] * n));
     group.push_back(fp8_linear(*buffers[2 * e], *buffers[2 * e + 1], *outputs.back(), counts[e], n, k));
   }
-  handle.grouped_linear(group);
-  for (std::size_t e = 0; e < 3; ++e) {
-    CAPTURE(e);
-    CHECK(count_mismatches(outputs[e]->download(), reference_linear(xs[e], ws[e])) == 0);
+  const auto clear_outputs = [&] {
+    for (const auto& out : outputs) FP8_CUDA_CHECK(cudaMemset(out->data(), 0, out->size() * sizeof(float)));
+  };
+  // With the plan cache and without it (where each member's plan is built for the call).
+  for (const bool cached : {true, false}) {
+    CAPTURE(cached);
+    handle.set_algorithm_cache(cached);
+    clear_outputs();
+    handle.grouped_linear(group);
+    for (std::size_t e = 0; e < 3; ++e) {
+      CAPTURE(e);
+      CHECK(count_mismatches(outputs[e]->download(), reference_linear(xs[e], ws[e])) == 0);
+    }
+    // A bad member stops the group before anything runs: the first member's output stays zero.
+    const auto good_k = group[1].k;
+    group[1].k = 250;
+    clear_outputs();
+    CHECK_THROWS_AS(handle.grouped_linear(group), fp8::cublas_error);
+    const std::vector<float> first = outputs[0]->download();
+    CHECK(std::all_of(first.begin(), first.end(), [](float v) { return v == 0.0f; }));
+    group[1].k = good_k;
   }
-  // A bad member stops the group before anything runs.
-  group[1].k = 250;
-  CHECK_THROWS_AS(handle.grouped_linear(group), fp8::cublas_error);
+  handle.set_algorithm_cache(true);
 }
 
 TEST_CASE("two streams at once: each its own workspace, both results right; the plan cache is bounded") {

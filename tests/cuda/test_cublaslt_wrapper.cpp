@@ -130,6 +130,8 @@ TEST_CASE("strided batches: strides default to packed, may not overlap, FP8 stri
   p = valid_fp8();
   p.batch.count = 0;
   CHECK(contains(cause_of(p), "batch count must be >= 1"));
+  p.batch.count = std::int64_t(1) << 32 | 1;  // would be 1 as cuBLASLt's int32 count
+  CHECK(contains(cause_of(p), "batch count must be at most 2147483647"));
 
   p = valid_fp8();
   p.batch.count = 2;
@@ -439,6 +441,15 @@ TEST_CASE("algorithm fallback: the next candidate runs when one fails, and the o
                                 [](std::size_t) { return CUBLAS_STATUS_EXECUTION_FAILED; });
   CHECK_FALSE(result.succeeded(3));
   CHECK(result.statuses.size() == 3);
+
+  // The error when none worked names every attempt's status, by the candidate's index.
+  result = lt::first_that_works(4, 1, CUBLAS_STATUS_SUCCESS, [](std::size_t i) {
+    return i == 1 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE;
+  });
+  CHECK_FALSE(result.succeeded(4));
+  CHECK(lt::attempts_text(result, 1, cublasLtGetStatusName) ==
+        "candidate 1: CUBLAS_STATUS_NOT_SUPPORTED, candidate 2: CUBLAS_STATUS_INVALID_VALUE, "
+        "candidate 3: CUBLAS_STATUS_INVALID_VALUE");
 }
 
 TEST_CASE("a driver older than the toolkit is a failure, no driver at all is no device") {

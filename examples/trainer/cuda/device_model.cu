@@ -349,7 +349,19 @@ void device_model::weights_updated() {
   linears_.drop_weight_copies();
 }
 
+double device_model::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
+  return record_forward(kind, [&] { return forward_pass(inputs, targets, kind); });
+}
+
 void device_model::backward(gradient_mode mode) {
+  if (last_forward_ != pass_kind::train) {
+    throw std::logic_error(
+        std::string("trainer::cuda::device_model::backward: the buffers hold the activations of ") +
+        (!last_forward_                          ? "no complete forward pass"
+         : *last_forward_ == pass_kind::evaluate ? "an evaluation pass"
+                                                 : "a shadow pass") +
+        ", not of a training forward: run forward(..., pass_kind::train) first");
+  }
   mark(phase::other);
   if (mode == gradient_mode::overwrite) {
     // The linear weights' gradients are written by their wgrads; the rest are added into by kernels.

@@ -274,10 +274,12 @@ class device_model {
 
   // inputs, targets: host [B, T] bytes. Returns the mean cross-entropy; keeps the activations and
   // the loss gradient for backward() (waits for the stream: the loss is read on the host).
-  virtual double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) = 0;
-  // The gradients of the last training forward pass into parameters().grad, written or added
-  // (gradient_mode). A step of several passes overwrites in its first and accumulates in the
-  // others, so it neither clears the gradients nor sums them in a buffer of its own.
+  double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind);
+  // The gradients of the last forward pass into parameters().grad, written or added (gradient_mode).
+  // A step of several passes overwrites in its first and accumulates in the others, so it neither
+  // clears the gradients nor sums them in a buffer of its own. The last forward must have been a
+  // training pass: an evaluation or a shadow pass overwrites the activations (and the FP8 codes the
+  // layers' backward reads) with its own, so a backward after one is refused (std::logic_error).
   void backward(gradient_mode mode);
   // How the model's attention runs, for the run's description (empty: a model without attention).
   virtual std::string attention_description() const { return {}; }
@@ -323,6 +325,18 @@ class device_model {
                cudaStream_t stream, fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
                const std::vector<linear_bf16_operands>& bf16_operands = {});
 
+  // The model's forward pass (forward() records its kind for backward()).
+  virtual double forward_pass(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) = 0;
+  // Runs pass() (a forward pass of `kind`, returning its loss) and records its kind for backward();
+  // a pass that throws leaves none recorded, as its buffers may be half written. For the models'
+  // other forward entries (device_transformer::forward_device).
+  template <class Pass>
+  double record_forward(pass_kind kind, Pass&& pass) {
+    last_forward_.reset();
+    const double loss = pass();
+    last_forward_ = kind;
+    return loss;
+  }
   // The model's backward pass (backward() has cleared what it adds into when it overwrites).
   virtual void backward_pass() = 0;
 
@@ -361,6 +375,7 @@ class device_model {
   // them).
   std::vector<parameter_range> other_ranges_;
   gradient_mode mode_ = gradient_mode::overwrite;  // of the backward pass running
+  std::optional<pass_kind> last_forward_;          // whose activations the buffers hold (none yet)
   std::vector<bool> backward_done_;                // per linear layer, in the backward pass running
 };
 

@@ -48,7 +48,7 @@ device_mlp::device_mlp(const model_options& shape, int batch, const parameter_se
   dconcat_ = device_buffer<float>(N * WE);
 }
 
-double device_mlp::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
+double device_mlp::forward_pass(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
   const int N = batch_ * context_, W = window_, E = embed_, M = hidden_, V = vocab_;
   const std::size_t NM = std::size_t(N) * std::size_t(M);
   // The window bytes on the host (the CPU model's rule), then one copy: the embedding lookup of the

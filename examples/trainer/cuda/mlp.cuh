@@ -20,9 +20,8 @@ class device_mlp final : public device_model {
              const fp8::gemm_recipe& recipe, bool with_shadow, cudaStream_t stream,
              fp8::cuda::device_amax_reducer* amax_reducer = nullptr);
 
-  double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
-
  private:
+  double forward_pass(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
   void backward_pass() override;
 
   // Notation: N = B * T predictions, W window, E embedding width, M hidden width, V vocabulary.

@@ -100,6 +100,9 @@ class cuda_training_run final : public training_run {
 
   void load(const std::string& path) override {
     training_run::load(path);  // checks everything, then commits to the host copies
+    // device_parameters copies with cudaMemcpy, which orders with the legacy default stream only:
+    // the step's kernels on stream_ must be done before their buffers are replaced.
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
     device_->parameters().upload(model_->parameters());
     device_->weights_changed();
     upload_scaling();
@@ -134,6 +137,7 @@ class cuda_training_run final : public training_run {
   // not written after the first step), so the host's compute copy is made from the master weights,
   // as the CPU run makes it.
   void refresh_host_copies() const override {
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last update done (see load)
     device_->parameters().download(model_->parameters());
     model_->parameters().refresh_compute(policy_.activation_storage());
     scaling_->delayed() = device_->scaling().state().download(stream_);

@@ -236,17 +236,23 @@ device_transformer::device_transformer(const model_options& shape, int batch, co
   if (stored_ == storage::bf16) producer_amax_ = device_buffer<float>(std::size_t(4 * layers_ + 1));
 }
 
-double device_transformer::forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) {
+double device_transformer::forward_pass(const std::int32_t* inputs, const std::int32_t* targets,
+                                        pass_kind kind) {
   const std::size_t bytes = inputs_.size() * sizeof(std::int32_t);
   FP8_CUDA_CHECK(cudaMemcpyAsync(inputs_.data(), inputs, bytes, cudaMemcpyHostToDevice, stream_));
   FP8_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), targets, bytes, cudaMemcpyHostToDevice, stream_));
   // The host vectors may change as soon as this returns: the copies must be done.
   FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return forward_device(inputs_.data(), targets_.data(), kind);
+  return forward_on_device(inputs_.data(), targets_.data(), kind);
 }
 
 double device_transformer::forward_device(const std::int32_t* inputs, const std::int32_t* targets,
                                           pass_kind kind) {
+  return record_forward(kind, [&] { return forward_on_device(inputs, targets, kind); });
+}
+
+double device_transformer::forward_on_device(const std::int32_t* inputs, const std::int32_t* targets,
+                                             pass_kind kind) {
   const int N = batch_ * context_, C = channels_, F = hidden_, V = vocab_;
   const std::size_t NC = std::size_t(N) * std::size_t(C);
   const storage stored = stored_;

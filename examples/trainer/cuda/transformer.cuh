@@ -86,13 +86,15 @@ class device_transformer final : public device_model {
                      fp8::cuda::device_amax_reducer* amax_reducer = nullptr,
                      attention_kernel attention = attention_kernel::automatic);
 
-  double forward(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
-  // inputs, targets already on the device ([B, T], int32).
+  // forward() with inputs, targets already on the device ([B, T], int32).
   double forward_device(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind);
 
   std::string attention_description() const override { return attention_path_.description; }
 
  private:
+  double forward_pass(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind) override;
+  // The forward pass on device inputs (forward_device without recording its kind).
+  double forward_on_device(const std::int32_t* inputs, const std::int32_t* targets, pass_kind kind);
   void backward_pass() override;
 
   // The public constructor's work, with `attention` already resolved: the linear layers' BF16 plan

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace fp8::cublaslt {
@@ -31,6 +32,18 @@ fallback_result<Status> first_that_works(std::size_t count, std::size_t start, S
     }
   }
   return result;
+}
+
+// What every attempt of first_that_works from `start` gave, for the error when none worked:
+// "candidate 2: NAME, candidate 3: NAME", each status named by name_of(status).
+template <class Status, class Name>
+std::string attempts_text(const fallback_result<Status>& result, std::size_t start, Name&& name_of) {
+  std::string text;
+  for (std::size_t i = 0; i < result.statuses.size(); ++i) {
+    if (i != 0) text += ", ";
+    text += "candidate " + std::to_string(start + i) + ": " + std::string(name_of(result.statuses[i]));
+  }
+  return text;
 }
 
 }  // namespace fp8::cublaslt

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -196,10 +197,18 @@ class handle {
     resolved.reserve(problems.size());
     for (const gemm_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(p));
     validate_group(resolved, device_);
-    if (cache_enabled_) {
-      for (const gemm_problem& p : resolved) (void)cached_plan(p);  // may evict, but proves each builds
-    }
     const workspace scratch = workspaces_.for_stream(stream);
+    if (!cache_enabled_) {
+      // Every member's plan built before the first runs, as with the cache: a member the heuristic
+      // refuses stops the group with nothing done.
+      std::deque<detail::plan> plans;
+      for (const gemm_problem& p : resolved) {
+        detail::build_plan(plans.emplace_back(), handle_, workspace_bytes_, p, device_);
+      }
+      for (std::size_t i = 0; i < resolved.size(); ++i) run(plans[i], resolved[i], stream, scratch);
+      return;
+    }
+    for (const gemm_problem& p : resolved) (void)cached_plan(p);  // may evict, but proves each builds
     for (const gemm_problem& p : resolved) run_validated(p, stream, scratch);
   }
 
@@ -352,18 +361,20 @@ class handle {
     const auto attempt = [&](std::size_t i) {
       return detail::matmul(handle_, plan, i, p, p.d.data, stream, scratch);
     };
-    const auto result = first_that_works(plan.algorithms.size(), plan.chosen, CUBLAS_STATUS_SUCCESS, attempt);
+    const std::size_t start = plan.chosen;
+    const auto result = first_that_works(plan.algorithms.size(), start, CUBLAS_STATUS_SUCCESS, attempt);
     if (result.succeeded(plan.algorithms.size())) {
       plan.chosen = result.index;
       return;
     }
     const cublasStatus_t first =
         result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.front();
-    throw cublas_error(
-        first, "cublasLtMatmul", describe(p),
-        "running the product (" + std::to_string(result.statuses.size()) +
-            " candidate algorithms tried, all failed): " + detail::likely_cause(first, device_),
-        fp8::detail::source_location(__FILE__, __LINE__));
+    throw cublas_error(first, "cublasLtMatmul", describe(p),
+                       "running the product (" + std::to_string(result.statuses.size()) +
+                           " candidate algorithms tried, all failed: " +
+                           attempts_text(result, start, cublasLtGetStatusName) +
+                           "): " + detail::likely_cause(first, device_),
+                       fp8::detail::source_location(__FILE__, __LINE__));
   }
 
   device_info device_{};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -62,7 +63,7 @@ inline std::string version_text(std::size_t version) {
          std::to_string(version % 100);
 }
 // The D scale and amax floats need only their own alignment (an amax 4 bytes past a 16-byte boundary
-// ran on an H100; the D scale was not probed off such a boundary). An operand's tensorwise inverse scale
+// ran on an H100; test_cublaslt_gemm runs every FP8-output product again with the D scale there). An operand's tensorwise inverse scale
 // needs 16 bytes: cuBLASLt 13.1 on an H100 took a product whose A or B scale sat 4 bytes past such a
 // boundary through the heuristic and then refused it in every candidate algorithm
 // (CUBLAS_STATUS_NOT_SUPPORTED), measured with split accumulation.
@@ -242,6 +243,12 @@ inline std::optional<rejection> find_batch_rejection(const gemm_problem& problem
   if (batch.count < 1) {
     return reject(rejection_kind::invalid_value,
                   "batch count must be >= 1; got " + std::to_string(batch.count));
+  }
+  // cuBLASLt's batch count is an int32_t layout attribute.
+  if (batch.count > std::numeric_limits<std::int32_t>::max()) {
+    return reject(rejection_kind::invalid_value,
+                  "batch count must be at most 2147483647 (cuBLASLt's int32 batch count); got " +
+                      std::to_string(batch.count));
   }
   if (batch.count == 1) return std::nullopt;
   const std::int64_t c_extent = reads_c(problem) ? problem.c.ld * problem.n : 0;
