@@ -850,6 +850,32 @@ TEST_CASE(
   CHECK(refusal_of([&] { written.backward(b); }).find("needs a backward with dX") != std::string::npos);
   linear_layer::forward_args missing{nullptr, w.data(), nullptr, y_written.data(), M, true};
   CHECK(refusal_of([&] { written.forward(missing); }).find("x must be set") != std::string::npos);
+  // Codes taken only as fp8_input gave their target: for this call's token count, in this step, once.
+  (void)written.fp8_input(fp8::cuda::linear_tensor::x, M);
+  linear_layer::forward_args fewer = f;
+  fewer.statistics = false;
+  fewer.m = M - 16;
+  CHECK(refusal_of([&] {
+          written.forward(fewer);
+        }).find("fp8_input gave its target for 256 tokens, and this call has 240") != std::string::npos);
+  linear_layer::forward_args taken = fewer;
+  taken.m = M;
+  written_scaling.end_step();
+  CHECK(refusal_of([&] {
+          written.forward(taken);
+        }).find("end_step() has run since fp8_input gave its target") != std::string::npos);
+  produce_into(written.fp8_input(fp8::cuda::linear_tensor::x, M), x, true);
+  written.forward(taken);
+  CHECK(refusal_of([&] { written.forward(taken); }).find("no fp8_input(X, m) gave its target") !=
+        std::string::npos);
+  produce_into(written.fp8_input(fp8::cuda::linear_tensor::dy, M), dy, true);
+  written_scaling.end_step();
+  linear_layer::backward_args stale{nullptr, nullptr, w.data(), dx_written.data(), dw_written.data(), nullptr,
+                                    M,       true,    true};
+  stale.dy_written = true;
+  CHECK(refusal_of([&] {
+          written.backward(stale);
+        }).find("dY was written as FP8 by its producer, but end_step()") != std::string::npos);
   CHECK(refusal_of([&] {
           (void)written.fp8_input(fp8::cuda::linear_tensor::w, M);
         }).find("W cannot be written as FP8 by its producer") != std::string::npos);

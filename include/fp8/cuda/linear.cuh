@@ -208,6 +208,7 @@ class linear_layer {
     const linear_plan other = cached != nullptr ? linear_plan{} : make_linear_plan(config_, m, pass);
     const cast_plan& c = (cached != nullptr ? *cached : other).cast(tensor);
     if (workspace_ != nullptr) workspace_->claims().claim(member_, tensor);
+    given_targets_[std::size_t(tensor)] = {m, scaling_.steps()};
     return {copies_[std::size_t(tensor)].row.data(),
             delayed_scale(c.row_operand),
             amax_slot(c.row_operand),
@@ -252,7 +253,7 @@ class linear_layer {
     detail::require(args.y != nullptr, function, "y must be set");
     detail::require(args.x != nullptr || args.x_written, function,
                     "x must be set (or its FP8 codes written: x_written)");
-    if (args.x_written) check_written(linear_tensor::x, args.statistics, function);
+    if (args.x_written) check_written(linear_tensor::x, args.m, args.statistics, function);
     detail::require(args.w != nullptr, function, "w must be set (the BF16 weights, read or cast)");
     detail::require(
         config_.bias == (args.bias != nullptr), function,
@@ -266,7 +267,8 @@ class linear_layer {
       check_countable(p.bf16_cast(linear_tensor::w), function);
       check_countable(p.bf16_cast(linear_tensor::x), function);
     }
-    check_workspace(linear_tensor::x, args.x_written, stream, function);  // the last check
+    check_workspace(linear_tensor::x, args.x_written, stream, function);     // the last check
+    if (args.x_written) given_targets_[std::size_t(linear_tensor::x)] = {};  // this call takes the codes
     // X's cast replaces the Xᵀ a pending backward reads: until this call has run its product, no
     // backward pairs with it or with the forward before (a call that throws leaves none).
     if (args.backward_follows) saved_m_ = -1;
@@ -303,10 +305,10 @@ class linear_layer {
     detail::require(args.dy != nullptr || args.dy_written, function,
                     "dy must be set (or its FP8 codes written: dy_written)");
     if (args.dy_written) {
-      check_written(linear_tensor::dy, args.statistics, function);
       detail::require(dgrad, function,
                       "dy_written needs a backward with dX (without, only wgrad's copy of dY is made, "
                       "with that operand's own scale)");
+      check_written(linear_tensor::dy, args.m, args.statistics, function);
     }
     detail::require(
         config_.bias == (args.dbias != nullptr), function,
@@ -339,7 +341,8 @@ class linear_layer {
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
     if (args.statistics) check_countable(dy.bf16, function);
-    check_workspace(linear_tensor::dy, args.dy_written, stream, function);  // the last check
+    check_workspace(linear_tensor::dy, args.dy_written, stream, function);     // the last check
+    if (args.dy_written) given_targets_[std::size_t(linear_tensor::dy)] = {};  // this call takes the codes
     enter(stage::kernels);
     if (w_cast_due) ensure_weight_copies(p, args.w, args.record_amax, stream);
     if (args.dy_written) {
@@ -473,9 +476,11 @@ class linear_layer {
     workspace_->claims().claim(member_, tensor);
   }
 
-  // A call whose X (or dY) its producer wrote as FP8 codes: the layer must take them, and statistics,
-  // which count the BF16 tensor against its copies, have no BF16 tensor to count.
-  void check_written(linear_tensor tensor, bool statistics, const char* function) const {
+  // A call of m tokens whose X (or dY) its producer wrote as FP8 codes: the layer must take them;
+  // fp8_input must have given their target for this call (for m tokens, since the last end_step(),
+  // whose new scale would decode codes made with the old one, and taken by no call yet); and
+  // statistics, which count the BF16 tensor against its copies, have no BF16 tensor to count.
+  void check_written(linear_tensor tensor, std::int64_t m, bool statistics, const char* function) const {
     const char* refusal = input_refusals_[std::size_t(tensor)];
     if (refusal != nullptr) {
       throw invalid_argument(std::string(function) + ": " + tensor_name(tensor) +
@@ -484,6 +489,24 @@ class linear_layer {
     detail::require(!statistics, function,
                     std::string("statistics count the BF16 ") + tensor_name(tensor) +
                         " against its copies: a statistics call takes it in BF16, not written as FP8");
+    const given_target& given = given_targets_[std::size_t(tensor)];
+    const std::string written =
+        std::string(function) + ": " + tensor_name(tensor) + " was written as FP8 by its producer, but ";
+    if (given.m < 0) {
+      throw invalid_argument(written + "no fp8_input(" + tensor_name(tensor) +
+                             ", m) gave its target since the last call that took such codes; call "
+                             "fp8_input and write the codes right before each call that takes them");
+    }
+    if (given.m != m) {
+      throw invalid_argument(written + "fp8_input gave its target for " + std::to_string(given.m) +
+                             " tokens, and this call has " + std::to_string(m));
+    }
+    if (given.step != scaling_.steps()) {
+      throw invalid_argument(written +
+                             "end_step() has run since fp8_input gave its target: the codes were "
+                             "made with the last step's scale, and this call would decode them with the new "
+                             "one; call fp8_input again after end_step()");
+    }
   }
 
   // The rest of the fused delayed cast of a tensor whose codes its producer wrote into the row copy
@@ -846,6 +869,13 @@ class linear_layer {
   // fp8_input_refusal of each tensor (indexed by linear_tensor), fixed by the configuration: worked
   // out once, not in every call that passes written codes.
   std::array<const char*, 3> input_refusals_{};
+  // What fp8_input gave for each tensor (indexed by linear_tensor) and no call has taken yet: the
+  // token count and the scaling step (m < 0: none).
+  struct given_target {
+    std::int64_t m = -1;
+    std::uint64_t step = 0;
+  };
+  std::array<given_target, 3> given_targets_{};
   bool weights_cached_ = false;      // W cast (or its BF16 amax recorded) since the last weights_changed()
   bool weights_recorded_ = false;    // ... by a call that recorded W's amaxes
   std::uint64_t recorded_step_ = 0;  // scaling_.steps() when W was last cast (or its amax taken)
