@@ -776,12 +776,15 @@ class linear_layer {
   // The scratch copies of the statistics casts of BF16 operands, allocated at the first statistics
   // call that needs them (for max_tokens), never for a layer that asks no statistics. dY's are sized
   // for the unfused form too: a backward without dX casts only the transposed half of a fused plan
-  // (X and W are cast as planned, so a fused plan of theirs needs no row-major scratch).
+  // (X and W are cast as planned, so a fused plan of theirs needs no row-major scratch). The
+  // allocation is made in relaxed capture mode, as the cuBLASLt handle allocates its workspaces, so
+  // that a first statistics call captured into a graph in global mode does not invalidate the capture.
   tensor_copies& statistics_copies(linear_tensor tensor) {
     tensor_copies& t = statistics_copies_[std::size_t(tensor)];
     if (!statistics_allocated_[std::size_t(tensor)]) {
       cast_plan all = make_linear_plan(config_, config_.max_tokens).bf16_cast(tensor);
       if (tensor == linear_tensor::dy) all.fused = false;
+      const cublaslt::detail::relaxed_capture_mode relaxed;
       allocate(all, t);
       statistics_allocated_[std::size_t(tensor)] = true;
     }
