@@ -63,10 +63,10 @@ inline std::string version_text(std::size_t version) {
          std::to_string(version % 100);
 }
 // The D scale and amax floats need only their own alignment (an amax 4 bytes past a 16-byte boundary
-// ran on an H100; test_cublaslt_gemm runs every FP8-output product again with the D scale there). An operand's tensorwise inverse scale
-// needs 16 bytes: cuBLASLt 13.1 on an H100 took a product whose A or B scale sat 4 bytes past such a
-// boundary through the heuristic and then refused it in every candidate algorithm
-// (CUBLAS_STATUS_NOT_SUPPORTED), measured with split accumulation.
+// ran on an H100; test_cublaslt_gemm runs every FP8-output product again with the D scale there). An
+// operand's tensorwise inverse scale needs 16 bytes: cuBLASLt 13.1 on an H100 took a product whose A or B
+// scale sat 4 bytes past such a boundary through the heuristic and then refused it in every candidate
+// algorithm (CUBLAS_STATUS_NOT_SUPPORTED), measured with split accumulation.
 inline constexpr std::uintptr_t scalar_alignment = alignof(float);
 inline constexpr std::uintptr_t tensorwise_scale_alignment = 16;
 
