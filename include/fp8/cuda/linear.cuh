@@ -490,22 +490,23 @@ class linear_layer {
                     std::string("statistics count the BF16 ") + tensor_name(tensor) +
                         " against its copies: a statistics call takes it in BF16, not written as FP8");
     const given_target& given = given_targets_[std::size_t(tensor)];
-    const std::string written =
-        std::string(function) + ": " + tensor_name(tensor) + " was written as FP8 by its producer, but ";
+    const auto refuse = [&](const std::string& why) {  // the message is built only when it is thrown
+      throw invalid_argument(std::string(function) + ": " + tensor_name(tensor) +
+                             " was written as FP8 by its producer, but " + why);
+    };
     if (given.m < 0) {
-      throw invalid_argument(written + "no fp8_input(" + tensor_name(tensor) +
-                             ", m) gave its target since the last call that took such codes; call "
-                             "fp8_input and write the codes right before each call that takes them");
+      refuse(std::string("no fp8_input(") + tensor_name(tensor) +
+             ", m) gave its target since the last call that took such codes; call fp8_input and write the "
+             "codes right before each call that takes them");
     }
     if (given.m != m) {
-      throw invalid_argument(written + "fp8_input gave its target for " + std::to_string(given.m) +
-                             " tokens, and this call has " + std::to_string(m));
+      refuse("fp8_input gave its target for " + std::to_string(given.m) + " tokens, and this call has " +
+             std::to_string(m));
     }
     if (given.step != scaling_.steps()) {
-      throw invalid_argument(written +
-                             "end_step() has run since fp8_input gave its target: the codes were "
-                             "made with the last step's scale, and this call would decode them with the new "
-                             "one; call fp8_input again after end_step()");
+      refuse(
+          "end_step() has run since fp8_input gave its target: the codes were made with the last step's "
+          "scale, and this call would decode them with the new one; call fp8_input again after end_step()");
     }
   }
 
