@@ -47,7 +47,7 @@ __global__ void adamw_kernel(float* master, float* adam_m, float* adam_v, const 
     master[i] = updated;
     const float stored = detail::store_value(compute_storage, updated);
     if (compute != nullptr) compute[i] = stored;
-    if (weights16 != nullptr) weights16[i] = __float2bfloat16_rn(stored);
+    if (weights16 != nullptr) weights16[i] = fp8::cuda::narrow<__nv_bfloat16>(stored);  // canonical NaN
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include <fp8/cuda/convert.cuh>
+#include <fp8/cuda/element.cuh>
 #include <fp8/cuda/launch.cuh>
 #include <fp8/format.hpp>
 
@@ -92,7 +93,9 @@ __device__ __forceinline__ float store_element(float* p, std::size_t i, float x,
 }
 __device__ __forceinline__ float store_element(__nv_bfloat16* p, std::size_t i, float x, store_rule) {
   const float stored = round_to_bf16(x);
-  p[i] = __float2bfloat16_rn(stored);
+  // Not __float2bfloat16_rn(stored): the hardware conversion writes a NaN as 0x7FFF, not the
+  // canonical 0x7FC0 that round_to_bf16 kept in the float.
+  p[i] = fp8::cuda::narrow<__nv_bfloat16>(stored);
   return stored;
 }
 // FP8 codes: the BF16 form's value (so the same amax), through the library's scaled cast of one

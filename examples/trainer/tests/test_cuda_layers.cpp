@@ -43,6 +43,7 @@
 #include <fp8/convert.hpp>
 #include <fp8/cuda/error.hpp>
 #include <fp8/float8.hpp>
+#include <fp8/format.hpp>
 #include <fp8/quantize.hpp>
 #include <fp8/scaling/fp8_format.hpp>
 
@@ -1221,6 +1222,11 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
     cuda::device_parameters separate(host), only16(host);
     const std::vector<float> compute_before = only16.compute.to_host();
     host.grad = random_values(host.size(), 71, 0.5f);
+    // NaN gradients of both signs make NaN weights, whose BF16 copy must hold the canonical NaN
+    // (0x7FC0) as to_bf16 writes it, not the hardware conversion's 0x7FFF.
+    const std::size_t nan_positions[] = {5, host.size() - 3};
+    host.grad[nan_positions[0]] = std::numeric_limits<float>::quiet_NaN();
+    host.grad[nan_positions[1]] = -std::numeric_limits<float>::quiet_NaN();
     separate.grad.upload(host.grad);
     only16.grad.upload(host.grad);
     cuda::adamw_update(separate, options, 1e-3f, 3, nullptr);
@@ -1231,7 +1237,12 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
                        cuda::adamw_fusion{std::nullopt, false, storage::bf16, written16.data()});
     synchronize();
     expect_same_bits("master (BF16 copy only)", only16.master.to_host(), separate.master.to_host());
-    CHECK(written16.to_host() == expected16.to_host());
+    const std::vector<std::uint16_t> written = written16.to_host();
+    CHECK(written == expected16.to_host());
+    for (const std::size_t i : nan_positions) {
+      CAPTURE(i);
+      CHECK(written[i] == fp8::bf16_format::canonical_nan);
+    }
     expect_same_bits("compute copy left as it was", only16.compute.to_host(), compute_before);
   }
   SUBCASE("a round trip through the host keeps every buffer") {
