@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <random>
@@ -112,6 +113,28 @@ TEST_CASE("record keeps the largest amax of the step; a negative amax is refused
   CHECK(history.current() == 5.0f);
   history.set_current(0.5f);
   CHECK(history.current() == 0.5f);
+}
+
+TEST_CASE("an amax is stored without a sign: -0 as +0, every NaN as the canonical quiet NaN") {
+  const auto bits = [](float x) { return fp8::detail::bit_cast<std::uint32_t>(x); };
+  const std::uint32_t canonical_nan = bits(qnan);
+  const float negative_nan = fp8::detail::bit_cast<float>(std::uint32_t(0xFFC00001u));
+  const float payload_nan = fp8::detail::bit_cast<float>(std::uint32_t(0x7F800123u));
+  const fp8::amax_history loaded = fp8::amax_history::from_values({-0.0f, negative_nan, payload_nan, 2.0f});
+  CHECK(bits(loaded.at(0)) == 0u);
+  CHECK(bits(loaded.at(1)) == canonical_nan);
+  CHECK(bits(loaded.at(2)) == canonical_nan);
+  CHECK(bits(loaded.at(3)) == bits(2.0f));
+  fp8::amax_history history(2);
+  history.set_current(-0.0f);
+  CHECK(bits(history.current()) == 0u);
+  history.set_current(negative_nan);
+  CHECK(bits(history.current()) == canonical_nan);
+  fp8::amax_history recorded(2);
+  recorded.record(-0.0f);
+  CHECK(bits(recorded.current()) == 0u);
+  recorded.record(payload_nan);
+  CHECK(bits(recorded.current()) == canonical_nan);
 }
 
 TEST_CASE("from_values / newest_first round-trip and equality") {

@@ -38,12 +38,12 @@ class amax_history {
   explicit amax_history(std::size_t length = default_length) : values_(checked_length(length), 0.0f) {}
 
   // A history from stored values, newest first: values[0] is the current step, values[k] k steps ago.
-  // Throws fp8::invalid_argument on an empty vector or a negative value.
+  // Throws fp8::invalid_argument on an empty vector or a negative value. Every value is stored as
+  // record and set_current store it: -0 as +0, every NaN as the canonical quiet NaN.
   static amax_history from_values(const std::vector<float>& newest_first) {
     amax_history history(newest_first.size());
     for (std::size_t k = 0; k < newest_first.size(); ++k) {
-      check_amax(newest_first[k]);
-      history.values_[k] = newest_first[k];  // head_ is 0: slot k holds "k steps ago" ...
+      history.values_[k] = checked_amax(newest_first[k]);  // head_ is 0: slot k holds "k steps ago" ...
     }
     // ... once the order is reversed into the ring: at(k) reads values_[(head_ + length - k) % length].
     history.reverse_into_ring();
@@ -55,16 +55,10 @@ class amax_history {
   // Folds an amax of the current step into the window: the slot keeps the larger (NaN over Inf over
   // finite), so a tensor cast several times in one step (micro-batches) records its largest amax.
   // Throws fp8::invalid_argument on a negative amax (an amax is |x|), leaving the history as it was.
-  void record(float amax) {
-    check_amax(amax);
-    values_[head_] = detail::amax_max(values_[head_], amax);
-  }
+  void record(float amax) { values_[head_] = detail::amax_max(values_[head_], checked_amax(amax)); }
 
   // Replaces the current step's amax (used after an amax reduction across ranks).
-  void set_current(float amax) {
-    check_amax(amax);
-    values_[head_] = amax;
-  }
+  void set_current(float amax) { values_[head_] = checked_amax(amax); }
 
   float current() const noexcept { return values_[head_]; }
 
@@ -109,11 +103,16 @@ class amax_history {
     if (length == 0) throw invalid_argument("fp8::amax_history: the length must be at least 1");
     return length;
   }
-  static void check_amax(float amax) {
+  // An amax as the window holds it: an absolute value has no sign, so -0 is stored as +0 and every NaN
+  // as the canonical quiet NaN, as record's maximum stores them. The device state holds the same
+  // bits: a slot holding -0's bits (0x80000000) would stay above every amax that a device cast folds
+  // in with its integer atomicMax, and the step's amax would be lost.
+  static float checked_amax(float amax) {
     if (amax < 0.0f) {
       throw invalid_argument("fp8::amax_history: an amax is an absolute value and cannot be negative; got " +
                              std::to_string(amax));
     }
+    return detail::amax_from_bits(detail::abs_bits(detail::bit_cast<std::uint32_t>(amax)));
   }
   // values_ holds newest-first order with head_ 0; the ring wants slot (length - k) % length for k.
   void reverse_into_ring() {
