@@ -272,8 +272,12 @@ if command -v compute-sanitizer >/dev/null; then
   sanitize memcheck tests/cuda/test_cublaslt_gemm
   sanitize initcheck tests/cuda/test_device_quantize "$exclude,*misaligned pointers*"
   sanitize memcheck tests/cuda/test_device_convert "$exclude"
+  # initcheck without the attention cases: on the first H100 run it reported the softmax's reads of
+  # the scores, which a cuBLAS product had just written in full (beta 0), as reads of uninitialised
+  # memory, once per thread, until the step ran out of time: it does not see those library kernels'
+  # writes. memcheck keeps the attention cases.
   if [[ -x $build/examples/trainer/tests/trainer_test_cuda_layers ]]; then
-    sanitize initcheck examples/trainer/tests/trainer_test_cuda_layers "$layers_exclude"
+    sanitize initcheck examples/trainer/tests/trainer_test_cuda_layers "$layers_exclude,*attention*"
   fi
 else
   echo "compute-sanitizer,NOT RUN (not on PATH),0" >>"$steps"

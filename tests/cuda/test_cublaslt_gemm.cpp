@@ -293,12 +293,13 @@ void run_fp8_case(lt::handle& handle, const product_case& c, run_counts& counts)
   if (fp8_output) {
     // The wrapper asks only float alignment of the D scale (as of the amax, which ran 4 bytes past
     // a 16-byte boundary), where the operands' scales need 16 bytes. The same product with the D
-    // scale 4 bytes past the boundary (and the amax 8) must run and give the same results: a packed
-    // slot of a delayed-scaling state is such a pointer. Should cuBLASLt refuse it, the rule is to
-    // be tightened to the operands' (validate.hpp, scalar_alignment).
-    const device_buffer<float> offset_scalars(std::vector<float>{0.0f, d_scale, 0.0f});
+    // scale 4 bytes past the boundary must run and give the same results: a packed slot of a
+    // delayed-scaling state is such a pointer. The amax moves to the next boundary, so that a
+    // failure here is the D scale's alone. Should cuBLASLt refuse it, the rule is to be tightened
+    // to the operands' (validate.hpp, scalar_alignment).
+    const device_buffer<float> offset_scalars(std::vector<float>{0.0f, d_scale, 0.0f, 0.0f, 0.0f});
     p.y.scale = offset_scalars.data() + 1;
-    p.y.amax = offset_scalars.data() + 2;
+    p.y.amax = offset_scalars.data() + 4;
     REQUIRE_FALSE(lt::find_rejection(lt::to_gemm(p), handle.device()).has_value());
     // D cleared, so that a run that writes nothing cannot pass on the first run's output.
     FP8_CUDA_CHECK(cudaMemset(dy.data(), 0, dy.size()));

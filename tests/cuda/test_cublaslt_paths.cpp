@@ -118,6 +118,34 @@ double gelu_gradient(double x) {
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+// The BF16 values (exact: small integers) of a rows x cols int_matrix, column-major: element (i, t)
+// at t * rows + i, the matrix's transpose stored row-major.
+std::vector<std::uint16_t> bf16_column_major(const int_matrix& x) {
+  std::vector<std::uint16_t> out(x.rows * x.cols);
+  for (std::size_t t = 0; t < x.cols; ++t) {
+    for (std::size_t i = 0; i < x.rows; ++i)
+      out[t * x.rows + i] = fp8::bfloat16(x.values[i * x.cols + t]).bits();
+  }
+  return out;
+}
+
+// The product of fp8_gemm (column-major D[m, n] = A·Bᵀ of an m x k A and an n x k B) with BF16
+// operands from bf16_column_major, in the NT form: A not transposed (ld m), B transposed (ld n).
+// BGRADB's only form in cuBLASLt; the other epilogues take it too.
+lt::gemm_problem bf16_nt_gemm(const device_buffer<std::uint16_t>& a, const device_buffer<std::uint16_t>& b,
+                              const device_buffer<float>& d, std::size_t m, std::size_t n, std::size_t k) {
+  lt::gemm_problem p{};
+  p.m = std::int64_t(m);
+  p.n = std::int64_t(n);
+  p.k = std::int64_t(k);
+  p.op_a = lt::operation::none;
+  p.op_b = lt::operation::transpose;
+  p.a = {a.data(), lt::data_type::bf16, std::int64_t(m)};
+  p.b = {b.data(), lt::data_type::bf16, std::int64_t(n)};
+  p.d = {d.data(), lt::data_type::fp32};
+  return p;
+}
+
 // bias_gradient_b through `handle`, accumulating into D (beta = 1, as a layer's wgrad): D[m, n] =
 // 0.5 + A·Bᵀ (`product`, column-major) and the column sums of op(B) (B's rows) as the bias gradient,
 // small integers, both exact in FP32. BGRADB's only form in cuBLASLt: BF16 (or f16, f32) operands, B
@@ -125,25 +153,12 @@ double gelu_gradient(double x) {
 void check_bias_gradient_accumulation(lt::handle& handle, const int_matrix& a, const int_matrix& b,
                                       const std::vector<double>& product) {
   const std::size_t m = a.rows, n = b.rows, k = a.cols;
-  std::vector<std::uint16_t> a16(m * k), b16(n * k);  // A as m x k (ld m), B as n x k (ld n)
-  for (std::size_t t = 0; t < k; ++t) {
-    for (std::size_t i = 0; i < m; ++i) a16[t * m + i] = fp8::bfloat16(a.values[i * k + t]).bits();
-    for (std::size_t j = 0; j < n; ++j) b16[t * n + j] = fp8::bfloat16(b.values[j * k + t]).bits();
-  }
-  const device_buffer<std::uint16_t> da16(a16), db16(b16);
+  const device_buffer<std::uint16_t> da16(bf16_column_major(a)), db16(bf16_column_major(b));
   const device_buffer<float> accumulated(std::vector<float>(m * n, 0.5f));
   // The bias gradient has C's type, FP32 here (a bf16 one beside an FP32 output is refused). The
   // buffer holds one guard float past the n that cuBLASLt may write.
   const device_buffer<float> bias_gradient(std::vector<float>(n + 1, -1.0f));
-  lt::gemm_problem p{};
-  p.m = std::int64_t(m);
-  p.n = std::int64_t(n);
-  p.k = std::int64_t(k);
-  p.op_a = lt::operation::none;
-  p.op_b = lt::operation::transpose;
-  p.a = {da16.data(), lt::data_type::bf16, std::int64_t(m)};
-  p.b = {db16.data(), lt::data_type::bf16, std::int64_t(n)};
-  p.d = {accumulated.data(), lt::data_type::fp32};
+  lt::gemm_problem p = bf16_nt_gemm(da16, db16, accumulated, m, n, k);
   p.c = {accumulated.data()};
   p.options.beta = 1.0f;
   p.options.epilogue_kind = lt::epilogue::bias_gradient_b;
@@ -191,6 +206,51 @@ void replay(cudaGraph_t graph, cudaStream_t stream) {
   FP8_CUDA_CHECK(cudaStreamSynchronize(stream));
   FP8_CUDA_CHECK(cudaGraphExecDestroy(exec));
   FP8_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
+// gelu_aux through `p` (whose D is `d`, FP32, and whose product is `product`, column-major) saves
+// the GELU input in `aux`; dgelu then applies GELU' of that aux to the product.
+void check_gelu_aux_then_dgelu(lt::handle& handle, lt::gemm_problem p, const device_buffer<float>& d,
+                               const device_buffer<float>& aux, const std::vector<double>& product) {
+  const std::size_t count = product.size();
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux = aux.data();
+  REQUIRE(lt::aux_type_of(p) == lt::data_type::fp32);
+  handle.gemm(p);
+  const std::vector<float> activated = d.download();
+  const std::vector<float> saved = aux.download();
+  std::size_t wrong = 0;
+  for (std::size_t e = 0; e < count; ++e) {
+    const double saved_value = double(saved[e]);
+    // The aux holds the pre-activation in FP32 (small integer sums: exact); D its GELU in FP32
+    // (1e-3 absolute covers the tanh approximation).
+    if (!(saved_value == product[e])) ++wrong;
+    if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e]))))
+      ++wrong;
+  }
+  CHECK_MESSAGE(wrong == 0, "gelu_aux");
+
+  // dgelu: D = (A B) * GELU'(aux), the aux as saved above.
+  p.options.epilogue_kind = lt::epilogue::dgelu;
+  handle.gemm(p);
+  const std::vector<float> gradient = d.download();
+  wrong = 0;
+  for (std::size_t e = 0; e < count; ++e) {
+    const double x = double(saved[e]);
+    const double expected = product[e] * gelu_gradient(x);
+    if (!(std::fabs(double(gradient[e]) - expected) <= 1e-3 * (1.0 + std::fabs(expected)))) ++wrong;
+  }
+  CHECK_MESSAGE(wrong == 0, "dgelu");
+}
+
+// A handle that tunes every plan at its first call (two rounds: enough to order the candidates here).
+lt::handle tuning_handle() {
+  lt::handle tuned;
+  lt::tuning_options options;
+  options.enabled = true;
+  options.rounds = 2;
+  tuned.set_tuning(options);
+  return tuned;
 }
 
 }  // namespace
@@ -287,53 +347,34 @@ TEST_CASE("beta = 1: FP32 accumulation in place, and a separate bf16 C beside an
   CHECK(wrong == 0);
 }
 
-TEST_CASE(
-    "bias_gradient_b writes the column sums of op(B); gelu_aux saves the GELU input; dgelu applies GELU'") {
+// One epilogue per test case, not per subcase: a subcase that throws (cuBLASLt refusing an
+// epilogue for some types) would keep doctest from entering the subcases after it.
+TEST_CASE("bias_gradient_b writes the column sums of op(B), accumulating into D (BF16 operands, NT)") {
   lt::handle handle;
   const std::size_t m = 64, n = 96, k = 128;  // cuBLAS D is m x n, A stored k x m, B stored k x n
-  // Through gemm(): A = W-like (m rows of k), B = X-like (n columns of k), all integers.
+  const int_matrix a = make_int_matrix(m, k, 5), b = make_int_matrix(n, k, 6);
+  // D[i][j] = sum_t A[i][t] B[j][t], column-major (element (i, j) at j * m + i): B's rows times A's.
+  check_bias_gradient_accumulation(handle, a, b, reference_linear(b, a));
+}
+
+TEST_CASE("gelu_aux saves the GELU input and dgelu applies GELU', FP8 operands") {
+  lt::handle handle;
+  const std::size_t m = 64, n = 96, k = 128;
   const int_matrix a = make_int_matrix(m, k, 5), b = make_int_matrix(n, k, 6);
   const device_buffer<std::uint8_t> da(a.codes), db(b.codes);
-  const device_buffer<float> dd(m * n);
-  lt::gemm_problem p = fp8_gemm(da, db, dd, m, n, k);
+  const device_buffer<float> dd(m * n), aux(m * n);  // aux: the GELU input in D's type (FP32), ld m
+  check_gelu_aux_then_dgelu(handle, fp8_gemm(da, db, dd, m, n, k), dd, aux, reference_linear(b, a));
+}
 
-  // D[i][j] = sum_t A[i][t] B[j][t], column-major (element (i, j) at j * m + i): B's rows times A's.
-  const std::vector<double> product = reference_linear(b, a);
-
-  SUBCASE("bias_gradient_b, BF16 inputs, accumulating into D (beta = 1, as a layer's wgrad)") {
-    check_bias_gradient_accumulation(handle, a, b, product);
-  }
-  SUBCASE("gelu_aux then dgelu") {
-    const device_buffer<float> aux(m * n);  // the GELU input in the output's type (FP32), ld m
-    p.options.epilogue_kind = lt::epilogue::gelu_aux;
-    p.options.aux = aux.data();
-    REQUIRE(lt::aux_type_of(p) == lt::data_type::fp32);
-    handle.gemm(p);
-    const std::vector<float> activated = dd.download();
-    const std::vector<float> saved = aux.download();
-    std::size_t wrong = 0;
-    for (std::size_t e = 0; e < m * n; ++e) {
-      const double saved_value = double(saved[e]);
-      // The aux holds the pre-activation in FP32 (small integer sums: exact); D its GELU in FP32
-      // (1e-3 absolute covers the tanh approximation).
-      if (!(saved_value == product[e])) ++wrong;
-      if (!(std::fabs(double(activated[e]) - gelu(product[e])) <= 1e-3 * (1.0 + std::fabs(product[e]))))
-        ++wrong;
-    }
-    CHECK(wrong == 0);
-
-    // dgelu: D = (A B) * GELU'(aux), the aux as saved above.
-    p.options.epilogue_kind = lt::epilogue::dgelu;
-    handle.gemm(p);
-    const std::vector<float> gradient = dd.download();
-    wrong = 0;
-    for (std::size_t e = 0; e < m * n; ++e) {
-      const double x = double(saved[e]);
-      const double expected = product[e] * gelu_gradient(x);
-      if (!(std::fabs(double(gradient[e]) - expected) <= 1e-3 * (1.0 + std::fabs(expected)))) ++wrong;
-    }
-    CHECK(wrong == 0);
-  }
+TEST_CASE("gelu_aux saves the GELU input and dgelu applies GELU', BF16 operands") {
+  // The same as BF16, so that should cuBLASLt offer no FP8 kernel with these epilogues, this case
+  // still shows the wrapper's epilogue path right.
+  lt::handle handle;
+  const std::size_t m = 64, n = 96, k = 128;
+  const int_matrix a = make_int_matrix(m, k, 5), b = make_int_matrix(n, k, 6);
+  const device_buffer<std::uint16_t> da16(bf16_column_major(a)), db16(bf16_column_major(b));
+  const device_buffer<float> dd(m * n), aux(m * n);
+  check_gelu_aux_then_dgelu(handle, bf16_nt_gemm(da16, db16, dd, m, n, k), dd, aux, reference_linear(b, a));
 }
 
 TEST_CASE("gelu_aux beside an FP8 output: the GELU input saved in fp16 (C and bias types follow)") {
@@ -589,11 +630,7 @@ TEST_CASE("tuning an in-place accumulation (C = D, beta = 1): the timed runs lea
     CHECK(count_mismatches(dy.download(), after(1)) == 0);
   }
   SUBCASE("tuning enabled: the first call tunes, then adds once; the second adds once more") {
-    lt::handle handle;
-    lt::tuning_options options;
-    options.enabled = true;
-    options.rounds = 2;
-    handle.set_tuning(options);
+    lt::handle handle = tuning_handle();
     const device_buffer<float> dy(start);
     handle.linear(accumulating(dy));
     CHECK(handle.tunings() == 1);
@@ -604,60 +641,60 @@ TEST_CASE("tuning an in-place accumulation (C = D, beta = 1): the timed runs lea
   }
 }
 
-TEST_CASE("tuning a dgelu and a bias gradient: the timed runs write scratch, the call its outputs once") {
+// BF16 operands: what is tuning's to show here (the timed runs write scratch, never the caller's D or
+// aux) does not depend on the operands' type, and BF16 keeps this case apart from whether cuBLASLt
+// has FP8 kernels with DGELU (the FP8 gelu_aux/dgelu case above shows that).
+TEST_CASE("tuning a dgelu: the timed runs write scratch, the tuned call D once from the aux as it was") {
   const std::size_t m = 64, n = 96, k = 128;  // cuBLAS D is m x n, A stored k x m, B stored k x n
   const int_matrix a = make_int_matrix(m, k, 56), b = make_int_matrix(n, k, 57);
-  const device_buffer<std::uint8_t> da(a.codes), db(b.codes);
+  const device_buffer<std::uint16_t> da16(bf16_column_major(a)), db16(bf16_column_major(b));
   const std::vector<double> product = reference_linear(b, a);  // column-major D[m, n], as above
-  lt::handle tuned;
-  lt::tuning_options options;
-  options.enabled = true;
-  options.rounds = 2;
-  tuned.set_tuning(options);
+  lt::handle tuned = tuning_handle();
+  const device_buffer<float> activated(m * n), aux(m * n);
+  lt::gemm_problem p = bf16_nt_gemm(da16, db16, activated, m, n, k);
+  p.options.epilogue_kind = lt::epilogue::gelu_aux;
+  p.options.aux = aux.data();
+  lt::handle plain;
+  plain.gemm(p);  // aux = AB, exact (small integer sums in FP32)
+  CHECK(count_mismatches(aux.download(), product) == 0);
 
-  SUBCASE("dgelu: D = AB * GELU'(aux), tuned by tune() first") {
-    const device_buffer<float> activated(m * n), aux(m * n);
-    lt::gemm_problem p = fp8_gemm(da, db, activated, m, n, k);
-    p.options.epilogue_kind = lt::epilogue::gelu_aux;
-    p.options.aux = aux.data();
-    lt::handle plain;
-    plain.gemm(p);  // aux = AB, exact (small integer sums in FP32)
-    CHECK(count_mismatches(aux.download(), product) == 0);
+  std::vector<double> expected(m * n);
+  for (std::size_t e = 0; e < m * n; ++e) expected[e] = product[e] * gelu_gradient(product[e]);
+  const auto wrong = [&](const device_buffer<float>& got_buffer) {
+    const std::vector<float> got = got_buffer.download();
+    std::size_t count = 0;
+    for (std::size_t e = 0; e < m * n; ++e) {
+      // 1e-3 relative covers the tanh approximation of GELU (as the dgelu cases above).
+      if (!(std::fabs(double(got[e]) - expected[e]) <= 1e-3 * (1.0 + std::fabs(expected[e])))) ++count;
+    }
+    return count;
+  };
+  // D apart from the aux it reads: whether cuBLASLt may write D over that aux is its own rule
+  // (a split-K candidate may reduce in D), which tuning's pick must not be tested against. What is
+  // tuning's: tune() writes none of the caller's memory (its timed runs write scratch), and the
+  // tuned call then writes D once from the aux as it was.
+  const std::vector<float> aux_before = aux.download();
+  const std::vector<float> untouched(m * n, -7.0f);
+  const device_buffer<float> out(untouched);
+  p.d = {out.data(), lt::data_type::fp32};
+  p.options.epilogue_kind = lt::epilogue::dgelu;
+  const lt::tuning_report report = tuned.tune(p);
+  CHECK(report.any_worked());
+  CHECK(tuned.tunings() == 1);
+  CHECK(out.download() == untouched);
+  CHECK(aux.download() == aux_before);
+  tuned.gemm(p);
+  CHECK(tuned.tunings() == 1);  // tuned by tune(): not again at its first call
+  CHECK_MESSAGE(wrong(out) == 0, "the tuned dgelu");
+  CHECK(aux.download() == aux_before);
+}
 
-    std::vector<double> expected(m * n);
-    for (std::size_t e = 0; e < m * n; ++e) expected[e] = product[e] * gelu_gradient(product[e]);
-    const auto wrong = [&](const device_buffer<float>& got_buffer) {
-      const std::vector<float> got = got_buffer.download();
-      std::size_t count = 0;
-      for (std::size_t e = 0; e < m * n; ++e) {
-        // 1e-3 relative covers the tanh approximation of GELU (as the dgelu case above).
-        if (!(std::fabs(double(got[e]) - expected[e]) <= 1e-3 * (1.0 + std::fabs(expected[e])))) ++count;
-      }
-      return count;
-    };
-    // D apart from the aux it reads: whether cuBLASLt may write D over that aux is its own rule
-    // (a split-K candidate may reduce in D), which tuning's pick must not be tested against. What is
-    // tuning's: tune() writes none of the caller's memory (its timed runs write scratch), and the
-    // tuned call then writes D once from the aux as it was.
-    const std::vector<float> aux_before = aux.download();
-    const std::vector<float> untouched(m * n, -7.0f);
-    const device_buffer<float> out(untouched);
-    p.d = {out.data(), lt::data_type::fp32};
-    p.options.epilogue_kind = lt::epilogue::dgelu;
-    const lt::tuning_report report = tuned.tune(p);
-    CHECK(report.any_worked());
-    CHECK(tuned.tunings() == 1);
-    CHECK(out.download() == untouched);
-    CHECK(aux.download() == aux_before);
-    tuned.gemm(p);
-    CHECK(tuned.tunings() == 1);  // tuned by tune(): not again at its first call
-    CHECK_MESSAGE(wrong(out) == 0, "the tuned dgelu");
-    CHECK(aux.download() == aux_before);
-  }
-  SUBCASE("bias_gradient_b accumulating into D: the bias gradient and D written once") {
-    check_bias_gradient_accumulation(tuned, a, b, product);
-    CHECK(tuned.tunings() == 1);
-  }
+TEST_CASE("tuning a bias gradient accumulating into D: the bias gradient and D written once") {
+  const std::size_t m = 64, n = 96, k = 128;
+  const int_matrix a = make_int_matrix(m, k, 56), b = make_int_matrix(n, k, 57);
+  lt::handle tuned = tuning_handle();
+  check_bias_gradient_accumulation(tuned, a, b, reference_linear(b, a));
+  CHECK(tuned.tunings() == 1);
 }
 
 TEST_CASE("a stream's first product inside a global-mode capture: its workspace made, the graph replays it") {
@@ -734,13 +771,16 @@ TEST_CASE("tuning: refused options and states; CUDA graph captures, its own stre
         refused = std::string(e.what()).find("captured into a CUDA graph") != std::string::npos;
       }
     });
-    REQUIRE_MESSAGE(captured.thrown.empty(), "the product inside the capture failed: " << captured.thrown);
-    REQUIRE_MESSAGE(captured.ended == cudaSuccess,
-                    "the capture was invalidated: " << cudaGetErrorName(captured.ended));
+    // CHECKs, not REQUIREs: a subcase that throws keeps doctest from entering the one after it.
+    CHECK_MESSAGE(captured.thrown.empty(), "the product inside the capture failed: " << captured.thrown);
+    CHECK_MESSAGE(captured.ended == cudaSuccess,
+                  "the capture was invalidated: " << cudaGetErrorName(captured.ended));
     CHECK(refused);
     CHECK(handle.tunings() == 1);
-    replay(captured.graph, stream);
-    CHECK(count_mismatches(dy.download(), expected) == 0);
+    if (captured.ended == cudaSuccess && captured.graph != nullptr) {
+      replay(captured.graph, stream);
+      CHECK(count_mismatches(dy.download(), expected) == 0);
+    }
     handle.linear(p, stream);  // the first call outside a capture tunes it
     CHECK(handle.tunings() == 2);
     handle.linear(p, stream);  // and only that one

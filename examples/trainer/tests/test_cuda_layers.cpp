@@ -608,8 +608,11 @@ TEST_CASE("swiglu forward and backward match the CPU layer") {
       device_buffer<float> inp_d(inp), dout_d(dout), out_d(out.size()), dinp_d(dinp.size());
       cuda::swiglu_forward(out_d.data(), inp_d.data(), n, f, stored, nullptr);
       cuda::swiglu_backward(dinp_d.data(), dout_d.data(), inp_d.data(), n, f, stored, nullptr);
+      // The outputs zero-filled: element 0, before the kernels' start, is copied back too (and
+      // checked to stay 0), so it must be initialised for compute-sanitizer's initcheck.
       device_buffer<float> inp_off = one_element_in(inp), dout_off = one_element_in(dout),
-                           out_off(out.size() + 1), dinp_off(dinp.size() + 1);
+                           out_off(std::vector<float>(out.size() + 1, 0.0f)),
+                           dinp_off(std::vector<float>(dinp.size() + 1, 0.0f));
       cuda::swiglu_forward(out_off.data() + 1, inp_off.data() + 1, n, f, stored, nullptr);
       cuda::swiglu_backward(dinp_off.data() + 1, dout_off.data() + 1, inp_off.data() + 1, n, f, stored,
                             nullptr);
@@ -617,6 +620,8 @@ TEST_CASE("swiglu forward and backward match the CPU layer") {
       expect_close("swiglu out", out_d.to_host(), out, for_storage(stored, elementwise_fp32));
       expect_close("swiglu dinp", dinp_d.to_host(), dinp, for_storage(stored, elementwise_fp32));
       std::vector<float> out_shifted = out_off.to_host(), dinp_shifted = dinp_off.to_host();
+      CHECK(out_shifted.front() == 0.0f);
+      CHECK(dinp_shifted.front() == 0.0f);
       out_shifted.erase(out_shifted.begin());
       dinp_shifted.erase(dinp_shifted.begin());
       expect_same_bits("swiglu out, buffers unaligned", out_shifted, out_d.to_host());
@@ -686,14 +691,17 @@ TEST_CASE("swiglu's BF16 forms equal the float forms with BF16 storage, bit for 
     cuda::swiglu_forward(out16.data(), inp16.data(), n, f, nullptr);
     cuda::swiglu_backward(dinp16.data(), dout16.data(), inp16.data(), n, f, nullptr);
     device_buffer<std::uint16_t> inp16_off = one_element_in(bf16_bits_of(inp)),
-                                 dout16_off = one_element_in(bf16_bits_of(dout)), out16_off(dout.size() + 1),
-                                 dinp16_off(inp.size() + 1);
+                                 dout16_off = one_element_in(bf16_bits_of(dout)),
+                                 out16_off(std::vector<std::uint16_t>(dout.size() + 1, 0)),
+                                 dinp16_off(std::vector<std::uint16_t>(inp.size() + 1, 0));  // as above
     cuda::swiglu_forward(out16_off.data() + 1, inp16_off.data() + 1, n, f, nullptr);
     cuda::swiglu_backward(dinp16_off.data() + 1, dout16_off.data() + 1, inp16_off.data() + 1, n, f, nullptr);
     synchronize();
     expect_same_as_float_form("swiglu out", out16, out_d);
     expect_same_as_float_form("swiglu dinp", dinp16, dinp_d);
     std::vector<std::uint16_t> out_shifted = out16_off.to_host(), dinp_shifted = dinp16_off.to_host();
+    CHECK(out_shifted.front() == 0);
+    CHECK(dinp_shifted.front() == 0);
     out_shifted.erase(out_shifted.begin());
     dinp_shifted.erase(dinp_shifted.begin());
     CHECK(out_shifted == out16.to_host());
