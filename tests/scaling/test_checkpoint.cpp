@@ -212,6 +212,12 @@ TEST_CASE("inconsistent contents behind a valid checksum are refused") {
   refused([](std::string& b) { put_u32(b, first_tensor_offset + 8, 0x7F800000u); },
           "scale_inv");  // Inf scale_inv
   refused([](std::string& b) { put_u32(b, first_tensor_offset + 12, 0xBF800000u); }, "negative");  // amax -1
+  // amaxes are saved without a sign and with the one NaN: other bits of a "zero" or a NaN are refused
+  // (as the state would otherwise save back to other bytes), naming the bits.
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 12, 0x80000000u); }, "0x80000000");  // -0
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 16, 0xFFC00000u); }, "0xFFC00000");  // -NaN
+  refused([](std::string& b) { put_u32(b, first_tensor_offset + 16, 0x7F800001u); },
+          "1 steps ago");  // payload
   refused(
       [](std::string& b) {  // a payload too short for its own config block
         b.resize(first_tensor_offset - 24 + 10 + 4);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <istream>
 #include <limits>
@@ -118,6 +119,22 @@ inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, s
 }
 
 // Reserved bytes are written as 0 and must read as 0, so that every state has exactly one encoding.
+// An amax as saved: amax_history holds every amax without a sign bit and every NaN as the canonical
+// one, so a saved state has no other bits. Others (-0, a NaN with a sign or a payload) are refused,
+// not made canonical, so that each state has exactly one encoding. Negative values are left to
+// amax_history, whose message names them.
+inline void expect_canonical_amax(float amax, const std::string& record, std::size_t steps_ago,
+                                  const std::string& source) {
+  const std::uint32_t bits = bit_cast<std::uint32_t>(amax);
+  if (amax < 0.0f || bits == bit_cast<std::uint32_t>(amax_from_bits(abs_bits(bits)))) return;
+  char hex[11];
+  std::snprintf(hex, sizeof hex, "0x%08X", unsigned(bits));
+  throw checkpoint_error(state_prefix(source) + record + ": the amax " + std::to_string(steps_ago) +
+                         " steps ago has the bits " + hex +
+                         ", which no saved state holds (amaxes are saved without a sign bit, every NaN "
+                         "as 0x7FC00000)");
+}
+
 inline void expect_reserved_zero(std::uint8_t byte, const char* where, const std::string& source) {
   if (byte != 0) {
     throw checkpoint_error(state_prefix(source) + "a reserved byte of " + where + " is " +
@@ -269,7 +286,10 @@ inline delayed_scaling_state read_scaling_state(std::istream& in, const std::str
     for (int k = 0; k < 3; ++k) detail::expect_reserved_zero(payload.u8(), record.c_str(), source);
     const float scale = payload.f32();
     const float scale_inv = payload.f32();
-    for (float& amax : amaxes) amax = payload.f32();
+    for (std::size_t k = 0; k < amaxes.size(); ++k) {
+      amaxes[k] = payload.f32();
+      detail::expect_canonical_amax(amaxes[k], record, k, source);
+    }
     try {
       tensors.push_back({format, amax_history::from_values(amaxes), scale_pair{scale, scale_inv}});
     } catch (const invalid_argument& e) {
