@@ -112,7 +112,7 @@ class amax_history {
       throw invalid_argument("fp8::amax_history: an amax is an absolute value and cannot be negative; got " +
                              std::to_string(amax));
     }
-    return detail::amax_from_bits(detail::abs_bits(detail::bit_cast<std::uint32_t>(amax)));
+    return detail::canonical_amax(amax);
   }
   // values_ holds newest-first order with head_ 0; the ring wants slot (length - k) % length for k.
   void reverse_into_ring() {

@@ -118,7 +118,6 @@ inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, s
   }
 }
 
-// Reserved bytes are written as 0 and must read as 0, so that every state has exactly one encoding.
 // An amax as saved: amax_history holds every amax without a sign bit and every NaN as the canonical
 // one, so a saved state has no other bits. Others (-0, a NaN with a sign or a payload) are refused,
 // not made canonical, so that each state has exactly one encoding. Negative values are left to
@@ -126,7 +125,7 @@ inline void read_exactly(std::istream& in, std::vector<unsigned char>& buffer, s
 inline void expect_canonical_amax(float amax, const std::string& record, std::size_t steps_ago,
                                   const std::string& source) {
   const std::uint32_t bits = bit_cast<std::uint32_t>(amax);
-  if (amax < 0.0f || bits == bit_cast<std::uint32_t>(amax_from_bits(abs_bits(bits)))) return;
+  if (amax < 0.0f || bits == bit_cast<std::uint32_t>(canonical_amax(amax))) return;
   char hex[11];
   std::snprintf(hex, sizeof hex, "0x%08X", unsigned(bits));
   throw checkpoint_error(state_prefix(source) + record + ": the amax " + std::to_string(steps_ago) +
@@ -135,6 +134,7 @@ inline void expect_canonical_amax(float amax, const std::string& record, std::si
                          "as 0x7FC00000)");
 }
 
+// Reserved bytes are written as 0 and must read as 0, so that every state has exactly one encoding.
 inline void expect_reserved_zero(std::uint8_t byte, const char* where, const std::string& source) {
   if (byte != 0) {
     throw checkpoint_error(state_prefix(source) + "a reserved byte of " + where + " is " +

@@ -39,6 +39,11 @@ inline float amax_from_bits(std::uint32_t amax_bits) noexcept {
   const std::uint32_t nan_above = float_traits::infinity_code;
   return bit_cast<float>(amax_bits > nan_above ? std::uint32_t(binary32_format::canonical_nan) : amax_bits);
 }
+// An amax as it is held (amax_history, its checkpoints, the device slots): without a sign bit, so
+// -0 is +0, and every NaN the canonical quiet NaN.
+inline float canonical_amax(float amax) noexcept {
+  return amax_from_bits(abs_bits(bit_cast<std::uint32_t>(amax)));
+}
 // NaN-dominant maximum of two amaxes (as float values).
 inline float amax_max(float a, float b) noexcept {
   return amax_from_bits(max_bits(abs_bits(bit_cast<std::uint32_t>(a)), abs_bits(bit_cast<std::uint32_t>(b))));
