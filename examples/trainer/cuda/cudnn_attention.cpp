@@ -310,9 +310,16 @@ std::string h100_graphs_error(const attention_shape& shape, bool engines) {
   const fe::error_t loaded = device->deserialize(std::vector<std::uint8_t>(json.begin(), json.end()));
   if (!loaded.is_good()) return "the H100 description: " + fe::error_t(loaded).get_message();
   std::vector<tensor_ptr> tensors[2];
-  const std::pair<const char*, std::shared_ptr<fe::graph::Graph>> graphs[2] = {
-      {"forward", forward_graph(shape, device, &tensors[0])},
-      {"backward", backward_graph(shape, device, &tensors[1])}};
+  std::pair<const char*, std::shared_ptr<fe::graph::Graph>> graphs[2] = {{"forward", nullptr},
+                                                                         {"backward", nullptr}};
+  // The frontend's sdpa() throws when it can pick no implementation for a shape; that is a reason
+  // like validate()'s, to be reported with its stage rather than escape as an exception.
+  try {
+    graphs[0].second = forward_graph(shape, device, &tensors[0]);
+    graphs[1].second = backward_graph(shape, device, &tensors[1]);
+  } catch (const std::exception& e) {
+    return std::string(graphs[0].second ? "backward" : "forward") + " graph: sdpa: " + e.what();
+  }
   for (std::size_t g = 0; g < 2; ++g) {
     const auto& [which, graph] = graphs[g];
     fe::error_t status = graph->validate();
