@@ -868,6 +868,23 @@ TEST_CASE(
   written.forward(taken);
   CHECK(refusal_of([&] { written.forward(taken); }).find("no fp8_input(X, m) gave its target") !=
         std::string::npos);
+  // A call that casts the tensor itself overwrites the codes a producer wrote for it: a forward-only
+  // evaluation between fp8_input and the forward, a backward from BF16 dY between fp8_input and the
+  // backward. The codes are not taken after it.
+  produce_into(written.fp8_input(fp8::cuda::linear_tensor::x, M), x, true);
+  written.forward({x.data(), w.data(), nullptr, y_written.data(), M, false});
+  CHECK(refusal_of([&] { written.forward(taken); }).find("no fp8_input(X, m) gave its target") !=
+        std::string::npos);
+  written.forward({x.data(), w.data(), nullptr, y_written.data(), M, true});
+  produce_into(written.fp8_input(fp8::cuda::linear_tensor::dy, M), dy, true);
+  written.backward(
+      {dy.data(), nullptr, w.data(), dx_written.data(), dw_written.data(), nullptr, M, true, true});
+  written.forward({x.data(), w.data(), nullptr, y_written.data(), M, true});
+  linear_layer::backward_args overwritten{
+      nullptr, nullptr, w.data(), dx_written.data(), dw_written.data(), nullptr, M, true, true};
+  overwritten.dy_written = true;
+  CHECK(refusal_of([&] { written.backward(overwritten); }).find("no fp8_input(dY, m) gave its target") !=
+        std::string::npos);
   produce_into(written.fp8_input(fp8::cuda::linear_tensor::dy, M), dy, true);
   written_scaling.end_step();
   linear_layer::backward_args stale{nullptr, nullptr, w.data(), dx_written.data(), dw_written.data(), nullptr,

@@ -267,8 +267,10 @@ class linear_layer {
       check_countable(p.bf16_cast(linear_tensor::w), function);
       check_countable(p.bf16_cast(linear_tensor::x), function);
     }
-    check_workspace(linear_tensor::x, args.x_written, stream, function);     // the last check
-    if (args.x_written) given_targets_[std::size_t(linear_tensor::x)] = {};  // this call takes the codes
+    check_workspace(linear_tensor::x, args.x_written, stream, function);  // the last check
+    // This call takes the written codes, or its own cast overwrites them: either way no later call
+    // may take them (a forward-only evaluation between fp8_input and the call would otherwise pass).
+    given_targets_[std::size_t(linear_tensor::x)] = {};
     // X's cast replaces the Xᵀ a pending backward reads: until this call has run its product, no
     // backward pairs with it or with the forward before (a call that throws leaves none).
     if (args.backward_follows) saved_m_ = -1;
@@ -341,8 +343,8 @@ class linear_layer {
     // No dX: only wgrad's copy of dY, and no copy, amax or statistics of dgrad's operand.
     const dy_casts dy = backward_dy_casts(p, dgrad);
     if (args.statistics) check_countable(dy.bf16, function);
-    check_workspace(linear_tensor::dy, args.dy_written, stream, function);     // the last check
-    if (args.dy_written) given_targets_[std::size_t(linear_tensor::dy)] = {};  // this call takes the codes
+    check_workspace(linear_tensor::dy, args.dy_written, stream, function);  // the last check
+    given_targets_[std::size_t(linear_tensor::dy)] = {};  // taken, or overwritten by this call's cast
     enter(stage::kernels);
     if (w_cast_due) ensure_weight_copies(p, args.w, args.record_amax, stream);
     if (args.dy_written) {
@@ -496,7 +498,8 @@ class linear_layer {
     };
     if (given.m < 0) {
       refuse(std::string("no fp8_input(") + tensor_name(tensor) +
-             ", m) gave its target since the last call that took such codes; call fp8_input and write the "
+             ", m) gave its target since the last call that took such codes or cast the tensor itself; call "
+             "fp8_input and write the "
              "codes right before each call that takes them");
     }
     if (given.m != m) {
