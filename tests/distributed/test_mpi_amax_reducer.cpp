@@ -210,6 +210,11 @@ TEST_CASE("bad inputs are refused before any MPI call, with the amaxes unchanged
                        doctest::Contains("the timeout must be a finite number of seconds >= 0"),
                        fp8::invalid_argument);
   CHECK_THROWS_AS(fp8::distributed::mpi_amax_reducer(MPI_COMM_WORLD, {std::nan("")}), fp8::invalid_argument);
+  // Finite, but its deadline would wrap past steady_clock's range and expire at the first poll.
+  CHECK_THROWS_WITH_AS(fp8::distributed::mpi_amax_reducer(MPI_COMM_WORLD, {1e12}),
+                       doctest::Contains("<= 1e9 (0 for no deadline; got 1000000000000"),
+                       fp8::invalid_argument);
+  CHECK_NOTHROW(fp8::distributed::mpi_amax_reducer(MPI_COMM_WORLD, {1e9}));
   CHECK_THROWS_WITH_AS(fp8::distributed::mpi_amax_reducer(MPI_COMM_NULL), doctest::Contains("MPI_COMM_NULL"),
                        fp8::invalid_argument);
 }

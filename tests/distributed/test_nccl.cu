@@ -137,6 +137,39 @@ TEST_CASE("nccl_amax_reducer: one ncclAllReduce gives every device the NaN-domin
   }
 }
 
+// ncclCommInitAll above makes its communicators within one process; a data-parallel trainer makes
+// each rank's from a unique id it broadcasts (ncclGetUniqueId, then ncclCommInitRank), which goes
+// through NCCL's socket bootstrap. One rank shows that path works on this machine. The reduction is
+// out of place: with one rank NCCL then copies (in place it would do nothing at all).
+TEST_CASE("a communicator made from a unique id (as a trainer's rank makes it) reduces and is waited for") {
+  cuda_ok(cudaSetDevice(0));
+  ncclUniqueId id{};
+  fp8::distributed::nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
+  ncclComm_t comm = nullptr;
+  fp8::distributed::nccl_check(ncclCommInitRank(&comm, 1, id, 0), "ncclCommInitRank", nullptr);
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::vector<float> sent = {1.5f, -2.0f, 1e-30f, 3e38f};
+  std::vector<float> received(sent.size(), 0.0f);
+  float* device = nullptr;
+  cuda_ok(cudaMalloc(&device, 2 * sent.size() * sizeof(float)));
+  cuda_ok(cudaMemcpyAsync(device, sent.data(), sent.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+  cuda_ok(cudaMemsetAsync(device + sent.size(), 0, sent.size() * sizeof(float), stream));
+  fp8::distributed::nccl_check(
+      ncclAllReduce(device, device + sent.size(), sent.size(), ncclFloat32, ncclSum, comm, stream),
+      "ncclAllReduce", comm);
+  cuda_ok(cudaMemcpyAsync(received.data(), device + sent.size(), sent.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream));
+  fp8::distributed::nccl_wait(comm, stream, 60.0, "the one-rank sum");
+  for (std::size_t i = 0; i < sent.size(); ++i) CHECK(bits(received[i]) == bits(sent[i]));
+  int ranks = 0;
+  fp8::distributed::nccl_check(ncclCommCount(comm, &ranks), "ncclCommCount", comm);
+  CHECK(ranks == 1);
+  cuda_ok(cudaFree(device));
+  cuda_ok(cudaStreamDestroy(stream));
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
 TEST_CASE("delayed_scaling_device_state::update(reducer): every device gets the scales of one process") {
   devices group;
   const int n = group.size();
@@ -302,6 +335,9 @@ TEST_CASE("bad inputs: null or host pointers and null communicators are refused 
                        doctest::Contains("ncclSomething failed on rank 0: "), fp8::error);
   CHECK_THROWS_AS(fp8::distributed::nccl_wait(group.comms[0], group.streams[0], -1.0, "x"),
                   fp8::invalid_argument);
+  // Finite, but its deadline would wrap past steady_clock's range: refused, not an abort at once.
+  CHECK_THROWS_WITH_AS(fp8::distributed::nccl_wait(group.comms[0], group.streams[0], 1e12, "x"),
+                       doctest::Contains("<= 1e9"), fp8::invalid_argument);
   CHECK_NOTHROW(reducer.reduce_max(nullptr, 0, group.streams[0]));  // nothing to reduce: no call
   CHECK(reducer.calls() == 0u);
 
@@ -313,6 +349,8 @@ TEST_CASE("bad inputs: null or host pointers and null communicators are refused 
                        doctest::Contains("codes is not device memory"), fp8::invalid_argument);
   CHECK_THROWS_WITH_AS(fp8::distributed::nccl_fp8_all_gather::for_devices({group.comms[0]}, {16, 1}, {}),
                        doctest::Contains("1 communicators but 0 streams"), fp8::invalid_argument);
+  CHECK_THROWS_WITH_AS(fp8::distributed::nccl_fp8_all_gather::for_devices({}, {16, 1}, {}),
+                       doctest::Contains("no communicators"), fp8::invalid_argument);
   CHECK(gathers[0].bytes_sent() == 0u);
 }
 

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "../error.hpp"
+#include "deadline.hpp"
 
 namespace fp8::distributed {
 
@@ -83,13 +84,8 @@ struct mpi_timeout {
   double seconds = 0.0;
 
   bool enabled() const noexcept { return seconds > 0.0; }
-  // Throws fp8::invalid_argument naming `who` for a negative, NaN or infinite value.
-  void validate(const char* who) const {
-    if (!(seconds >= 0.0) || std::isinf(seconds))
-      throw invalid_argument(std::string(who) +
-                             ": the timeout must be a finite number of seconds >= 0 (got " +
-                             std::to_string(seconds) + ")");
-  }
+  // Throws fp8::invalid_argument naming `who` for a negative, NaN, infinite or too large value.
+  void validate(const char* who) const { detail::check_timeout(seconds, who); }
 };
 
 namespace detail {
@@ -105,8 +101,7 @@ inline bool mpi_wait_all(MPI_Request* requests, int count, const char* call, MPI
     return true;
   }
   using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                           std::chrono::duration<double>(timeout.seconds));
+  const auto deadline = deadline_after(timeout.seconds);
   for (long polls = 0;; ++polls) {
     int done = 0;
     mpi_check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), call, comm);

@@ -21,6 +21,7 @@
 
 #include "../cuda/device_amax_reducer.hpp"
 #include "../error.hpp"
+#include "deadline.hpp"
 #include "shard_layout.hpp"
 
 namespace fp8::distributed {
@@ -91,13 +92,10 @@ class device_bytes {
 // abort `comm` is set to null: the owner's later ncclCommDestroy(comm) is then a no-op (NCCL accepts
 // null) instead of a second free of the same communicator.
 inline void nccl_wait(ncclComm_t& comm, cudaStream_t stream, double seconds, const char* call) {
-  if (!(seconds >= 0.0) || std::isinf(seconds))
-    throw invalid_argument(
-        "fp8::distributed::nccl_wait: the timeout must be a finite number of seconds >= 0");
+  detail::check_timeout(seconds, "fp8::distributed::nccl_wait");
   const int rank = nccl_rank(comm);
   using clock = std::chrono::steady_clock;
-  const auto deadline =
-      clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+  const auto deadline = detail::deadline_after(seconds);
   for (;;) {
     const cudaError_t state = cudaStreamQuery(stream);
     if (state == cudaSuccess) return;
@@ -190,6 +188,7 @@ class nccl_fp8_all_gather {
     if (comms.size() != streams.size())
       throw invalid_argument(std::string(who_) + ": " + std::to_string(comms.size()) + " communicators but " +
                              std::to_string(streams.size()) + " streams");
+    if (comms.empty()) throw invalid_argument(std::string(who_) + ": no communicators");
     std::vector<nccl_fp8_all_gather> gathers;
     for (ncclComm_t comm : comms) {
       require_comm(comm);
@@ -253,6 +252,10 @@ class nccl_fp8_all_gather {
     };
     int previous_device = 0;
     detail::cuda_check(cudaGetDevice(&previous_device), "cudaGetDevice", gathers[0]->comm_);
+    struct restore_device {  // the caller's device again, also when a check below throws
+      int device;
+      ~restore_device() { (void)cudaSetDevice(device); }
+    } restore{previous_device};
     std::vector<std::unique_ptr<scratch>> work;
     for (std::size_t i = 0; i < count; ++i) {
       nccl_fp8_all_gather& g = *gathers[i];
@@ -289,7 +292,6 @@ class nccl_fp8_all_gather {
       detail::cuda_check(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize (shard shapes)",
                          gathers[i]->comm_);
     }
-    (void)cudaSetDevice(previous_device);
     for (std::size_t i = 0; i < count; ++i)
       detail::check_equal_shards(work[i]->host.data() + 2, gathers[i]->ranks_, who_);
   }
