@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -109,16 +110,24 @@ void fill_value(float* device, std::size_t count, float value) {
 // two: the scaling adds no rounding.
 constexpr float x_scale_inv = 2.0f, w_scale_inv = 1.0f;
 
+// Times calls enqueued on one stream of its own (non-blocking), with events on that stream.
 class event_timer {
  public:
   event_timer() {
+    FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FP8_CUDA_CHECK(cudaEventCreate(&start_));
     FP8_CUDA_CHECK(cudaEventCreate(&stop_));
   }
   ~event_timer() {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
+    cudaStreamDestroy(stream_);
   }
+  event_timer(const event_timer&) = delete;
+  event_timer& operator=(const event_timer&) = delete;
+
+  cudaStream_t stream() const noexcept { return stream_; }
+
   // Calls `call` for about `seconds` (the clocks settle, plans are built).
   template <class Function>
   void warm_up(Function&& call, double seconds) {
@@ -131,11 +140,49 @@ class event_timer {
   // Median over `repetitions` of the mean time of `iterations` back-to-back calls, in milliseconds.
   template <class Function>
   double median_ms(Function&& call, int iterations, int repetitions) {
+    return median_of(repetitions, iterations, [&] {
+      for (int i = 0; i < iterations; ++i) call();
+    });
+  }
+  // The same with the `iterations` calls captured once into a CUDA graph and each repetition one
+  // launch of it. A small product takes less GPU time than the host needs to enqueue it (about 11 us
+  // per cuBLASLt call on the first H100 run, while a 1024^3 FP8 product runs in a few), so enqueued
+  // one by one such products would time the host, FP8 and BF16 alike. A graph enqueues them all at
+  // once, as a program that replays its step does; large products time the same either way.
+  // Throws (the capture ended, nothing left captured) when a call cannot be captured.
+  template <class Function>
+  double graph_median_ms(Function&& call, int iterations, int repetitions) {
+    cudaGraph_t graph = nullptr;
+    FP8_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int i = 0; i < iterations; ++i) call();
+    } catch (...) {
+      if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();  // capture errors are not sticky
+      throw;
+    }
+    FP8_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    FP8_CUDA_CHECK(instantiated);
+    struct destroy_exec {
+      cudaGraphExec_t exec;
+      ~destroy_exec() { cudaGraphExecDestroy(exec); }
+    } owned{exec};
+    FP8_CUDA_CHECK(cudaGraphLaunch(exec, stream_));  // its first launch uploads it
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return median_of(repetitions, iterations, [&] { FP8_CUDA_CHECK(cudaGraphLaunch(exec, stream_)); });
+  }
+
+ private:
+  template <class Enqueue>
+  double median_of(int repetitions, int iterations, Enqueue&& enqueue) {
     std::vector<double> samples;
     for (int r = 0; r < repetitions; ++r) {
-      FP8_CUDA_CHECK(cudaEventRecord(start_));
-      for (int i = 0; i < iterations; ++i) call();
-      FP8_CUDA_CHECK(cudaEventRecord(stop_));
+      FP8_CUDA_CHECK(cudaEventRecord(start_, stream_));
+      enqueue();
+      FP8_CUDA_CHECK(cudaEventRecord(stop_, stream_));
       FP8_CUDA_CHECK(cudaEventSynchronize(stop_));
       float ms = 0.0f;
       FP8_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
@@ -145,7 +192,7 @@ class event_timer {
     return samples[samples.size() / 2];
   }
 
- private:
+  cudaStream_t stream_{};
   cudaEvent_t start_{}, stop_{};
 };
 
@@ -284,6 +331,9 @@ double sampled_error(const shape& s, const variant& v, const shape_buffers& b, c
     FP8_CUDA_CHECK(cudaMemcpy(&bits, static_cast<const char*>(b.y->data()) + 2 * (i * std::size_t(s.n) + j),
                               2, cudaMemcpyDeviceToHost));
     const double got = double(float(fp8::bfloat16::from_bits(bits)));
+    // NaN would pass the comparisons below (max(0, NaN) is 0); Y starts as NaN, so this also fails
+    // an output the product never wrote.
+    if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
     const double excess = std::max(0.0, std::fabs(got - sum) - std::ldexp(std::fabs(sum), -8));
     worst = std::max(worst, excess / std::max(bound, 1e-30));
   }
@@ -346,7 +396,7 @@ int main(int argc, char** argv) {
 
     const std::string suffix = only ? "_only" : "";
     std::ofstream csv(folder + "/gemm" + suffix + ".csv");
-    csv << "kind,label,m,n,k,variant,ms,tflops,max_error\n";
+    csv << "kind,label,m,n,k,variant,ms,tflops,max_error,timing\n";
     std::ofstream tuning_csv;  // --only tunes nothing, and leaves the full run's file alone
     if (!only) {
       tuning_csv.open(folder + "/tuning.csv");
@@ -422,18 +472,32 @@ int main(int argc, char** argv) {
           std::size_t call_index = 0;
           const auto call = [&] {
             set_inputs(call_index++ % b.sets);
-            through.linear(p);
+            through.linear(p, timer.stream());
           };
+          // Y starts as NaN (0xFFFF in BF16), so a product that writes nothing fails the check
+          // instead of passing on the output the shape's previous variant left.
+          FP8_CUDA_CHECK(cudaMemset(b.y->data(), 0xFF, std::size_t(s.m) * std::size_t(s.n) * 2));
+          FP8_CUDA_CHECK(cudaDeviceSynchronize());
           timer.warm_up(call, warmed ? 0.05 : (quick ? 0.5 : 1.0));
           warmed = true;
-          const double ms = timer.median_ms(call, iterations, quick ? 5 : 9);
+          const int repetitions = quick ? 5 : 9;
+          std::string timing = "graph";
+          double ms = 0.0;
+          try {
+            ms = timer.graph_median_ms(call, iterations, repetitions);
+          } catch (const std::exception& e) {
+            std::printf("%-8s %-16s %-24s not capturable in a graph (%s): timed as enqueued\n", s.kind.c_str(),
+                        s.label.c_str(), name.c_str(), e.what());
+            timing = "enqueued";
+            ms = timer.median_ms(call, iterations, repetitions);
+          }
           const double tflops = flop / (ms * 1e-3) / 1e12;
           const double error = sampled_error(s, v, b, xs, ws);
           const bool fast = fp8 && lt::uses_fast_accumulation(lt::to_gemm(p));
           const bool correct = error <= fp8_bench::gemm_error_bound(fp8, fast);
           if (!correct) ++failures;
           csv << s.kind << ',' << s.label << ',' << s.m << ',' << s.n << ',' << s.k << ',' << name << ','
-              << ms << ',' << tflops << ',' << error << '\n';
+              << ms << ',' << tflops << ',' << error << ',' << timing << '\n';
           csv.flush();  // a run cut short by its time limit keeps the rows so far
           std::printf("%-8s %-16s %6lld %6lld %6lld %-24s %9.4f %9.1f %9.2e%s\n", s.kind.c_str(),
                       s.label.c_str(), (long long)s.m, (long long)s.n, (long long)s.k, name.c_str(), ms,
@@ -452,7 +516,7 @@ int main(int argc, char** argv) {
       device_memory from(bytes), to(bytes);
       FP8_CUDA_CHECK(cudaMemset(from.data(), 1, bytes));
       const auto copy = [&] {
-        FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice));
+        FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice, timer.stream()));
       };
       timer.warm_up(copy, 0.1);
       const double ms = timer.median_ms(copy, 5, 9);

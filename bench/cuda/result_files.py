@@ -15,12 +15,14 @@ STEPS = "steps.csv"  # step,result,seconds; a step name may hold a comma (summar
 STEP_COLUMNS = ("step", "result", "seconds")
 DEVICE = "device.txt"  # nvidia-smi --query-gpu=name,compute_cap,driver_version, one line per GPU
 
-# --- bench_gemm (and scaled_mm.py, which writes the same columns less max_error) ----------------------
+# --- bench_gemm (and scaled_mm.py, which writes the same columns less max_error and timing) -----------
 GEMM = "gemm.csv"
-GEMM_COLUMNS = ("kind", "label", "m", "n", "k", "variant", "ms", "tflops", "max_error")
+# timing: "graph" (the calls replayed from a CUDA graph) or "enqueued" (where capture failed).
+GEMM_COLUMNS = ("kind", "label", "m", "n", "k", "variant", "ms", "tflops", "max_error", "timing")
+GEMM_NEEDED = GEMM_COLUMNS[:-1]  # what a row must have: the first H100 run's files have no timing
 GEMM_ONLY = "gemm_only.csv"  # bench_gemm --only M,N,K: one shape, for scaled_mm.py's interleaved rounds
 TORCH_GEMM = "torch_gemm.csv"
-TORCH_GEMM_COLUMNS = GEMM_COLUMNS[:-1]
+TORCH_GEMM_COLUMNS = GEMM_COLUMNS[:-2]
 SQUARE = "square"  # the kind of the M = N = K sizes (the speedup curve)
 HEADLINE = (8192, 8192, 8192)  # m, n, k of the FP8 / BF16 and the _scaled_mm targets
 DEEPSEEK = (4096, 7168, 16384)  # m, n, k of the DeepSeek-V3 shape (row-wise and block scales)

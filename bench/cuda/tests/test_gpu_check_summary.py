@@ -91,7 +91,7 @@ def gemm_rows():
         for variant, tflops in by_variant.items():
             ms = 2.0 * m * n * k / (tflops * 1e9)
             rows.append({"kind": kind, "label": label, "m": str(m), "n": str(n), "k": str(k), "variant": variant,
-                         "ms": cpp(ms), "tflops": cpp(tflops), "max_error": cpp(next(errors))})
+                         "ms": cpp(ms), "tflops": cpp(tflops), "max_error": cpp(next(errors)), "timing": "graph"})
     return rows
 
 
@@ -176,7 +176,7 @@ class writers_and_readers_agree(unittest.TestCase):
 
     def test_columns(self):
         self.assertEqual(list(rf.GEMM_COLUMNS), ws.csv_header(ws.GEMM_SOURCE, "csv", "gemm"),
-                         "scaled_mm.py writes gemm.csv's columns less max_error: keep result_files in step")
+                         "scaled_mm.py writes gemm.csv's columns less max_error and timing: keep result_files in step")
         for source, stream, name, needed in (
                 (ws.GEMM_SOURCE, "ceilings", rf.CEILINGS, rf.CEILING_COLUMNS),
                 (ws.GEMM_SOURCE, "overhead", rf.OVERHEAD, rf.OVERHEAD_COLUMNS),
@@ -431,6 +431,28 @@ class cut_short(unittest.TestCase):
                              ["< 1 us (unchecked)"])
             plot = run(PLOT, logs, logs / "docs")
             self.assertEqual(plot.returncode, 0, plot.stderr)
+
+    def test_timing(self):
+        """Products bench_gemm could not replay from a graph are named; the first run's files (no
+        timing column) still read."""
+        with tempfile.TemporaryDirectory() as folder:
+            logs = Path(folder)
+            plant_full(logs)
+            lines = (logs / rf.GEMM).read_text().splitlines()
+            self.assertNotIn("timed as enqueued", run(SUMMARIZE, logs).stdout)
+            lines[1] = lines[1].removesuffix(",graph") + ",enqueued"
+            (logs / rf.GEMM).write_text("\n".join(lines) + "\n")
+            label, variant = lines[1].split(",")[1], lines[1].split(",")[5]
+            table = figures(run(SUMMARIZE, logs).stdout)
+            enqueued = [v[0] for k, v in table.items() if "timed as enqueued" in k]
+            self.assertEqual(enqueued, [f"{label} {variant}"])
+            old = [line.rsplit(",", 1)[0] for line in lines]  # as the first H100 run wrote gemm.csv
+            (logs / rf.GEMM).write_text("\n".join(old) + "\n")
+            result = run(SUMMARIZE, logs)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertNotIn("gemm.csv", "".join(line for line in result.stdout.splitlines() if "unreadable" in line))
+            self.assertEqual(figures(result.stdout)["FP8 (fast accum) / BF16 at 8192^3, same wrapper"][1],
+                             ">= 1.8x (met)")
 
 
 if __name__ == "__main__":
