@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -532,6 +533,35 @@ TEST_CASE("two streams at once: each its own workspace, both results right; the 
   FP8_CUDA_CHECK(cudaStreamDestroy(s1));
   FP8_CUDA_CHECK(cudaStreamDestroy(s2));
 
+  // The special handles: null and cudaStreamLegacy name one stream, so one workspace; each thread's
+  // cudaStreamPerThread is a stream of its own, running beside the others, so each its own.
+  FP8_CUDA_CHECK(cudaMemset(y1.data(), 0, m * n * sizeof(float)));
+  FP8_CUDA_CHECK(cudaMemset(y2.data(), 0, m * n * sizeof(float)));
+  handle.linear(fp8_linear(dx, dw, y1, m, n, k), nullptr);
+  handle.linear(fp8_linear(dx, dw, y1, m, n, k), cudaStreamLegacy);
+  CHECK(handle.workspace_streams() == 1);
+  handle.linear(fp8_linear(dx, dw, y1, m, n, k), cudaStreamPerThread);
+  FP8_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+  int device = 0;
+  FP8_CUDA_CHECK(cudaGetDevice(&device));
+  std::string other_error;
+  std::thread other([&] {  // one call at a time on the handle: this thread runs while the test waits
+    try {
+      FP8_CUDA_CHECK(cudaSetDevice(device));
+      handle.linear(fp8_linear(dx, dw, y2, m, n, k), cudaStreamPerThread);
+      FP8_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+    } catch (const std::exception& e) { other_error = e.what(); }
+  });
+  other.join();
+  CHECK(other_error == "");
+  CHECK(handle.workspace_streams() == 3);
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(count_mismatches(y1.download(), expected) == 0);
+  CHECK(count_mismatches(y2.download(), expected) == 0);
+  handle.release_workspace(cudaStreamLegacy);  // the workspace null's products used too
+  handle.release_workspace(cudaStreamPerThread);
+  CHECK(handle.workspace_streams() == 1);  // the other thread's, kept until the handle goes
+
   handle.set_plan_capacity(2);
   for (const std::size_t tokens : {16, 32, 48, 64}) {
     const device_buffer<float> y(tokens * n);
@@ -727,6 +757,30 @@ TEST_CASE("a stream's first product inside a global-mode capture: its workspace 
   CHECK(count_mismatches(dy.download(), std::vector<double>(m * n, 0.0)) == 0);  // captured, not run
   replay(captured.graph, stream);
   CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+
+  // Another stream's workspace released while `stream` is captured in global mode: its cudaFree
+  // runs in relaxed mode, and the capture must stay valid (the handle's documented promise).
+  cudaStream_t spare = nullptr;
+  FP8_CUDA_CHECK(cudaStreamCreateWithFlags(&spare, cudaStreamNonBlocking));
+  handle.linear(fp8_linear(dx, dw, warm, m, n, k), spare);
+  FP8_CUDA_CHECK(cudaStreamSynchronize(spare));
+  CHECK(handle.workspace_streams() == 2);
+  FP8_CUDA_CHECK(cudaMemset(dy.data(), 0, m * n * sizeof(float)));
+  FP8_CUDA_CHECK(cudaDeviceSynchronize());
+  const capture_result beside_release = capture(stream, cudaStreamCaptureModeGlobal, [&] {
+    handle.linear(fp8_linear(dx, dw, dy, m, n, k), stream);
+    handle.release_workspace(spare);
+  });
+  CHECK_MESSAGE(beside_release.thrown.empty(), "the capture's work failed: " << beside_release.thrown);
+  CHECK_MESSAGE(beside_release.ended == cudaSuccess,
+                "releasing another stream's workspace invalidated the capture: "
+                    << cudaGetErrorName(beside_release.ended));
+  CHECK(handle.workspace_streams() == 1);
+  if (beside_release.graph != nullptr) {
+    replay(beside_release.graph, stream);
+    CHECK(count_mismatches(dy.download(), reference_linear(x, w)) == 0);
+  }
+  FP8_CUDA_CHECK(cudaStreamDestroy(spare));
   handle.release_workspace(stream);
   FP8_CUDA_CHECK(cudaStreamDestroy(stream));
 }

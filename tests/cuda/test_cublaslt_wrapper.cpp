@@ -397,13 +397,13 @@ TEST_CASE("workspaces: one per stream, reused by that stream, freed on release")
     void release(void*) noexcept { ++*releases; }
   };
   int allocations = 0, releases = 0;
+  const std::uint64_t default_stream_id = lt::detail::stream_id_tag | 1;  // a special stream's key
   {
     lt::workspace_pool<counting_allocator> pool(256, counting_allocator{&allocations, &releases});
-    const void* stream_1 = reinterpret_cast<const void*>(0x11);
-    const void* stream_2 = reinterpret_cast<const void*>(0x22);
+    const std::uint64_t stream_1 = 0x11, stream_2 = 0x22;
     const lt::workspace a = pool.for_stream(stream_1);
     const lt::workspace b = pool.for_stream(stream_2);
-    const lt::workspace default_stream = pool.for_stream(nullptr);
+    const lt::workspace default_stream = pool.for_stream(default_stream_id);
     CHECK(a.bytes == 256);
     CHECK(a.data != b.data);  // two streams never share scratch
     CHECK(default_stream.data != a.data);
@@ -416,8 +416,18 @@ TEST_CASE("workspaces: one per stream, reused by that stream, freed on release")
   }
   CHECK(releases == 3);  // the rest on destruction
   lt::workspace_pool<counting_allocator> none(0, counting_allocator{&allocations, &releases});
-  CHECK(none.for_stream(nullptr).data == nullptr);  // a zero-byte workspace allocates nothing
+  CHECK(none.for_stream(default_stream_id).data == nullptr);  // a zero-byte workspace allocates nothing
   CHECK(allocations == 3);
+
+  // The handle's keys: a created stream is its handle value, with no CUDA call (the special
+  // streams ask CUDA for their id, which test_cublaslt_paths checks on a GPU).
+  const auto created = reinterpret_cast<cudaStream_t>(std::uintptr_t(0x7f0012345600));
+  CHECK(lt::detail::workspace_key(created) == 0x7f0012345600u);
+  CHECK(lt::detail::workspace_key(created, std::nothrow) == std::optional<std::uint64_t>(0x7f0012345600u));
+  CHECK(lt::detail::is_special_stream(nullptr));
+  CHECK(lt::detail::is_special_stream(cudaStreamLegacy));
+  CHECK(lt::detail::is_special_stream(cudaStreamPerThread));
+  CHECK_FALSE(lt::detail::is_special_stream(created));
 }
 
 TEST_CASE("algorithm fallback: the next candidate runs when one fails, and the one that worked stays") {
@@ -426,26 +436,48 @@ TEST_CASE("algorithm fallback: the next candidate runs when one fails, and the o
     tried.push_back(i);
     return i < 2 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
   };
-  auto result = lt::first_that_works(4, 0, CUBLAS_STATUS_SUCCESS, fail_first_two);
+  const auto retry_all = [](cublasStatus_t) { return true; };
+  auto result = lt::first_that_works(4, 0, CUBLAS_STATUS_SUCCESS, fail_first_two, retry_all);
   CHECK(result.succeeded(4));
   CHECK(result.index == 2);
   CHECK(tried == std::vector<std::size_t>{0, 1, 2});
   CHECK(result.statuses.size() == 3);
 
   tried.clear();
-  result = lt::first_that_works(4, 2, CUBLAS_STATUS_SUCCESS, fail_first_two);  // starts at the remembered one
+  result = lt::first_that_works(4, 2, CUBLAS_STATUS_SUCCESS, fail_first_two,
+                                retry_all);  // the remembered one first
   CHECK(result.index == 2);
   CHECK(tried == std::vector<std::size_t>{2});
 
-  result = lt::first_that_works(3, 0, CUBLAS_STATUS_SUCCESS,
-                                [](std::size_t) { return CUBLAS_STATUS_EXECUTION_FAILED; });
+  result = lt::first_that_works(
+      3, 0, CUBLAS_STATUS_SUCCESS, [](std::size_t) { return CUBLAS_STATUS_NOT_SUPPORTED; }, retry_all);
   CHECK_FALSE(result.succeeded(3));
   CHECK(result.statuses.size() == 3);
 
+  // The handle's rule: only a refusal before anything ran is retried. An execution error may come
+  // after a kernel wrote part of D (with beta = 1 also C), so it stops the search where it happened.
+  CHECK(lt::detail::refused_before_running(CUBLAS_STATUS_NOT_SUPPORTED));
+  CHECK(lt::detail::refused_before_running(CUBLAS_STATUS_INVALID_VALUE));
+  CHECK(lt::detail::refused_before_running(CUBLAS_STATUS_ARCH_MISMATCH));
+  CHECK_FALSE(lt::detail::refused_before_running(CUBLAS_STATUS_EXECUTION_FAILED));
+  CHECK_FALSE(lt::detail::refused_before_running(CUBLAS_STATUS_ALLOC_FAILED));
+  tried.clear();
+  result = lt::first_that_works(
+      4, 0, CUBLAS_STATUS_SUCCESS,
+      [&](std::size_t i) {
+        tried.push_back(i);
+        return i == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_EXECUTION_FAILED;
+      },
+      lt::detail::refused_before_running);
+  CHECK_FALSE(result.succeeded(4));
+  CHECK(tried == std::vector<std::size_t>{0, 1});
+  CHECK(result.statuses.back() == CUBLAS_STATUS_EXECUTION_FAILED);
+
   // The error when none worked names every attempt's status, by the candidate's index.
-  result = lt::first_that_works(4, 1, CUBLAS_STATUS_SUCCESS, [](std::size_t i) {
-    return i == 1 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE;
-  });
+  result = lt::first_that_works(
+      4, 1, CUBLAS_STATUS_SUCCESS,
+      [](std::size_t i) { return i == 1 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE; },
+      retry_all);
   CHECK_FALSE(result.succeeded(4));
   CHECK(lt::attempts_text(result, 1, cublasLtGetStatusName) ==
         "candidate 1: CUBLAS_STATUS_NOT_SUPPORTED, candidate 2: CUBLAS_STATUS_INVALID_VALUE, "

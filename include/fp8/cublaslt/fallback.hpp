@@ -18,10 +18,13 @@ struct fallback_result {
   bool succeeded(std::size_t count) const noexcept { return index < count; }
 };
 
-// Calls attempt(i) for i = start, start + 1, ..., count - 1 until one returns `success`.
-template <class Status, class Attempt>
+// Calls attempt(i) for i = start, start + 1, ..., count - 1 until one returns `success`, or one
+// returns a status for which retry(status) is false: a failure that may have come after the
+// algorithm began to write (an execution error), when the next candidate would read a D (as C,
+// beta = 1) already changed and add the product twice, or fail alike on a device that faulted.
+template <class Status, class Attempt, class Retry>
 fallback_result<Status> first_that_works(std::size_t count, std::size_t start, Status success,
-                                         Attempt&& attempt) {
+                                         Attempt&& attempt, Retry&& retry) {
   fallback_result<Status> result{count, {}};
   for (std::size_t i = start; i < count; ++i) {
     const Status status = attempt(i);
@@ -30,6 +33,7 @@ fallback_result<Status> first_that_works(std::size_t count, std::size_t start, S
       result.index = i;
       return result;
     }
+    if (!retry(status)) return result;
   }
   return result;
 }

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +97,32 @@ struct cuda_workspace_allocator {
   }
 };
 
+// The key of a stream's workspace. A created stream is told apart by its handle value. The special
+// handles are not one stream each: null and cudaStreamLegacy name the same legacy stream, and
+// cudaStreamPerThread (or null in code built with per-thread default streams) names each thread's
+// own stream, and those run at once. They take CUDA's stream id (unique for the program's life)
+// with the top bit set, which no handle value (a user-space address) has.
+inline bool is_special_stream(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+inline constexpr std::uint64_t stream_id_tag = std::uint64_t(1) << 63;
+inline std::uint64_t workspace_key(cudaStream_t stream) {
+  if (!is_special_stream(stream)) return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+  unsigned long long id = 0;
+  FP8_CUDA_CHECK(cudaStreamGetId(stream, &id));
+  return std::uint64_t(id) | stream_id_tag;
+}
+// For release: no key (nothing to free) where CUDA cannot name the stream.
+inline std::optional<std::uint64_t> workspace_key(cudaStream_t stream, std::nothrow_t) noexcept {
+  if (!is_special_stream(stream)) return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+  unsigned long long id = 0;
+  if (cudaStreamGetId(stream, &id) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return std::uint64_t(id) | stream_id_tag;
+}
+
 }  // namespace detail
 
 // A cuBLASLt handle bound to the device that was current when it was made, with a workspace per
@@ -159,7 +187,7 @@ class handle {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
     validate(problem, device_);  // before the stream's workspace is allocated
-    run_validated(problem, stream, workspaces_.for_stream(stream));
+    run_validated(problem, stream, workspaces_.for_stream(detail::workspace_key(stream)));
   }
 
   // As above with a workspace of the caller's (see the class comment for the rule).
@@ -197,7 +225,7 @@ class handle {
     resolved.reserve(problems.size());
     for (const gemm_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(p));
     validate_group(resolved, device_);
-    const workspace scratch = workspaces_.for_stream(stream);
+    const workspace scratch = workspaces_.for_stream(detail::workspace_key(stream));
     if (!cache_enabled_) {
       // Every member's plan built before the first runs, as with the cache: a member the heuristic
       // refuses stops the group with nothing done.
@@ -270,7 +298,8 @@ class handle {
     }
     detail::plan fresh;
     detail::build_plan(fresh, handle_, workspace_bytes_, problem, device_, tuning_.candidates);
-    tuning_report report = tune_now(fresh, problem, stream, workspaces_.for_stream(stream));
+    tuning_report report =
+        tune_now(fresh, problem, stream, workspaces_.for_stream(detail::workspace_key(stream)));
     const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
     plans_.erase(key);
     plans_.insert(key) = std::move(fresh);
@@ -282,7 +311,9 @@ class handle {
 
   // Frees the workspace of a stream that will not be used with this handle again (after its work
   // is done, e.g. before cudaStreamDestroy).
-  void release_workspace(cudaStream_t stream) noexcept { workspaces_.release(stream); }
+  void release_workspace(cudaStream_t stream) noexcept {
+    if (const auto key = detail::workspace_key(stream, std::nothrow)) workspaces_.release(*key);
+  }
   std::size_t workspace_streams() const noexcept { return workspaces_.streams(); }
 
   const device_info& device() const noexcept { return device_; }
@@ -362,16 +393,31 @@ class handle {
       return detail::matmul(handle_, plan, i, p, p.d.data, stream, scratch);
     };
     const std::size_t start = plan.chosen;
-    const auto result = first_that_works(plan.algorithms.size(), start, CUBLAS_STATUS_SUCCESS, attempt);
+    const auto result = first_that_works(plan.algorithms.size(), start, CUBLAS_STATUS_SUCCESS, attempt,
+                                         detail::refused_before_running);
     if (result.succeeded(plan.algorithms.size())) {
       plan.chosen = result.index;
       return;
     }
-    const cublasStatus_t first =
-        result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.front();
+    const cublasStatus_t last =
+        result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.back();
+    if (!detail::refused_before_running(last)) {
+      // The device's own error, if it had one, says more than cuBLAS's status.
+      const cudaError_t device_error = cudaPeekAtLastError();
+      throw cublas_error(last, "cublasLtMatmul", describe(p),
+                         "running the product with candidate " +
+                             std::to_string(start + result.statuses.size() - 1) +
+                             " (no other tried: it may have written part of D before it failed" +
+                             (device_error != cudaSuccess
+                                  ? std::string("; the device reports ") + cudaGetErrorName(device_error)
+                                  : std::string()) +
+                             "): " + detail::likely_cause(last, device_),
+                         fp8::detail::source_location(__FILE__, __LINE__));
+    }
+    const cublasStatus_t first = result.statuses.front();
     throw cublas_error(first, "cublasLtMatmul", describe(p),
                        "running the product (" + std::to_string(result.statuses.size()) +
-                           " candidate algorithms tried, all failed: " +
+                           " candidate algorithms tried, all refused: " +
                            attempts_text(result, start, cublasLtGetStatusName) +
                            "): " + detail::likely_cause(first, device_),
                        fp8::detail::source_location(__FILE__, __LINE__));

@@ -96,6 +96,15 @@ inline std::uint32_t operand_alignment(const void* pointer, std::int64_t batch, 
   return own < kept ? own : kept;
 }
 
+// Whether cuBLASLt refused an algorithm before it ran anything (no kernel for this GPU or these
+// arguments), so that the next candidate may be tried on the same D. Any other failure (an
+// execution error, an allocation) may come after a kernel wrote part of D, which with beta = 1 is
+// also C: a next candidate would add the product twice.
+inline bool refused_before_running(cublasStatus_t status) noexcept {
+  return status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE ||
+         status == CUBLAS_STATUS_ARCH_MISMATCH;
+}
+
 // What usually explains a status from cuBLASLt itself, after the wrapper's checks passed.
 inline std::string likely_cause(cublasStatus_t status, const device_info& device) {
   switch (status) {

@@ -37,7 +37,8 @@ inline std::string find_workspace_problem(const workspace& scratch, std::size_t 
 }
 
 // Allocator: `void* allocate(std::size_t)` (throws on failure) and `void release(void*) noexcept`.
-// Streams are keyed by their handle value (cudaStream_t is a pointer; null is the default stream).
+// Streams are named by a key of the caller's, one per stream that runs apart from the others (the
+// handle's workspace_key: a created stream's handle value, or CUDA's id of a special stream).
 template <class Allocator>
 class workspace_pool {
  public:
@@ -62,7 +63,7 @@ class workspace_pool {
   ~workspace_pool() { release_all(); }
 
   // The buffer of `stream`, allocated on its first use. Empty when bytes_per_stream is 0.
-  workspace for_stream(const void* stream) {
+  workspace for_stream(std::uint64_t stream) {
     if (bytes_ == 0) return {};
     const auto found = buffers_.find(stream);
     if (found != buffers_.end()) return {found->second, bytes_};
@@ -73,7 +74,7 @@ class workspace_pool {
 
   // Frees the buffer of a stream that will not be used again (call it before destroying the
   // stream, after its work is done: the buffer is freed at once).
-  void release(const void* stream) noexcept {
+  void release(std::uint64_t stream) noexcept {
     const auto found = buffers_.find(stream);
     if (found == buffers_.end()) return;
     allocator_.release(found->second);
@@ -90,7 +91,7 @@ class workspace_pool {
  private:
   std::size_t bytes_;
   Allocator allocator_;
-  std::unordered_map<const void*, void*> buffers_;
+  std::unordered_map<std::uint64_t, void*> buffers_;
 };
 
 }  // namespace fp8::cublaslt
