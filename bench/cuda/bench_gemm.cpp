@@ -27,11 +27,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -486,8 +486,8 @@ int main(int argc, char** argv) {
           try {
             ms = timer.graph_median_ms(call, iterations, repetitions);
           } catch (const std::exception& e) {
-            std::printf("%-8s %-16s %-24s not capturable in a graph (%s): timed as enqueued\n", s.kind.c_str(),
-                        s.label.c_str(), name.c_str(), e.what());
+            std::printf("%-8s %-16s %-24s not capturable in a graph (%s): timed as enqueued\n",
+                        s.kind.c_str(), s.label.c_str(), name.c_str(), e.what());
             timing = "enqueued";
             ms = timer.median_ms(call, iterations, repetitions);
           }
@@ -516,7 +516,8 @@ int main(int argc, char** argv) {
       device_memory from(bytes), to(bytes);
       FP8_CUDA_CHECK(cudaMemset(from.data(), 1, bytes));
       const auto copy = [&] {
-        FP8_CUDA_CHECK(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice, timer.stream()));
+        FP8_CUDA_CHECK(
+            cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice, timer.stream()));
       };
       timer.warm_up(copy, 0.1);
       const double ms = timer.median_ms(copy, 5, 9);
