@@ -58,7 +58,10 @@ __global__ void software_path(std::uint64_t first, std::uint64_t count, typename
   for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < count;
        i += std::uint64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t bits = std::uint32_t(first + i);
-    out[i] = fp8::convert_bits<Format, R, O>(float_from_bits(bits), random_bits_for(bits));
+    // round_and_pack itself: convert_bits would take the cvt instruction on sm_89+ for the default
+    // policy, and the software path would then never run on the device.
+    out[i] = fp8::detail::round_and_pack<Format, R, O>(
+        fp8::detail::source_traits<float>::unpack(float_from_bits(bits)), random_bits_for(bits));
   }
 }
 
@@ -121,7 +124,7 @@ std::vector<variant> device_variants() {
   using storage = typename Format::storage;
   std::vector<variant> variants;
   variants.push_back(
-      {"fp8::convert_bits (software) on the device", [](std::uint64_t first, std::uint64_t count, void* out) {
+      {"round_and_pack (software) on the device", [](std::uint64_t first, std::uint64_t count, void* out) {
          software_path<Format, R, O>
              <<<grid_for(count), block_size>>>(first, count, static_cast<storage*>(out));
        }});
@@ -298,7 +301,9 @@ void sample_doubles(const std::vector<double>& inputs) {
 
 }  // namespace
 
-TEST_CASE("the device reports a compute capability with the FP8 cvt instruction") {
+__global__ void hardware_conversion_built(int* out) { *out = FP8_HARDWARE_CONVERSION; }
+
+TEST_CASE("the device reports a compute capability with the FP8 cvt instruction, and the build uses it") {
   int device = 0;
   FP8_CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp properties{};
@@ -306,6 +311,13 @@ TEST_CASE("the device reports a compute capability with the FP8 cvt instruction"
   MESSAGE("device: " << properties.name << " (sm_" << properties.major << properties.minor << ")");
   // The tests are built for sm_90: an older device would run none of the kernels below.
   CHECK(properties.major * 10 + properties.minor >= 89);
+  // Code built for an older architecture runs on this device through its PTX, with the cvt path
+  // compiled out: every sweep below would then test the software path twice and pass.
+  device_buffer<int> flag(1);
+  hardware_conversion_built<<<1, 1>>>(flag.data());
+  FP8_CUDA_CHECK(cudaGetLastError());
+  CHECK_MESSAGE(flag.download()[0] == 1,
+                "the kernels were built without the cvt path (CMAKE_CUDA_ARCHITECTURES below 89)");
 }
 
 __global__ void pack_powers_of_two(std::uint32_t* out) {
