@@ -422,8 +422,8 @@ TEST_CASE("workspaces: one per stream, reused by that stream, freed on release")
   // The handle's keys: a created stream is its handle value, with no CUDA call (the special
   // streams ask CUDA for their id, which test_cublaslt_paths checks on a GPU).
   const auto created = reinterpret_cast<cudaStream_t>(std::uintptr_t(0x7f0012345600));
-  CHECK(lt::detail::workspace_key(created) == 0x7f0012345600u);
-  CHECK(lt::detail::workspace_key(created, std::nothrow) == std::optional<std::uint64_t>(0x7f0012345600u));
+  CHECK(lt::detail::workspace_key(created, 0) == 0x7f0012345600u);
+  CHECK(lt::detail::workspace_key(created, 0, std::nothrow) == std::optional<std::uint64_t>(0x7f0012345600u));
   CHECK(lt::detail::is_special_stream(nullptr));
   CHECK(lt::detail::is_special_stream(cudaStreamLegacy));
   CHECK(lt::detail::is_special_stream(cudaStreamPerThread));

@@ -106,20 +106,35 @@ inline bool is_special_stream(cudaStream_t stream) noexcept {
   return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
 }
 inline constexpr std::uint64_t stream_id_tag = std::uint64_t(1) << 63;
-inline std::uint64_t workspace_key(cudaStream_t stream) {
+// No key where CUDA cannot name the stream (for release: then there is nothing to free). A thread
+// names the same stream by a special handle on a device every time, so it asks CUDA once per
+// handle and device: the key is wanted for every product.
+inline std::optional<std::uint64_t> workspace_key(cudaStream_t stream, int device, std::nothrow_t) noexcept {
   if (!is_special_stream(stream)) return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
-  unsigned long long id = 0;
-  FP8_CUDA_CHECK(cudaStreamGetId(stream, &id));
-  return std::uint64_t(id) | stream_id_tag;
-}
-// For release: no key (nothing to free) where CUDA cannot name the stream.
-inline std::optional<std::uint64_t> workspace_key(cudaStream_t stream, std::nothrow_t) noexcept {
-  if (!is_special_stream(stream)) return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+  struct answer {
+    int device;
+    cudaStream_t stream;
+    std::uint64_t key;
+  };
+  thread_local std::vector<answer> answers;  // at most 3 per device
+  for (const answer& a : answers)
+    if (a.device == device && a.stream == stream) return a.key;
   unsigned long long id = 0;
   if (cudaStreamGetId(stream, &id) != cudaSuccess) {
     (void)cudaGetLastError();
     return std::nullopt;
   }
+  const std::uint64_t key = std::uint64_t(id) | stream_id_tag;
+  try {
+    answers.push_back({device, stream, key});
+  } catch (...) {  // not remembered: asked again next time
+  }
+  return key;
+}
+inline std::uint64_t workspace_key(cudaStream_t stream, int device) {
+  if (const auto key = workspace_key(stream, device, std::nothrow)) return *key;
+  unsigned long long id = 0;
+  FP8_CUDA_CHECK(cudaStreamGetId(stream, &id));  // asked again, to report why CUDA cannot name it
   return std::uint64_t(id) | stream_id_tag;
 }
 
@@ -187,7 +202,7 @@ class handle {
     const gemm_problem problem = with_packed_leading_dimensions(unresolved);
     check_current_device();
     validate(problem, device_);  // before the stream's workspace is allocated
-    run_validated(problem, stream, workspaces_.for_stream(detail::workspace_key(stream)));
+    run_validated(problem, stream, workspaces_.for_stream(detail::workspace_key(stream, device_.ordinal)));
   }
 
   // As above with a workspace of the caller's (see the class comment for the rule).
@@ -225,7 +240,7 @@ class handle {
     resolved.reserve(problems.size());
     for (const gemm_problem& p : problems) resolved.push_back(with_packed_leading_dimensions(p));
     validate_group(resolved, device_);
-    const workspace scratch = workspaces_.for_stream(detail::workspace_key(stream));
+    const workspace scratch = workspaces_.for_stream(detail::workspace_key(stream, device_.ordinal));
     if (!cache_enabled_) {
       // Every member's plan built before the first runs, as with the cache: a member the heuristic
       // refuses stops the group with nothing done.
@@ -298,8 +313,8 @@ class handle {
     }
     detail::plan fresh;
     detail::build_plan(fresh, handle_, workspace_bytes_, problem, device_, tuning_.candidates);
-    tuning_report report =
-        tune_now(fresh, problem, stream, workspaces_.for_stream(detail::workspace_key(stream)));
+    tuning_report report = tune_now(fresh, problem, stream,
+                                    workspaces_.for_stream(detail::workspace_key(stream, device_.ordinal)));
     const detail::plan_key key = detail::make_key(problem, workspace_bytes_);
     plans_.erase(key);
     plans_.insert(key) = std::move(fresh);
@@ -312,7 +327,8 @@ class handle {
   // Frees the workspace of a stream that will not be used with this handle again (after its work
   // is done, e.g. before cudaStreamDestroy).
   void release_workspace(cudaStream_t stream) noexcept {
-    if (const auto key = detail::workspace_key(stream, std::nothrow)) workspaces_.release(*key);
+    if (const auto key = detail::workspace_key(stream, device_.ordinal, std::nothrow))
+      workspaces_.release(*key);
   }
   std::size_t workspace_streams() const noexcept { return workspaces_.streams(); }
 
@@ -405,16 +421,17 @@ class handle {
       // The device's own error, if it had one, says more than cuBLAS's status.
       const cudaError_t device_error = cudaPeekAtLastError();
       throw cublas_error(last, "cublasLtMatmul", describe(p),
-                         "running the product with candidate " +
-                             std::to_string(start + result.statuses.size() - 1) +
-                             " (no other tried: it may have written part of D before it failed" +
+                         "running the product (" + attempts_text(result, start, cublasLtGetStatusName) +
+                             "; no later candidate tried: the last may have written part of D before it "
+                             "failed" +
                              (device_error != cudaSuccess
                                   ? std::string("; the device reports ") + cudaGetErrorName(device_error)
                                   : std::string()) +
                              "): " + detail::likely_cause(last, device_),
                          fp8::detail::source_location(__FILE__, __LINE__));
     }
-    const cublasStatus_t first = result.statuses.front();
+    const cublasStatus_t first =
+        result.statuses.empty() ? CUBLAS_STATUS_NOT_SUPPORTED : result.statuses.front();
     throw cublas_error(first, "cublasLtMatmul", describe(p),
                        "running the product (" + std::to_string(result.statuses.size()) +
                            " candidate algorithms tried, all refused: " +
