@@ -252,7 +252,8 @@ def summary(logs: Path):
         lines += [f"- {problem}" for problem in f.problems] + [""]
     lines += ceiling_line(f.ceilings)
     lines += ["| figure | measured | target |", "|---|---|---|"]
-    for rows in (headline_rows, deepseek_rows, tuning_rows, layer_rows, error_rows, timing_rows, quantize_rows, overhead_rows):
+    for rows in (headline_rows, deepseek_rows, tuning_rows, layer_rows, error_rows, timing_rows, quantize_rows,
+                 overhead_rows):
         lines += rows(f)
     return "\n".join(lines) + "\n"
 

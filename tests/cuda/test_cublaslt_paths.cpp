@@ -79,17 +79,24 @@ lt::linear_problem fp8_linear(const device_buffer<std::uint8_t>& x, const device
   return p;
 }
 
-// The same through gemm(), column-major D[m, n] = op_T(A) op_N(B): A = W-like (m rows of k), B =
-// X-like (n columns of k).
-lt::gemm_problem fp8_gemm(const device_buffer<std::uint8_t>& a, const device_buffer<std::uint8_t>& b,
-                          const device_buffer<float>& d, std::size_t m, std::size_t n, std::size_t k) {
+// A gemm() product of m x n x k into the FP32 D `d`, its operands left to the caller.
+lt::gemm_problem fp32_output_gemm(const device_buffer<float>& d, std::size_t m, std::size_t n,
+                                  std::size_t k) {
   lt::gemm_problem p{};
   p.m = std::int64_t(m);
   p.n = std::int64_t(n);
   p.k = std::int64_t(k);
+  p.d = {d.data(), lt::data_type::fp32};
+  return p;
+}
+
+// The same through gemm(), column-major D[m, n] = op_T(A) op_N(B): A = W-like (m rows of k), B =
+// X-like (n columns of k).
+lt::gemm_problem fp8_gemm(const device_buffer<std::uint8_t>& a, const device_buffer<std::uint8_t>& b,
+                          const device_buffer<float>& d, std::size_t m, std::size_t n, std::size_t k) {
+  lt::gemm_problem p = fp32_output_gemm(d, m, n, k);
   p.a = {a.data(), lt::data_type::e4m3};
   p.b = {b.data(), lt::data_type::e4m3};
-  p.d = {d.data(), lt::data_type::fp32};
   p.options.purpose = lt::gemm_purpose::gradient;
   return p;
 }
@@ -135,15 +142,11 @@ std::vector<std::uint16_t> bf16_column_major(const int_matrix& x) {
 // BGRADB's only form in cuBLASLt; the other epilogues take it too.
 lt::gemm_problem bf16_nt_gemm(const device_buffer<std::uint16_t>& a, const device_buffer<std::uint16_t>& b,
                               const device_buffer<float>& d, std::size_t m, std::size_t n, std::size_t k) {
-  lt::gemm_problem p{};
-  p.m = std::int64_t(m);
-  p.n = std::int64_t(n);
-  p.k = std::int64_t(k);
+  lt::gemm_problem p = fp32_output_gemm(d, m, n, k);
   p.op_a = lt::operation::none;
   p.op_b = lt::operation::transpose;
   p.a = {a.data(), lt::data_type::bf16, std::int64_t(m)};
   p.b = {b.data(), lt::data_type::bf16, std::int64_t(n)};
-  p.d = {d.data(), lt::data_type::fp32};
   return p;
 }
 

@@ -423,7 +423,9 @@ TEST_CASE("workspaces: one per stream, reused by that stream, freed on release")
   // streams ask CUDA for their id, which test_cublaslt_paths checks on a GPU).
   const auto created = reinterpret_cast<cudaStream_t>(std::uintptr_t(0x7f0012345600));
   CHECK(lt::detail::workspace_key(created, 0) == 0x7f0012345600u);
-  CHECK(lt::detail::workspace_key(created, 0, std::nothrow) == std::optional<std::uint64_t>(0x7f0012345600u));
+  std::uint64_t key = 0;
+  CHECK(lt::detail::find_workspace_key(created, 0, key) == cudaSuccess);
+  CHECK(key == 0x7f0012345600u);
   CHECK(lt::detail::is_special_stream(nullptr));
   CHECK(lt::detail::is_special_stream(cudaStreamLegacy));
   CHECK(lt::detail::is_special_stream(cudaStreamPerThread));

@@ -10,8 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <new>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,36 +104,43 @@ inline bool is_special_stream(cudaStream_t stream) noexcept {
   return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
 }
 inline constexpr std::uint64_t stream_id_tag = std::uint64_t(1) << 63;
-// No key where CUDA cannot name the stream (for release: then there is nothing to free). A thread
-// names the same stream by a special handle on a device every time, so it asks CUDA once per
-// handle and device: the key is wanted for every product.
-inline std::optional<std::uint64_t> workspace_key(cudaStream_t stream, int device, std::nothrow_t) noexcept {
-  if (!is_special_stream(stream)) return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+// Sets `key` and returns cudaSuccess, or returns CUDA's error where it cannot name the stream. A
+// thread names the same stream by a special handle on a device every time, so it asks CUDA once
+// per handle and device: the key is wanted for every product.
+inline cudaError_t find_workspace_key(cudaStream_t stream, int device, std::uint64_t& key) noexcept {
+  if (!is_special_stream(stream)) {
+    key = std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+    return cudaSuccess;
+  }
   struct answer {
     int device;
     cudaStream_t stream;
     std::uint64_t key;
   };
   thread_local std::vector<answer> answers;  // at most 3 per device
-  for (const answer& a : answers)
-    if (a.device == device && a.stream == stream) return a.key;
-  unsigned long long id = 0;
-  if (cudaStreamGetId(stream, &id) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::nullopt;
+  for (const answer& a : answers) {
+    if (a.device == device && a.stream == stream) {
+      key = a.key;
+      return cudaSuccess;
+    }
   }
-  const std::uint64_t key = std::uint64_t(id) | stream_id_tag;
+  unsigned long long id = 0;
+  const cudaError_t status = cudaStreamGetId(stream, &id);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: reported through the returned status
+    return status;
+  }
+  key = std::uint64_t(id) | stream_id_tag;
   try {
     answers.push_back({device, stream, key});
   } catch (...) {  // not remembered: asked again next time
   }
-  return key;
+  return cudaSuccess;
 }
 inline std::uint64_t workspace_key(cudaStream_t stream, int device) {
-  if (const auto key = workspace_key(stream, device, std::nothrow)) return *key;
-  unsigned long long id = 0;
-  FP8_CUDA_CHECK(cudaStreamGetId(stream, &id));  // asked again, to report why CUDA cannot name it
-  return std::uint64_t(id) | stream_id_tag;
+  std::uint64_t key = 0;
+  FP8_CUDA_CHECK(find_workspace_key(stream, device, key));
+  return key;
 }
 
 }  // namespace detail
@@ -327,8 +332,8 @@ class handle {
   // Frees the workspace of a stream that will not be used with this handle again (after its work
   // is done, e.g. before cudaStreamDestroy).
   void release_workspace(cudaStream_t stream) noexcept {
-    if (const auto key = detail::workspace_key(stream, device_.ordinal, std::nothrow))
-      workspaces_.release(*key);
+    std::uint64_t key = 0;  // none where CUDA cannot name the stream: then nothing was allocated for it
+    if (detail::find_workspace_key(stream, device_.ordinal, key) == cudaSuccess) workspaces_.release(key);
   }
   std::size_t workspace_streams() const noexcept { return workspaces_.streams(); }
 
