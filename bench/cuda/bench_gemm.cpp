@@ -474,12 +474,16 @@ int main(int argc, char** argv) {
             set_inputs(call_index++ % b.sets);
             through.linear(p, timer.stream());
           };
-          // Y starts as NaN (0xFFFF in BF16), so a product that writes nothing fails the check
-          // instead of passing on the output the shape's previous variant left.
-          FP8_CUDA_CHECK(cudaMemset(b.y->data(), 0xFF, std::size_t(s.m) * std::size_t(s.n) * 2));
-          FP8_CUDA_CHECK(cudaDeviceSynchronize());
           timer.warm_up(call, warmed ? 0.05 : (quick ? 0.5 : 1.0));
           warmed = true;
+          // Y starts the timed calls as NaN (0xFFFF in BF16), so the check reads what they wrote: a
+          // graph that replays nothing, or a product that writes nothing, fails it instead of passing
+          // on the output of the warm-up or of the shape's previous variant. The warm-up's calls on
+          // the timer's non-blocking stream are done before the fill (the legacy stream would not
+          // wait for them).
+          FP8_CUDA_CHECK(cudaDeviceSynchronize());
+          FP8_CUDA_CHECK(cudaMemset(b.y->data(), 0xFF, std::size_t(s.m) * std::size_t(s.n) * 2));
+          FP8_CUDA_CHECK(cudaDeviceSynchronize());
           const int repetitions = quick ? 5 : 9;
           std::string timing = "graph";
           double ms = 0.0;

@@ -394,7 +394,10 @@ TEST_CASE("workspaces: one per stream, reused by that stream, freed on release")
       next += bytes;
       return data;
     }
-    void release(void*) noexcept { ++*releases; }
+    bool release(void*) noexcept {
+      ++*releases;
+      return true;
+    }
   };
   int allocations = 0, releases = 0;
   const std::uint64_t default_stream_id = lt::detail::stream_id_tag | 1;  // a special stream's key
@@ -418,6 +421,37 @@ TEST_CASE("workspaces: one per stream, reused by that stream, freed on release")
   lt::workspace_pool<counting_allocator> none(0, counting_allocator{&allocations, &releases});
   CHECK(none.for_stream(default_stream_id).data == nullptr);  // a zero-byte workspace allocates nothing
   CHECK(allocations == 3);
+
+  // A buffer the allocator cannot free (cudaFree refused during another stream's capture, say) stays
+  // the stream's: the same buffer serves that stream, and the next release tries again.
+  struct refusing_allocator {
+    int* refusals_left;
+    int* frees;
+    void* allocate(std::size_t) { return reinterpret_cast<void*>(std::uintptr_t(0x2000)); }
+    bool release(void*) noexcept {
+      if (*refusals_left > 0) {
+        --*refusals_left;
+        return false;
+      }
+      ++*frees;
+      return true;
+    }
+  };
+  int refusals_left = 1, frees = 0;
+  {
+    lt::workspace_pool<refusing_allocator> pool(256, refusing_allocator{&refusals_left, &frees});
+    const lt::workspace kept = pool.for_stream(0x33);
+    pool.release(0x33);  // refused
+    CHECK(frees == 0);
+    CHECK(pool.streams() == 1);
+    CHECK(pool.for_stream(0x33).data == kept.data);
+    pool.release(0x33);  // freed
+    CHECK(frees == 1);
+    CHECK(pool.streams() == 0);
+    pool.for_stream(0x44);
+    refusals_left = 1;
+  }
+  CHECK(frees == 1);  // refused again at the pool's end: left, not freed twice or counted
 
   // The handle's keys: a created stream is its handle value, with no CUDA call (the special
   // streams ask CUDA for their id, which test_cublaslt_paths checks on a GPU).

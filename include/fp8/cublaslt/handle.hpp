@@ -88,10 +88,14 @@ struct cuda_workspace_allocator {
     return data;
   }
   // Relaxed too: a handle destroyed (or a workspace released) while another stream is captured in
-  // global mode would otherwise invalidate that capture, and leak the buffer.
-  void release(void* data) noexcept {
+  // global mode would otherwise invalidate that capture, and leak the buffer. Should CUDA still
+  // refuse the free, its error is cleared (a later call would otherwise report it as its own) and
+  // the pool keeps the buffer.
+  bool release(void* data) noexcept {
     const relaxed_capture_mode relaxed(std::nothrow);
-    (void)cudaFree(data);
+    if (cudaFree(data) == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return false;
   }
 };
 
@@ -106,7 +110,8 @@ inline bool is_special_stream(cudaStream_t stream) noexcept {
 inline constexpr std::uint64_t stream_id_tag = std::uint64_t(1) << 63;
 // Sets `key` and returns cudaSuccess, or returns CUDA's error where it cannot name the stream. A
 // thread names the same stream by a special handle on a device every time, so it asks CUDA once
-// per handle and device: the key is wanted for every product.
+// per handle and device: the key is wanted for every product. `device` must be the current device:
+// a special handle names a stream of the current device, and the answer is kept under `device`.
 inline cudaError_t find_workspace_key(cudaStream_t stream, int device, std::uint64_t& key) noexcept {
   if (!is_special_stream(stream)) {
     key = std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
@@ -332,8 +337,20 @@ class handle {
   // Frees the workspace of a stream that will not be used with this handle again (after its work
   // is done, e.g. before cudaStreamDestroy).
   void release_workspace(cudaStream_t stream) noexcept {
+    // A special handle names a stream of the current device: it is asked with this handle's device
+    // current, so that a release from another device frees this handle's workspace of that stream.
+    int current = device_.ordinal;
+    if (detail::is_special_stream(stream) && cudaGetDevice(&current) != cudaSuccess) {
+      (void)cudaGetLastError();  // not the caller's error; nothing can be named, so nothing is freed
+      return;
+    }
+    if (current != device_.ordinal && cudaSetDevice(device_.ordinal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
     std::uint64_t key = 0;  // none where CUDA cannot name the stream: then nothing was allocated for it
     if (detail::find_workspace_key(stream, device_.ordinal, key) == cudaSuccess) workspaces_.release(key);
+    if (current != device_.ordinal && cudaSetDevice(current) != cudaSuccess) (void)cudaGetLastError();
   }
   std::size_t workspace_streams() const noexcept { return workspaces_.streams(); }
 

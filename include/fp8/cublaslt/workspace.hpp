@@ -36,7 +36,8 @@ inline std::string find_workspace_problem(const workspace& scratch, std::size_t 
   return {};
 }
 
-// Allocator: `void* allocate(std::size_t)` (throws on failure) and `void release(void*) noexcept`.
+// Allocator: `void* allocate(std::size_t)` (throws on failure) and `bool release(void*) noexcept`
+// (false where the buffer could not be freed: the pool then keeps it, to free it later).
 // Streams are named by a key of the caller's, one per stream that runs apart from the others (the
 // handle's workspace_key: a created stream's handle value, or CUDA's id of a special stream).
 template <class Allocator>
@@ -73,15 +74,16 @@ class workspace_pool {
   }
 
   // Frees the buffer of a stream that will not be used again (call it before destroying the
-  // stream, after its work is done: the buffer is freed at once).
+  // stream, after its work is done: the buffer is freed at once). A buffer the allocator could not
+  // free stays the stream's, and is tried again by the next release and by release_all.
   void release(std::uint64_t stream) noexcept {
     const auto found = buffers_.find(stream);
     if (found == buffers_.end()) return;
-    allocator_.release(found->second);
-    buffers_.erase(found);
+    if (allocator_.release(found->second)) buffers_.erase(found);
   }
+  // At the pool's end: what cannot be freed even then is left to the process's end.
   void release_all() noexcept {
-    for (auto& entry : buffers_) allocator_.release(entry.second);
+    for (auto& entry : buffers_) (void)allocator_.release(entry.second);
     buffers_.clear();
   }
 
