@@ -107,7 +107,7 @@ void training_run::sharded_gradients(step_record& record, tensor_stats_log* stat
 
 void training_run::check_replicas(const std::string& when) {
   if (group_->size() == 1) return;  // nothing to compare, and no hash to compute
-  refresh_host_copies();
+  refresh_host_copies(host_copies::replica_hash);
   check_same_on_all_ranks(
       *group_, {{"the weights and FP8 scales", replica_fingerprint(model_->parameters(), *scaling_)}}, when,
       "the ranks no longer train the same model (a rank computed a different gradient sum, "

@@ -78,9 +78,11 @@ class training_run {
   // The step's global batch in the one seeded order, this rank's share of it in inputs_/targets_
   // (passes() x micro sequences); the GPU's sharded step draws the same.
   void draw_rank_windows();
-  // The GPU run downloads its weights and scaling state into the host model here (the replica
-  // check hashes the host copies); nothing to do on the CPU.
-  virtual void refresh_host_copies() const {}
+  // What a GPU run brings into the host model: the master weights and the FP8 scales for the
+  // replica check's hash, and the moments with them for a checkpoint.
+  enum class host_copies { replica_hash, checkpoint };
+  // The GPU run downloads what `what` needs into the host model here; nothing to do on the CPU.
+  virtual void refresh_host_copies(host_copies what) const { (void)what; }
   // The collective that sums the gradients, for describe().
   virtual const char* gradient_collective() const { return "MPI_Allreduce"; }
   // Throw collective_error unless every rank holds the same weights and scales (and, at the start,

@@ -111,13 +111,15 @@ void device_parameters::upload(const parameter_set& host) {
   adam_v.upload(host.adam_v);
 }
 
-void device_parameters::download(parameter_set& host) const {
+void device_parameters::download(parameter_set& host, parameter_buffers which) const {
   check_layout(host, "trainer::cuda::device_parameters::download");
-  master.download(host.master);
-  compute.download(host.compute);
-  grad.download(host.grad);
-  adam_m.download(host.adam_m);
-  adam_v.download(host.adam_v);
+  if (which.master) master.download(host.master);
+  if (which.compute) compute.download(host.compute);
+  if (which.grad) grad.download(host.grad);
+  if (which.moments) {
+    adam_m.download(host.adam_m);
+    adam_v.download(host.adam_v);
+  }
 }
 
 void device_parameters::refresh_compute(storage compute_storage, cudaStream_t stream) {

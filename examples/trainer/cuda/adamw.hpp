@@ -16,16 +16,25 @@
 
 namespace trainer::cuda {
 
+// Which of the five buffers device_parameters::download copies (the moments are both).
+struct parameter_buffers {
+  bool master = true;
+  bool compute = true;
+  bool grad = true;
+  bool moments = true;
+};
+
 // The five parallel buffers of a parameter_set on the device, with its tensor layout.
 class device_parameters {
  public:
   // Allocates the buffers for `layout`'s tensors and copies all five buffers from it.
   explicit device_parameters(const parameter_set& layout);
 
-  // Synchronous copies of all five buffers to and from a parameter_set of the same layout (a
-  // checkpoint saves and loads the host copy, so a run resumes on either device).
+  // Synchronous copies of all five buffers to a parameter_set of the same layout, and of those
+  // `which` names from it (a checkpoint saves and loads the host copy, so a run resumes on either
+  // device; it needs the master weights and the moments only). The host's other buffers are left.
   void upload(const parameter_set& host);
-  void download(parameter_set& host) const;
+  void download(parameter_set& host, parameter_buffers which = {}) const;
 
   std::size_t size() const { return master.size(); }
   const std::vector<tensor_spec>& specs() const { return specs_; }

@@ -94,7 +94,7 @@ class cuda_training_run final : public training_run {
   }
 
   void save(const std::string& path) const override {
-    refresh_host_copies();  // the checkpoint is written from the host copies
+    refresh_host_copies(host_copies::checkpoint);  // the checkpoint is written from the host copies
     training_run::save(path);
   }
 
@@ -132,16 +132,29 @@ class cuda_training_run final : public training_run {
   }
 
  protected:
-  // Parameters, moments and the scaling state, for a checkpoint or the replica check's hash. In bf16
-  // and fp8 runs the device keeps the linear weights' compute copy only as BF16 (the float copy is
-  // not written after the first step), so the host's compute copy is made from the master weights,
-  // as the CPU run makes it.
-  void refresh_host_copies() const override {
+  // The master weights and the scaling state, for the replica check's hash; the moments too, for a
+  // checkpoint. The gradients and the compute copy are not downloaded (a checkpoint holds neither):
+  // at 1 B parameters each buffer is 4 GB. In bf16 and fp8 runs the device keeps the linear
+  // weights' compute copy only as BF16 (the float copy is not written after the first step), so
+  // for a checkpoint the host's compute copy is made from the master weights, as the CPU run makes
+  // it, which keeps the host model whole where it is written.
+  void refresh_host_copies(host_copies what) const override {
     FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last update done (see load)
-    device_->parameters().download(model_->parameters());
-    model_->parameters().refresh_compute(policy_.activation_storage());
+    parameter_set& host = model_->parameters();
+    const bool checkpoint = what == host_copies::checkpoint;
+    device_->parameters().download(host, {true, false, false, checkpoint});
+    if (checkpoint) host.refresh_compute(policy_.activation_storage());
     scaling_->delayed() = device_->scaling().state().download(stream_);
   }
+
+ public:
+  // The gradients of the last step, unclipped (gradients_of).
+  std::vector<float> gradients() const {
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return device_->parameters().grad.to_host();
+  }
+
+ protected:
   const char* gradient_collective() const override { return "ncclAllReduce"; }
 
  private:
@@ -199,6 +212,14 @@ producer_calls producers_of(const training_run& run) {
     throw std::invalid_argument("trainer::cuda::producers_of: the run is not a GPU run (--device cuda)");
   }
   return gpu->producer_calls();
+}
+
+std::vector<float> gradients_of(const training_run& run) {
+  const auto* gpu = dynamic_cast<const cuda_training_run*>(&run);
+  if (gpu == nullptr) {
+    throw std::invalid_argument("trainer::cuda::gradients_of: the run is not a GPU run (--device cuda)");
+  }
+  return gpu->gradients();
 }
 
 }  // namespace trainer::cuda

@@ -1263,6 +1263,16 @@ TEST_CASE("AdamW, the gradient norm, clipping and the compute copy match the CPU
     expect_same_bits("adam_v round trip", again.adam_v, copy.adam_v);
     parameter_set other({{"w1", {40, 34}, true}});
     CHECK_THROWS_AS(device.download(other), fp8::invalid_argument);
+    // A checkpoint's download (master weights and moments) leaves the host's other buffers as they were.
+    parameter_set partial(host.specs());
+    std::fill(partial.compute.begin(), partial.compute.end(), 7.0f);
+    std::fill(partial.grad.begin(), partial.grad.end(), -7.0f);
+    device.download(partial, {true, false, false, true});
+    expect_same_bits("master downloaded", partial.master, copy.master);
+    expect_same_bits("adam_m downloaded", partial.adam_m, copy.adam_m);
+    expect_same_bits("adam_v downloaded", partial.adam_v, copy.adam_v);
+    expect_same_bits("compute left", partial.compute, std::vector<float>(copy.size(), 7.0f));
+    expect_same_bits("grad left", partial.grad, std::vector<float>(copy.size(), -7.0f));
   }
 }
 
