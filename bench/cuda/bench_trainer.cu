@@ -349,28 +349,30 @@ std::optional<std::string> trace_refusal() {
 // untraced step (cuBLASLt's plans, cuDNN's graphs and the workspaces are made in the first), on a
 // model of its own: every precision is timed before any is traced, and the speed and phase tables
 // are on disk by then, so that nothing the trace does can cost them. Prints what the trace found or
-// why there is none.
+// why there is none: a failure here (of the trace or of the traced steps) leaves r.kernels empty
+// and is not a failure of the speed run.
 void trace_kernels(const bench_options& o, const trainer::model& host,
                    const std::vector<std::int32_t>& tokens, result& r) {
   const char* name = trainer::to_string(r.precision);
-  bench_run run(o, r.precision, host, tokens);
-  run.step(nullptr);
-  FP8_CUDA_CHECK(cudaDeviceSynchronize());
   std::optional<fp8_bench::kernel_trace> trace;
   try {
+    bench_run run(o, r.precision, host, tokens);
+    run.step(nullptr);
+    FP8_CUDA_CHECK(cudaDeviceSynchronize());
     trace.emplace();
-  } catch (const std::runtime_error& e) {
-    std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
-    return;
-  }
-  for (int s = 0; s < o.trace_steps; ++s) run.step(nullptr);
-  try {
+    for (int s = 0; s < o.trace_steps; ++s) run.step(nullptr);
     r.kernels = trace->stop();
-  } catch (const std::runtime_error& e) {
+  } catch (const std::exception& e) {
+    r.kernels.reset();
     std::printf("bench_trainer: %s: kernel trace: not run: %s\n", name, e.what());
     return;
   }
   const fp8_bench::kernel_table& k = *r.kernels;
+  if (k.calls() == 0 && k.untimed() == 0) {  // an empty table would read as a run cut short
+    r.kernels.reset();
+    std::printf("bench_trainer: %s: kernel trace: not run: CUPTI recorded no kernel\n", name);
+    return;
+  }
   // What the table misses, each by its cause; none in a complete trace.
   std::string missing;
   const auto count_missing = [&missing](std::uint64_t count, const char* what) {
@@ -391,8 +393,37 @@ void trace_kernels(const bench_options& o, const trainer::model& host,
 
 }  // namespace
 
+// speed.csv: a row per precision measured.
+std::string speed_csv(const std::vector<result>& results, int passes, std::size_t tokens_per_step) {
+  std::ostringstream speed;
+  speed << "precision,tokens_per_s,model_tflops,ms_per_step,loss,passes,tokens_per_step\n";
+  for (const result& r : results) {
+    speed << trainer::to_string(r.precision) << "," << r.tokens_per_second << "," << r.tflops << ","
+          << r.seconds_per_step * 1e3 << "," << r.loss << "," << passes << "," << tokens_per_step << "\n";
+  }
+  return speed.str();
+}
+
+// profile.csv: a row per phase, a column per precision measured.
+std::string profile_csv(const std::vector<result>& results) {
+  std::ostringstream profile;
+  profile << "phase";
+  for (const result& r : results) profile << "," << trainer::to_string(r.precision) << "_ms";
+  profile << "\n";
+  for (std::size_t ph = 0; ph < trainer::cuda::phase_count; ++ph) {
+    profile << '"' << trainer::cuda::phase_name(trainer::cuda::phase(ph)) << '"';
+    for (const result& r : results) profile << "," << r.phase_ms[ph];
+    profile << "\n";
+  }
+  return profile.str();
+}
+
 int main(int argc, char** argv) {
+  // Line-buffered also into a pipe (trainer_tables.sh tees the log): a run cut short keeps every
+  // line printed, and an error comes after the lines printed before it.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const bench_options o = parse(argc, argv);
+  int failures = 0;
   try {
     int device = 0;
     cudaDeviceProp properties{};
@@ -421,21 +452,37 @@ int main(int argc, char** argv) {
         "profiled steps\n",
         properties.name, o.shape.channels, o.shape.hidden, o.shape.heads, o.shape.context, o.shape.layers,
         o.shape.vocab, params.size(), o.batch, o.passes, n, o.warmup, o.steps, o.profile_steps);
+    // An earlier run's tables must not pass for this one's, nor its kernels (written after the trace).
+    if (!o.out.empty()) {
+      for (const char* name : {"/speed.csv", "/profile.csv", "/kernels.csv", "/timeline.csv"}) {
+        std::remove((o.out + name).c_str());
+      }
+    }
+    // Each precision's failure is its own (the others' rows stay), and the tables are on disk after
+    // each precision, so a failure or a time limit in a later one keeps the earlier rows.
     std::vector<result> results;
     for (trainer::precision p : o.precisions) {
-      results.push_back(measure(o, p, *host, tokens));
-      std::fflush(stdout);
+      try {
+        results.push_back(measure(o, p, *host, tokens));
+      } catch (const std::exception& e) {
+        std::printf("bench_trainer: %s: error: %s\n", trainer::to_string(p), e.what());
+        ++failures;
+        continue;
+      }
+      write_file(o.out, "/speed.csv", speed_csv(results, o.passes, n));
+      write_file(o.out, "/profile.csv", profile_csv(results));
     }
-    std::ostringstream speed, profile;
-    speed << "precision,tokens_per_s,model_tflops,ms_per_step,loss,passes,tokens_per_step\n";
+    if (results.empty()) {
+      std::fprintf(stderr, "bench_trainer: error: no precision could be measured\n");
+      return 1;
+    }
     std::printf(
-        "\n| precision | tokens/s | model TFLOP/s | ms/step | speedup vs first |\n|---|---|---|---|---|\n");
+        "\n| precision | tokens/s | model TFLOP/s | ms/step | speedup vs %s |\n|---|---|---|---|---|\n",
+        trainer::to_string(results.front().precision));
     for (const result& r : results) {
       std::printf("| %s | %.0f | %.1f | %.1f | %.2fx |\n", trainer::to_string(r.precision),
                   r.tokens_per_second, r.tflops, r.seconds_per_step * 1e3,
                   r.tokens_per_second / results.front().tokens_per_second);
-      speed << trainer::to_string(r.precision) << "," << r.tokens_per_second << "," << r.tflops << ","
-            << r.seconds_per_step * 1e3 << "," << r.loss << "," << o.passes << "," << n << "\n";
     }
     std::printf(
         "\nGPU time per optimizer step by phase (ms, CUDA events; the linear layers' casts and their GEMMs "
@@ -445,28 +492,11 @@ int main(int argc, char** argv) {
     std::printf("\n|---|");
     for (std::size_t i = 0; i < results.size(); ++i) std::printf("---|");
     std::printf("\n");
-    profile << "phase";
-    for (const result& r : results) profile << "," << trainer::to_string(r.precision) << "_ms";
-    profile << "\n";
     for (std::size_t ph = 0; ph < trainer::cuda::phase_count; ++ph) {
-      const char* name = trainer::cuda::phase_name(trainer::cuda::phase(ph));
-      std::printf("| %s |", name);
-      profile << '"' << name << '"';
-      for (const result& r : results) {
-        std::printf(" %.1f |", r.phase_ms[ph]);
-        profile << "," << r.phase_ms[ph];
-      }
+      std::printf("| %s |", trainer::cuda::phase_name(trainer::cuda::phase(ph)));
+      for (const result& r : results) std::printf(" %.1f |", r.phase_ms[ph]);
       std::printf("\n");
-      profile << "\n";
     }
-    // On disk before any trace runs; an earlier run's kernels must not pass for this one's.
-    write_file(o.out, "/speed.csv", speed.str());
-    write_file(o.out, "/profile.csv", profile.str());
-    if (!o.out.empty()) {
-      std::remove((o.out + "/kernels.csv").c_str());
-      std::remove((o.out + "/timeline.csv").c_str());
-    }
-    std::fflush(stdout);
     if (o.trace_steps > 0) {
       const std::optional<std::string> refused = trace_refusal();
       for (result& r : results) {
@@ -513,5 +543,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_trainer: error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return failures > 0 ? 1 : 0;
 }

@@ -117,6 +117,23 @@ within() {
   # signal ("line N: PID Killed ...") goes nowhere: the caller says what happened in words of its own.
   { "${command[@]}" 2>&3 3>&-; } 3>&2 2>/dev/null
 }
+# speed_run <folder> <switches...>: bench_trainer's speed configuration into <folder>, its output shown
+# and kept in <folder>/bench_trainer.log; a run stopped by its time limit or by a signal cannot say
+# so itself, so the log's last line says it for it (the results page quotes that line).
+speed_run() {
+  local folder=$1
+  shift
+  within 240 "$build/bench/cuda/bench_trainer" "$@" --out "$folder" 2>&1 | tee "$folder/bench_trainer.log"
+  local status=${PIPESTATUS[0]}
+  local last
+  last=$(tail -n 1 "$folder/bench_trainer.log")
+  if ((status == 124)) && [[ $last != "trainer_tables: not run"* ]]; then
+    echo "trainer_tables: bench_trainer stopped at its time limit" | tee -a "$folder/bench_trainer.log"
+  elif ((status > 128)); then
+    echo "trainer_tables: bench_trainer was killed by signal $((status - 128))" | tee -a "$folder/bench_trainer.log"
+  fi
+  return "$status"
+}
 programs=("$build/bench/cuda/bench_trainer" "$build/examples/trainer/fp8_trainer")
 if [[ ! -x ${programs[0]} || ! -x ${programs[1]} ]]; then
   echo "== building bench_trainer and fp8_trainer in $build (log: $out/build.log)"
@@ -168,8 +185,7 @@ if [[ $only != parity ]]; then
     # An earlier run's files in the same folder must not pass for this run's where a program fails.
     rm -f "$speed"/{speed,profile,kernels,timeline,torch_peer}.csv
     echo "== speed, passes per optimizer step $passes: bench_trainer"
-    within 240 "$build/bench/cuda/bench_trainer" --passes "$passes" --steps "$timed" --profile-steps "$profiled" \
-      --out "$speed" 2>&1 | tee "$speed/bench_trainer.log" || failures=$((failures + 1))
+    speed_run "$speed" --passes "$passes" --steps "$timed" --profile-steps "$profiled" || failures=$((failures + 1))
     echo "== speed, passes per optimizer step $passes: PyTorch peer"
     if ((have_torch)); then
       within 240 python3 "$root/bench/cuda/torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |
@@ -185,8 +201,8 @@ if [[ $only != parity ]]; then
     mkdir -p "$speed"
     rm -f "$speed"/{speed,profile,kernels,timeline}.csv
     echo "== speed, 8 passes per optimizer step, every GEMM tuned: bench_trainer"
-    within 240 "$build/bench/cuda/bench_trainer" --passes 8 --steps "$timed" --profile-steps "$profiled" \
-      --gemm-tuning on --trace-steps 0 --out "$speed" 2>&1 | tee "$speed/bench_trainer.log" || failures=$((failures + 1))
+    speed_run "$speed" --passes 8 --steps "$timed" --profile-steps "$profiled" --gemm-tuning on --trace-steps 0 ||
+      failures=$((failures + 1))
   fi
   echo "== speed: ${SECONDS} s since the start"
 fi
