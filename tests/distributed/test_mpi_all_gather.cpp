@@ -3,9 +3,12 @@
 // handed 1 byte per element plus the scales (half of BF16), and bad shapes and pointers are refused.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <fp8/distributed/mpi.hpp>
@@ -124,6 +127,33 @@ TEST_CASE("shard shapes that differ across ranks are refused on every rank, nami
   const std::size_t scales = mpi_world::rank() == 1 ? 9 : 8;
   CHECK_THROWS_WITH_AS(fp8::distributed::mpi_fp8_all_gather(MPI_COMM_WORLD, {1024, scales}),
                        doctest::Contains("rank 1 has 1024 codes and 9 scales"), fp8::invalid_argument);
+}
+
+TEST_CASE("a rank that never builds its gather: the others' constructors time out instead of hanging") {
+  using clock = std::chrono::steady_clock;
+  const double timeout = 1.0;
+  if (mpi_world::rank() == 0) {
+    const auto start = clock::now();
+    std::string message;
+    try {
+      fp8::distributed::mpi_fp8_all_gather gather(MPI_COMM_WORLD, {64, 1}, {timeout});
+    } catch (const fp8::error& e) { message = e.what(); }
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    // The first collective of the constructor is the one that gives up: making its communicator.
+    CHECK(message ==
+          "MPI_Comm_idup (fp8's own communicator) timed out on rank 0 after 1 s: another rank has died, "
+          "hangs or skipped the call; the ranks no longer agree, so end the job (MPI_Abort)");
+    CHECK(waited >= timeout);
+    CHECK(waited < timeout + 1.0);  // the deadline plus polling slack, far below the other rank's stall
+  } else {
+    // The stalled rank comes long after rank 0 gave up, and completes the one call rank 0 made (the
+    // duplicate of the communicator; a gather built here would wait for a shape check that rank 0
+    // never makes), so that the job can finish cleanly.
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 1.5));
+    const fp8::distributed::mpi_communicator late(MPI_COMM_WORLD, {30.0});
+    CHECK(late.size() == mpi_world::size());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("null pointers and shards too large for one MPI call are refused before any call") {

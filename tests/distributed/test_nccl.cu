@@ -342,8 +342,15 @@ TEST_CASE("bad inputs: null or host pointers and null communicators are refused 
   CHECK(reducer.calls() == 0u);
 
   // Over every device's communicator: the shape check is a collective, which a group of several
-  // GPUs would wait for forever if only device 0 took part.
-  auto gathers = fp8::distributed::nccl_fp8_all_gather::for_devices(group.comms, {16, 1}, group.streams);
+  // GPUs would wait for forever if only device 0 took part. With a deadline it completes as before.
+  auto gathers =
+      fp8::distributed::nccl_fp8_all_gather::for_devices(group.comms, {16, 1}, group.streams, 60.0);
+  CHECK(gathers[0].ranks() == group.size());
+  CHECK_THROWS_WITH_AS(
+      fp8::distributed::nccl_fp8_all_gather::for_devices(group.comms, {16, 1}, group.streams, -1.0),
+      doctest::Contains("the timeout must be a finite number of seconds"), fp8::invalid_argument);
+  CHECK_THROWS_WITH_AS(fp8::distributed::nccl_fp8_all_gather(group.comms[0], {16, 1}, group.streams[0], 1e12),
+                       doctest::Contains("<= 1e9"), fp8::invalid_argument);
   std::vector<std::uint8_t> codes(16);
   CHECK_THROWS_WITH_AS(gathers[0].gather(codes.data(), nullptr, nullptr, nullptr, group.streams[0]),
                        doctest::Contains("codes is not device memory"), fp8::invalid_argument);

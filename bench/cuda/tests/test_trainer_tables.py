@@ -235,8 +235,9 @@ class tables_script_wiring(unittest.TestCase):
         code = TABLES.read_text()
         for piece in ("for passes in " + " ".join(map(str, rf.SPEED_PASSES)) + "; do",
                       f"speed=$out/{rf.speed_folder('$passes')}",
-                      '"$build/bench/cuda/bench_trainer" --passes "$passes"', '--out "$speed" 2>&1 |',
-                      f'tee "$speed/{rf.BENCH_TRAINER_LOG}"',
+                      'speed_run "$speed" --passes "$passes"',
+                      '"$build/bench/cuda/bench_trainer" "$@" --out "$folder" 2>&1 |',
+                      f'tee "$folder/{rf.BENCH_TRAINER_LOG}"',
                       'torch_peer.py" --passes "$passes" --steps "$timed" --out "$speed" 2>&1 |',
                       f'tee "$speed/{rf.TORCH_PEER_LOG}"',
                       "configs=(" + " ".join(name for name, _, _ in rf.PARITY_CONFIGS) + ")",
@@ -623,7 +624,9 @@ class cut_short(unittest.TestCase):
             self.assertIn("| fp8 | 81486 | 509.1 | 50.3 | 1.21x |", one)
             self.assertIn(f"Kernels: not traced: `{TRACE_NOTE}`.", one)
             self.assertNotIn("| kernel | calls |", one)
-            self.assertIn('std::remove((o.out + "/kernels.csv").c_str());', ws.text(BENCH))
+            bench = ws.text(BENCH)
+            self.assertIn('{"/speed.csv", "/profile.csv", "/kernels.csv", "/timeline.csv"}', bench)
+            self.assertIn("std::remove((o.out + name).c_str());", bench)
             self.assertEqual(ragged_rows(page), [])
 
     def test_tuned(self):

@@ -5,10 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../error.hpp"
+#include "kept_buffers.hpp"
 #include "mpi_communicator.hpp"
 #include "shard_layout.hpp"
 
@@ -18,26 +20,26 @@ namespace fp8::distributed {
 //   fp8::distributed::mpi_fp8_all_gather gather(MPI_COMM_WORLD, {shard_codes, shard_scales});
 //   fp8::quantize(my_rows, 128, cols, q, codes, scale_inv);             // the owner casts its shard
 //   gather.gather(codes, scale_inv, all_codes, all_scale_inv);          // ranks x shard, rank order
-// The constructor checks, with one small MPI_Allgather, that every rank passes the same shard shape
-// (a mismatch would otherwise corrupt or hang). gather() is two MPI_Iallgather calls (codes as bytes,
-// scales as floats) waited together, with the optional deadline of mpi_timeout; after a timeout the
-// buffers of that call stay in MPI's use and the object refuses further calls.
+// The constructor makes its communicator and checks, with one small MPI_Iallgather, that every rank
+// passes the same shard shape (a mismatch would otherwise corrupt or hang), both under the same
+// deadline: a rank that never builds its gather is then an error on the others, not a hang. gather() is two
+// MPI_Iallgather calls (codes as bytes, scales as floats) waited together, with the optional deadline of
+// mpi_timeout; after a timeout the buffers of that call stay in MPI's use and the object refuses further
+// calls.
 class mpi_fp8_all_gather {
  public:
   mpi_fp8_all_gather(MPI_Comm comm, fp8_shard_shape shape, mpi_timeout timeout = {})
-      : comm_(comm), shape_(shape), timeout_(timeout), guard_(who_, "MPI_Iallgather (fp8 shard)") {
-    timeout_.validate(who_);
+      : comm_(comm, timeout, who_),
+        shape_(shape),
+        timeout_(timeout),
+        guard_(who_, "MPI_Iallgather (fp8 shard)") {
     const auto int_max = static_cast<std::size_t>(std::numeric_limits<int>::max());
     if (shape.elements > int_max || shape.scales > int_max)
       throw invalid_argument(std::string(who_) + ": a shard of " + std::to_string(shape.elements) +
                              " codes and " + std::to_string(shape.scales) +
                              " scales is more than one MPI call can carry (at most INT_MAX of each)");
     ranks_ = comm_.size();
-    std::vector<std::uint64_t> shapes(2 * static_cast<std::size_t>(ranks_));
-    const std::uint64_t mine[2] = {shape.elements, shape.scales};
-    mpi_check(MPI_Allgather(mine, 2, MPI_UINT64_T, shapes.data(), 2, MPI_UINT64_T, comm_.get()),
-              "MPI_Allgather (shard shapes)", comm_.get());
-    detail::check_equal_shards(shapes.data(), ranks_, who_);
+    check_shapes();
   }
   mpi_fp8_all_gather(const mpi_fp8_all_gather&) = delete;
   mpi_fp8_all_gather& operator=(const mpi_fp8_all_gather&) = delete;
@@ -78,6 +80,31 @@ class mpi_fp8_all_gather {
 
  private:
   static constexpr const char* who_ = "fp8::distributed::mpi_fp8_all_gather";
+
+  // Gathers every rank's (elements, scales) with one MPI_Iallgather, waited with the deadline (a
+  // rank that never builds its gather would otherwise hang this one), and throws
+  // fp8::invalid_argument naming the first rank whose shape differs. A call given up on keeps its
+  // buffers in MPI's use: they are kept until the program ends (kept_buffers.hpp).
+  void check_shapes() {
+    struct exchange {
+      std::uint64_t mine[2];
+      std::vector<std::uint64_t> all;
+    };
+    auto buffers = std::make_unique<exchange>(
+        exchange{{shape_.elements, shape_.scales}, std::vector<std::uint64_t>(2 * std::size_t(ranks_))});
+    detail::mpi_collective_guard check(who_, "MPI_Iallgather (shard shapes)");
+    try {
+      MPI_Request request = MPI_REQUEST_NULL;
+      check.check_start(MPI_Iallgather(buffers->mine, 2, MPI_UINT64_T, buffers->all.data(), 2, MPI_UINT64_T,
+                                       comm_.get(), &request),
+                        comm_.get());
+      check.wait(&request, 1, comm_.get(), timeout_);
+    } catch (...) {
+      detail::keep_until_exit(std::move(buffers));
+      throw;
+    }
+    detail::check_equal_shards(buffers->all.data(), ranks_, who_);
+  }
   mpi_communicator comm_;
   fp8_shard_shape shape_;
   mpi_timeout timeout_;

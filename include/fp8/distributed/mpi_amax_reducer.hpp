@@ -12,19 +12,10 @@
 
 #include "../error.hpp"
 #include "../scaling/amax_reducer.hpp"
+#include "kept_buffers.hpp"
 #include "mpi_communicator.hpp"
 
 namespace fp8::distributed {
-namespace detail {
-
-// Buffers that a timed-out collective may still write into: they are never freed (a rank that hangs
-// may join later), but stay reachable so that leak checkers do not report them.
-inline void keep_for_pending_collective(std::vector<std::uint32_t>&& buffer) {
-  static auto* kept = new std::vector<std::vector<std::uint32_t>>();
-  kept->push_back(std::move(buffer));
-}
-
-}  // namespace detail
 
 // Amaxes are non-negative floats or NaN. Their bit patterns, read as unsigned integers, order like
 // their values with every NaN above +Inf, so one MPI_MAX over the patterns is exact and keeps NaN
@@ -40,19 +31,20 @@ inline void keep_for_pending_collective(std::vector<std::uint32_t>&& buffer) {
 // agree), and the job should end. All ranks must use the reducer in the same order.
 class mpi_amax_reducer final : public amax_reducer {
  public:
+  // Its communicator is made under the same deadline (mpi_communicator), so a rank that never builds
+  // its reducer is an error on the others, not a hang.
   explicit mpi_amax_reducer(MPI_Comm comm, mpi_timeout timeout = {})
-      : comm_(comm),
+      : comm_(comm, timeout, "fp8::distributed::mpi_amax_reducer"),
         timeout_(timeout),
-        guard_("fp8::distributed::mpi_amax_reducer", "MPI_Iallreduce (amax max)") {
-    timeout_.validate("fp8::distributed::mpi_amax_reducer");
-  }
+        guard_("fp8::distributed::mpi_amax_reducer", "MPI_Iallreduce (amax max)") {}
   ~mpi_amax_reducer() override {
     if (pending_ == MPI_REQUEST_NULL) return;
     int done = 0;
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && MPI_Test(&pending_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) return;
-    detail::keep_for_pending_collective(std::move(bits_));
+    // The vector's heap block moves with it: the address MPI writes into stays valid.
+    detail::keep_until_exit(std::make_unique<std::vector<std::uint32_t>>(std::move(bits_)));
   }
   mpi_amax_reducer(const mpi_amax_reducer&) = delete;
   mpi_amax_reducer& operator=(const mpi_amax_reducer&) = delete;

@@ -16,11 +16,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "../error.hpp"
 #include "deadline.hpp"
+#include "kept_buffers.hpp"
 
 namespace fp8::distributed {
 
@@ -42,40 +44,6 @@ inline void mpi_check(int rc, const char* call, MPI_Comm comm) {
       std::string(call) + " failed on rank " + std::to_string(mpi_rank(comm)) + ": " +
       (length > 0 ? std::string(text, static_cast<std::size_t>(length)) : "MPI error " + std::to_string(rc)));
 }
-
-// A private duplicate of a communicator, with MPI_ERRORS_RETURN, so that fp8's collectives neither
-// match a caller's messages nor change the caller's error handler. Free it before MPI_Finalize.
-class mpi_communicator {
- public:
-  explicit mpi_communicator(MPI_Comm parent) {
-    if (parent == MPI_COMM_NULL)
-      throw invalid_argument("fp8::distributed::mpi_communicator: the communicator is MPI_COMM_NULL");
-    mpi_check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup", parent);
-    const int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-      MPI_Comm_free(&comm_);
-      mpi_check(rc, "MPI_Comm_set_errhandler", parent);
-    }
-  }
-  ~mpi_communicator() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-  mpi_communicator(const mpi_communicator&) = delete;
-  mpi_communicator& operator=(const mpi_communicator&) = delete;
-
-  MPI_Comm get() const noexcept { return comm_; }
-  int rank() const noexcept { return mpi_rank(comm_); }
-  int size() const {
-    int size = 0;
-    mpi_check(MPI_Comm_size(comm_, &size), "MPI_Comm_size", comm_);
-    return size;
-  }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
 
 // How long a collective may wait for the other ranks before it gives up with an fp8::error; 0 (the
 // default) waits as long as MPI does. A rank that dies is normally noticed by the launcher (mpirun
@@ -158,4 +126,54 @@ class mpi_collective_guard {
 };
 
 }  // namespace detail
+// A private duplicate of a communicator, with MPI_ERRORS_RETURN, so that fp8's collectives neither
+// match a caller's messages nor change the caller's error handler. Free it before MPI_Finalize.
+// Making it is a collective (MPI_Comm_idup), waited with the optional deadline: a rank that never
+// makes its copy (or never builds the object that holds it) is then an fp8::error naming the call,
+// the rank and the seconds on the others, not a hang. Given up on, the pending call still writes the
+// new handle into its slot, which is kept (kept_buffers.hpp). `who` names the owner in messages.
+class mpi_communicator {
+ public:
+  explicit mpi_communicator(MPI_Comm parent, mpi_timeout timeout = {},
+                            const char* who = "fp8::distributed::mpi_communicator") {
+    if (parent == MPI_COMM_NULL)
+      throw invalid_argument(std::string(who) + ": the communicator is MPI_COMM_NULL");
+    timeout.validate(who);
+    auto slot = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+    detail::mpi_collective_guard duplicate(who, "MPI_Comm_idup (fp8's own communicator)");
+    try {
+      MPI_Request request = MPI_REQUEST_NULL;
+      duplicate.check_start(MPI_Comm_idup(parent, slot.get(), &request), parent);
+      duplicate.wait(&request, 1, parent, timeout);
+    } catch (...) {
+      detail::keep_until_exit(std::move(slot));
+      throw;
+    }
+    comm_ = *slot;
+    const int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+      MPI_Comm_free(&comm_);
+      mpi_check(rc, "MPI_Comm_set_errhandler", parent);
+    }
+  }
+  ~mpi_communicator() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  mpi_communicator(const mpi_communicator&) = delete;
+  mpi_communicator& operator=(const mpi_communicator&) = delete;
+
+  MPI_Comm get() const noexcept { return comm_; }
+  int rank() const noexcept { return mpi_rank(comm_); }
+  int size() const {
+    int size = 0;
+    mpi_check(MPI_Comm_size(comm_, &size), "MPI_Comm_size", comm_);
+    return size;
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
 }  // namespace fp8::distributed

@@ -22,6 +22,7 @@
 #include "../cuda/device_amax_reducer.hpp"
 #include "../error.hpp"
 #include "deadline.hpp"
+#include "kept_buffers.hpp"
 #include "shard_layout.hpp"
 
 namespace fp8::distributed {
@@ -82,6 +83,47 @@ class device_bytes {
   void* data_ = nullptr;
 };
 
+// How a wait for NCCL work on a stream ended: done, or a reason to give up on it (the work is then
+// still queued: only aborting the communicator ends it).
+struct nccl_poll_end {
+  bool done = true;
+  ncclResult_t async = ncclSuccess;  // the communicator's asynchronous error, where that ended it
+};
+
+// Polls `stream` (which holds NCCL work of comm) and the communicator's asynchronous error until the
+// work is done, an asynchronous error is reported (a peer that died, a network failure) or, where
+// there is one (`has_deadline`), the deadline passes. Throws fp8::error where CUDA or NCCL cannot be
+// asked.
+inline nccl_poll_end nccl_poll(ncclComm_t comm, cudaStream_t stream, bool has_deadline,
+                               std::chrono::steady_clock::time_point deadline) {
+  using clock = std::chrono::steady_clock;
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(stream);
+    if (state == cudaSuccess) return {};
+    if (state != cudaErrorNotReady) cuda_check(state, "cudaStreamQuery (after NCCL work)", comm);
+    ncclResult_t async = ncclSuccess;
+    nccl_check(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm);
+    // ncclInProgress: a nonblocking communicator still at work, not a failure.
+    if (async != ncclSuccess && async != ncclInProgress) return {false, async};
+    if (has_deadline && clock::now() >= deadline) return {false, ncclSuccess};
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// "<call> failed on rank <r>: <NCCL's text> (asynchronous...)" or "<call> timed out on rank <r> after
+// <s> s: ...", each ending with what `aftermath` says of the communicator.
+inline std::string nccl_wait_failure(const char* call, int rank, const nccl_poll_end& end, double seconds,
+                                     const std::string& aftermath) {
+  if (end.async != ncclSuccess) {
+    return std::string(call) + " failed on rank " + std::to_string(rank) + ": " +
+           ncclGetErrorString(end.async) + " (asynchronous; " + aftermath + ")";
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return std::string(call) + " timed out on rank " + std::to_string(rank) + " after " + text +
+         " s: another rank has died, hangs or skipped the call; " + aftermath;
+}
+
 }  // namespace detail
 
 // Waits for `stream` (which holds NCCL work of comm) until it is done, polling it and the
@@ -94,33 +136,15 @@ class device_bytes {
 inline void nccl_wait(ncclComm_t& comm, cudaStream_t stream, double seconds, const char* call) {
   detail::check_timeout(seconds, "fp8::distributed::nccl_wait");
   const int rank = nccl_rank(comm);
-  using clock = std::chrono::steady_clock;
-  const auto deadline = detail::deadline_after(seconds);
-  for (;;) {
-    const cudaError_t state = cudaStreamQuery(stream);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) detail::cuda_check(state, "cudaStreamQuery (after NCCL work)", comm);
-    ncclResult_t async = ncclSuccess;
-    nccl_check(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm);
-    // ncclInProgress: a nonblocking communicator still at work, not a failure.
-    if (async != ncclSuccess && async != ncclInProgress) {
-      (void)ncclCommAbort(comm);
-      comm = nullptr;
-      throw error(std::string(call) + " failed on rank " + std::to_string(rank) + ": " +
-                  ncclGetErrorString(async) + " (asynchronous; the communicator was aborted)");
-    }
-    if (seconds > 0.0 && clock::now() >= deadline) {
-      (void)ncclCommAbort(comm);
-      comm = nullptr;
-      char text[32];
-      std::snprintf(text, sizeof text, "%g", seconds);
-      throw error(
-          std::string(call) + " timed out on rank " + std::to_string(rank) + " after " + text +
-          " s: another rank has died, hangs or skipped the call; the communicator was aborted, so end "
-          "the job");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  const detail::nccl_poll_end end =
+      detail::nccl_poll(comm, stream, seconds > 0.0, detail::deadline_after(seconds));
+  if (end.done) return;
+  (void)ncclCommAbort(comm);
+  comm = nullptr;
+  throw error(detail::nccl_wait_failure(call, rank, end, seconds,
+                                        end.async != ncclSuccess
+                                            ? "the communicator was aborted"
+                                            : "the communicator was aborted, so end the job"));
 }
 
 // Amaxes recorded by the library's casts are |x| bit patterns: non-negative floats or NaN, which order
@@ -165,7 +189,11 @@ class nccl_amax_reducer final : public cuda::device_amax_reducer {
 // The FP8 weight all-gather on device buffers, ZeRO-3 / FSDP style: each rank's shard of FP8 codes
 // (1 byte per element) and its float scales go to every rank in one NCCL group (two ncclAllGather),
 // half the bytes of BF16. Every rank must pass the same shape: the constructor checks it with one
-// small ncclAllGather (and waits for it), since a mismatch would otherwise hang or corrupt.
+// small ncclAllGather (and waits for it), since a mismatch would otherwise hang or corrupt. With a
+// timeout (seconds, 0 for none) that wait gives up on a rank that never builds its gather, or on
+// the communicator's asynchronous error, and throws fp8::error: the check's all-gather is then
+// still queued on the stream, and only ncclCommAbort, which is the caller's (the communicator is
+// theirs), ends it; its buffers are kept until the program ends.
 //
 // Usage (one rank per GPU):
 //   fp8::distributed::nccl_fp8_all_gather gather(comm, {shard_codes, shard_scales}, stream);
@@ -174,17 +202,21 @@ class nccl_amax_reducer final : public cuda::device_amax_reducer {
 // the gather() calls of all devices inside ncclGroupStart/ncclGroupEnd.
 class nccl_fp8_all_gather {
  public:
-  nccl_fp8_all_gather(ncclComm_t comm, fp8_shard_shape shape, cudaStream_t stream)
+  nccl_fp8_all_gather(ncclComm_t comm, fp8_shard_shape shape, cudaStream_t stream,
+                      double timeout_seconds = 0.0)
       : comm_(comm), shape_(shape) {
     require_comm(comm);
+    detail::check_timeout(timeout_seconds, who_);
     nccl_fp8_all_gather* self = this;
-    check_shapes(&self, &stream, 1);
+    check_shapes(&self, &stream, 1, timeout_seconds);
   }
 
   // One gather per communicator of this thread, their shapes checked together (one NCCL group).
   static std::vector<nccl_fp8_all_gather> for_devices(const std::vector<ncclComm_t>& comms,
                                                       fp8_shard_shape shape,
-                                                      const std::vector<cudaStream_t>& streams) {
+                                                      const std::vector<cudaStream_t>& streams,
+                                                      double timeout_seconds = 0.0) {
+    detail::check_timeout(timeout_seconds, who_);
     if (comms.size() != streams.size())
       throw invalid_argument(std::string(who_) + ": " + std::to_string(comms.size()) + " communicators but " +
                              std::to_string(streams.size()) + " streams");
@@ -197,7 +229,7 @@ class nccl_fp8_all_gather {
     std::vector<nccl_fp8_all_gather*> pointers;
     for (auto& g : gathers) pointers.push_back(&g);
     std::vector<cudaStream_t> queues = streams;
-    check_shapes(pointers.data(), queues.data(), pointers.size());
+    check_shapes(pointers.data(), queues.data(), pointers.size(), timeout_seconds);
     return gathers;
   }
 
@@ -242,9 +274,11 @@ class nccl_fp8_all_gather {
     if (comm == nullptr) throw invalid_argument(std::string(who_) + ": the communicator is null");
   }
 
-  // Gathers every rank's (elements, scales) with one ncclAllGather per communicator (grouped), waits,
-  // and throws fp8::invalid_argument naming the first rank whose shape differs.
-  static void check_shapes(nccl_fp8_all_gather* const* gathers, cudaStream_t* streams, std::size_t count) {
+  // Gathers every rank's (elements, scales) with one ncclAllGather per communicator (grouped), waits
+  // (until the deadline, with a timeout), and throws fp8::invalid_argument naming the first rank whose
+  // shape differs.
+  static void check_shapes(nccl_fp8_all_gather* const* gathers, cudaStream_t* streams, std::size_t count,
+                           double timeout_seconds) {
     struct scratch {
       int device;
       std::vector<std::uint64_t> host;
@@ -256,7 +290,9 @@ class nccl_fp8_all_gather {
       int device;
       ~restore_device() { (void)cudaSetDevice(device); }
     } restore{previous_device};
-    std::vector<std::unique_ptr<scratch>> work;
+    using scratches = std::vector<std::unique_ptr<scratch>>;
+    auto owned = std::make_unique<scratches>();  // kept until the program ends if the wait gives up
+    scratches& work = *owned;
     for (std::size_t i = 0; i < count; ++i) {
       nccl_fp8_all_gather& g = *gathers[i];
       int device = 0;
@@ -283,14 +319,30 @@ class nccl_fp8_all_gather {
     for (std::size_t i = 0; i < count; ++i)
       nccl_check(results[i], "ncclAllGather (shard shapes)", gathers[i]->comm_);
     nccl_check(end_rc, "ncclGroupEnd (shard shapes)", gathers[0]->comm_);
-    for (std::size_t i = 0; i < count; ++i) {
-      scratch& s = *work[i];
-      detail::cuda_check(cudaSetDevice(s.device), "cudaSetDevice", gathers[i]->comm_);
-      detail::cuda_check(cudaMemcpyAsync(s.host.data(), s.buffer.get(), s.host.size() * sizeof(std::uint64_t),
-                                         cudaMemcpyDeviceToHost, streams[i]),
-                         "cudaMemcpyAsync", gathers[i]->comm_);
-      detail::cuda_check(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize (shard shapes)",
-                         gathers[i]->comm_);
+    const auto deadline = detail::deadline_after(timeout_seconds);
+    try {
+      for (std::size_t i = 0; i < count; ++i) {
+        scratch& s = *work[i];
+        detail::cuda_check(cudaSetDevice(s.device), "cudaSetDevice", gathers[i]->comm_);
+        detail::cuda_check(
+            cudaMemcpyAsync(s.host.data(), s.buffer.get(), s.host.size() * sizeof(std::uint64_t),
+                            cudaMemcpyDeviceToHost, streams[i]),
+            "cudaMemcpyAsync", gathers[i]->comm_);
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        const ncclComm_t comm = gathers[i]->comm_;
+        const detail::nccl_poll_end end =
+            detail::nccl_poll(comm, streams[i], timeout_seconds > 0.0, deadline);
+        if (!end.done) {
+          throw error(detail::nccl_wait_failure("ncclAllGather (shard shapes)", nccl_rank(comm), end,
+                                                timeout_seconds,
+                                                "the check is still queued on the stream: abort the "
+                                                "communicator (ncclCommAbort) and end the job"));
+        }
+      }
+    } catch (...) {
+      detail::keep_until_exit(std::move(owned));
+      throw;
     }
     for (std::size_t i = 0; i < count; ++i)
       detail::check_equal_shards(work[i]->host.data() + 2, gathers[i]->ranks_, who_);
