@@ -30,9 +30,10 @@ class device_parameters {
   // Allocates the buffers for `layout`'s tensors and copies all five buffers from it.
   explicit device_parameters(const parameter_set& layout);
 
-  // Synchronous copies of all five buffers to a parameter_set of the same layout, and of those
-  // `which` names from it (a checkpoint saves and loads the host copy, so a run resumes on either
-  // device; it needs the master weights and the moments only). The host's other buffers are left.
+  // Synchronous copies between the device and a parameter_set of the same layout: upload copies all
+  // five buffers from it, download those `which` names into it, leaving its others as they are (a
+  // checkpoint saves and loads the host copy, so a run resumes on either device; it needs the master
+  // weights and the moments only).
   void upload(const parameter_set& host);
   void download(parameter_set& host, parameter_buffers which = {}) const;
 

@@ -29,15 +29,10 @@ namespace fp8::distributed {
 class mpi_fp8_all_gather {
  public:
   mpi_fp8_all_gather(MPI_Comm comm, fp8_shard_shape shape, mpi_timeout timeout = {})
-      : comm_(comm, timeout, who_),
+      : comm_(comm_for(comm, shape), timeout, who_),
         shape_(shape),
         timeout_(timeout),
         guard_(who_, "MPI_Iallgather (fp8 shard)") {
-    const auto int_max = static_cast<std::size_t>(std::numeric_limits<int>::max());
-    if (shape.elements > int_max || shape.scales > int_max)
-      throw invalid_argument(std::string(who_) + ": a shard of " + std::to_string(shape.elements) +
-                             " codes and " + std::to_string(shape.scales) +
-                             " scales is more than one MPI call can carry (at most INT_MAX of each)");
     ranks_ = comm_.size();
     check_shapes();
   }
@@ -80,6 +75,17 @@ class mpi_fp8_all_gather {
 
  private:
   static constexpr const char* who_ = "fp8::distributed::mpi_fp8_all_gather";
+
+  // comm, once the shape fits one MPI call: checked before the communicator is made, since making
+  // it is a collective, which no rank should enter for a gather it then refuses.
+  static MPI_Comm comm_for(MPI_Comm comm, fp8_shard_shape shape) {
+    const auto int_max = static_cast<std::size_t>(std::numeric_limits<int>::max());
+    if (shape.elements > int_max || shape.scales > int_max)
+      throw invalid_argument(std::string(who_) + ": a shard of " + std::to_string(shape.elements) +
+                             " codes and " + std::to_string(shape.scales) +
+                             " scales is more than one MPI call can carry (at most INT_MAX of each)");
+    return comm;
+  }
 
   // Gathers every rank's (elements, scales) with one MPI_Iallgather, waited with the deadline (a
   // rank that never builds its gather would otherwise hang this one), and throws

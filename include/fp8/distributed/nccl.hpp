@@ -193,7 +193,8 @@ class nccl_amax_reducer final : public cuda::device_amax_reducer {
 // timeout (seconds, 0 for none) that wait gives up on a rank that never builds its gather, or on
 // the communicator's asynchronous error, and throws fp8::error: the check's all-gather is then
 // still queued on the stream, and only ncclCommAbort, which is the caller's (the communicator is
-// theirs), ends it; its buffers are kept until the program ends.
+// theirs), ends it; its device buffers, which that all-gather still writes, are kept until the
+// program ends.
 //
 // Usage (one rank per GPU):
 //   fp8::distributed::nccl_fp8_all_gather gather(comm, {shard_codes, shard_scales}, stream);
@@ -309,26 +310,22 @@ class nccl_fp8_all_gather {
                                          2 * sizeof(std::uint64_t), cudaMemcpyHostToDevice, streams[i]),
                          "cudaMemcpyAsync", g.comm_);
     }
-    nccl_check(ncclGroupStart(), "ncclGroupStart", gathers[0]->comm_);
-    std::vector<ncclResult_t> results(count, ncclSuccess);
-    for (std::size_t i = 0; i < count; ++i) {
-      auto* base = static_cast<std::uint64_t*>(work[i]->buffer.get());
-      results[i] = ncclAllGather(base, base + 2, 2, ncclUint64, gathers[i]->comm_, streams[i]);
-    }
-    const ncclResult_t end_rc = ncclGroupEnd();
-    for (std::size_t i = 0; i < count; ++i)
-      nccl_check(results[i], "ncclAllGather (shard shapes)", gathers[i]->comm_);
-    nccl_check(end_rc, "ncclGroupEnd (shard shapes)", gathers[0]->comm_);
+    // From the first queued all-gather on, a failure keeps the buffers: NCCL may still write them.
     const auto deadline = detail::deadline_after(timeout_seconds);
     try {
+      nccl_check(ncclGroupStart(), "ncclGroupStart", gathers[0]->comm_);
+      std::vector<ncclResult_t> results(count, ncclSuccess);
       for (std::size_t i = 0; i < count; ++i) {
-        scratch& s = *work[i];
-        detail::cuda_check(cudaSetDevice(s.device), "cudaSetDevice", gathers[i]->comm_);
-        detail::cuda_check(
-            cudaMemcpyAsync(s.host.data(), s.buffer.get(), s.host.size() * sizeof(std::uint64_t),
-                            cudaMemcpyDeviceToHost, streams[i]),
-            "cudaMemcpyAsync", gathers[i]->comm_);
+        auto* base = static_cast<std::uint64_t*>(work[i]->buffer.get());
+        results[i] = ncclAllGather(base, base + 2, 2, ncclUint64, gathers[i]->comm_, streams[i]);
       }
+      const ncclResult_t end_rc = ncclGroupEnd();
+      for (std::size_t i = 0; i < count; ++i)
+        nccl_check(results[i], "ncclAllGather (shard shapes)", gathers[i]->comm_);
+      nccl_check(end_rc, "ncclGroupEnd (shard shapes)", gathers[0]->comm_);
+      // Each all-gather is waited for before its copy back is queued: a copy into pageable host
+      // memory returns only once it is done, so one queued behind an all-gather that never completes
+      // would block here, past any deadline.
       for (std::size_t i = 0; i < count; ++i) {
         const ncclComm_t comm = gathers[i]->comm_;
         const detail::nccl_poll_end end =
@@ -343,6 +340,15 @@ class nccl_fp8_all_gather {
     } catch (...) {
       detail::keep_until_exit(std::move(owned));
       throw;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      scratch& s = *work[i];
+      detail::cuda_check(cudaSetDevice(s.device), "cudaSetDevice", gathers[i]->comm_);
+      detail::cuda_check(cudaMemcpyAsync(s.host.data(), s.buffer.get(), s.host.size() * sizeof(std::uint64_t),
+                                         cudaMemcpyDeviceToHost, streams[i]),
+                         "cudaMemcpyAsync", gathers[i]->comm_);
+      detail::cuda_check(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize (shard shapes)",
+                         gathers[i]->comm_);
     }
     for (std::size_t i = 0; i < count; ++i)
       detail::check_equal_shards(work[i]->host.data() + 2, gathers[i]->ranks_, who_);
