@@ -126,6 +126,7 @@ class mpi_collective_guard {
 };
 
 }  // namespace detail
+
 // A private duplicate of a communicator, with MPI_ERRORS_RETURN, so that fp8's collectives neither
 // match a caller's messages nor change the caller's error handler. Free it before MPI_Finalize.
 // Making it is a collective (MPI_Comm_idup), waited with the optional deadline: a rank that never
