@@ -478,10 +478,9 @@ int main(int argc, char** argv) {
           warmed = true;
           // Y starts the timed calls as NaN (0xFFFF in BF16), so the check reads what they wrote: a
           // graph that replays nothing, or a product that writes nothing, fails it instead of passing
-          // on the output of the warm-up or of the shape's previous variant. The warm-up's calls on
-          // the timer's non-blocking stream are done before the fill (the legacy stream would not
-          // wait for them).
-          FP8_CUDA_CHECK(cudaDeviceSynchronize());
+          // on the output of the warm-up or of the shape's previous variant. The warm-up ends with
+          // the device synchronised, so its calls on the timer's non-blocking stream (which the
+          // legacy stream would not wait for) are done before the fill.
           FP8_CUDA_CHECK(cudaMemset(b.y->data(), 0xFF, std::size_t(s.m) * std::size_t(s.n) * 2));
           FP8_CUDA_CHECK(cudaDeviceSynchronize());
           const int repetitions = quick ? 5 : 9;

@@ -391,8 +391,6 @@ void trace_kernels(const bench_options& o, const trainer::model& host,
 }
 #endif
 
-}  // namespace
-
 // speed.csv: a row per precision measured.
 std::string speed_csv(const std::vector<result>& results, int passes, std::size_t tokens_per_step) {
   std::ostringstream speed;
@@ -417,6 +415,8 @@ std::string profile_csv(const std::vector<result>& results) {
   }
   return profile.str();
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Line-buffered also into a pipe (trainer_tables.sh tees the log): a run cut short keeps every

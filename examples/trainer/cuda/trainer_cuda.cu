@@ -112,6 +112,12 @@ class cuda_training_run final : public training_run {
     return device_->producer_calls();
   }
 
+  // The gradients of the last step, unclipped (gradients_of).
+  std::vector<float> gradients() const {
+    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return device_->parameters().grad.to_host();
+  }
+
   std::string describe() const override {
     int device = 0;
     cudaDeviceProp properties{};
@@ -146,15 +152,6 @@ class cuda_training_run final : public training_run {
     if (checkpoint) host.refresh_compute(policy_.activation_storage());
     scaling_->delayed() = device_->scaling().state().download(stream_);
   }
-
- public:
-  // The gradients of the last step, unclipped (gradients_of).
-  std::vector<float> gradients() const {
-    FP8_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return device_->parameters().grad.to_host();
-  }
-
- protected:
   const char* gradient_collective() const override { return "ncclAllReduce"; }
 
  private:
@@ -206,20 +203,22 @@ std::unique_ptr<training_run> make_training_run(const run_options& options) {
   return std::make_unique<cuda_training_run>(options, nullptr);
 }
 
-producer_calls producers_of(const training_run& run) {
+namespace {
+
+// run as the GPU run it must be; `who` names the caller in the error where it is not.
+const cuda_training_run& gpu_run(const training_run& run, const char* who) {
   const auto* gpu = dynamic_cast<const cuda_training_run*>(&run);
   if (gpu == nullptr) {
-    throw std::invalid_argument("trainer::cuda::producers_of: the run is not a GPU run (--device cuda)");
+    throw std::invalid_argument(std::string("trainer::cuda::") + who +
+                                ": the run is not a GPU run (--device cuda)");
   }
-  return gpu->producer_calls();
+  return *gpu;
 }
 
-std::vector<float> gradients_of(const training_run& run) {
-  const auto* gpu = dynamic_cast<const cuda_training_run*>(&run);
-  if (gpu == nullptr) {
-    throw std::invalid_argument("trainer::cuda::gradients_of: the run is not a GPU run (--device cuda)");
-  }
-  return gpu->gradients();
-}
+}  // namespace
+
+producer_calls producers_of(const training_run& run) { return gpu_run(run, "producers_of").producer_calls(); }
+
+std::vector<float> gradients_of(const training_run& run) { return gpu_run(run, "gradients_of").gradients(); }
 
 }  // namespace trainer::cuda

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "../error.hpp"
-#include "kept_buffers.hpp"
 #include "mpi_communicator.hpp"
 #include "shard_layout.hpp"
 
@@ -22,10 +21,10 @@ namespace fp8::distributed {
 //   gather.gather(codes, scale_inv, all_codes, all_scale_inv);          // ranks x shard, rank order
 // The constructor makes its communicator and checks, with one small MPI_Iallgather, that every rank
 // passes the same shard shape (a mismatch would otherwise corrupt or hang), both under the same
-// deadline: a rank that never builds its gather is then an error on the others, not a hang. gather() is two
-// MPI_Iallgather calls (codes as bytes, scales as floats) waited together, with the optional deadline of
-// mpi_timeout; after a timeout the buffers of that call stay in MPI's use and the object refuses further
-// calls.
+// deadline: a rank that never builds its gather is then an error on the others, not a hang.
+// gather() is two MPI_Iallgather calls (codes as bytes, scales as floats) waited together, with the
+// optional deadline of mpi_timeout; after a timeout the buffers of that call stay in MPI's use and
+// the object refuses further calls.
 class mpi_fp8_all_gather {
  public:
   mpi_fp8_all_gather(MPI_Comm comm, fp8_shard_shape shape, mpi_timeout timeout = {})
@@ -98,17 +97,11 @@ class mpi_fp8_all_gather {
     };
     auto buffers = std::make_unique<exchange>(
         exchange{{shape_.elements, shape_.scales}, std::vector<std::uint64_t>(2 * std::size_t(ranks_))});
-    detail::mpi_collective_guard check(who_, "MPI_Iallgather (shard shapes)");
-    try {
-      MPI_Request request = MPI_REQUEST_NULL;
-      check.check_start(MPI_Iallgather(buffers->mine, 2, MPI_UINT64_T, buffers->all.data(), 2, MPI_UINT64_T,
-                                       comm_.get(), &request),
-                        comm_.get());
-      check.wait(&request, 1, comm_.get(), timeout_);
-    } catch (...) {
-      detail::keep_until_exit(std::move(buffers));
-      throw;
-    }
+    detail::run_one_collective(who_, "MPI_Iallgather (shard shapes)", comm_.get(), timeout_, buffers,
+                               [&](MPI_Request* request) {
+                                 return MPI_Iallgather(buffers->mine, 2, MPI_UINT64_T, buffers->all.data(), 2,
+                                                       MPI_UINT64_T, comm_.get(), request);
+                               });
     detail::check_equal_shards(buffers->all.data(), ranks_, who_);
   }
   mpi_communicator comm_;

@@ -125,6 +125,24 @@ class mpi_collective_guard {
   bool broken_ = false;
 };
 
+// One collective of an object's making: started by start(&request) (MPI's return code), then waited
+// under the deadline; an error names `call`, the rank and the seconds (mpi_collective_guard). Where
+// it fails or gives up, the pending call may still write `buffers` (its send and receive memory):
+// they are kept for the rest of the program (kept_buffers.hpp), and the error goes on.
+template <class T, class Start>
+void run_one_collective(const char* who, const char* call, MPI_Comm comm, const mpi_timeout& timeout,
+                        std::unique_ptr<T>& buffers, Start&& start) {
+  mpi_collective_guard guard(who, call);
+  try {
+    MPI_Request request = MPI_REQUEST_NULL;
+    guard.check_start(start(&request), comm);
+    guard.wait(&request, 1, comm, timeout);
+  } catch (...) {
+    keep_until_exit(std::move(buffers));
+    throw;
+  }
+}
+
 }  // namespace detail
 
 // A private duplicate of a communicator, with MPI_ERRORS_RETURN, so that fp8's collectives neither
@@ -141,15 +159,9 @@ class mpi_communicator {
       throw invalid_argument(std::string(who) + ": the communicator is MPI_COMM_NULL");
     timeout.validate(who);
     auto slot = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
-    detail::mpi_collective_guard duplicate(who, "MPI_Comm_idup (fp8's own communicator)");
-    try {
-      MPI_Request request = MPI_REQUEST_NULL;
-      duplicate.check_start(MPI_Comm_idup(parent, slot.get(), &request), parent);
-      duplicate.wait(&request, 1, parent, timeout);
-    } catch (...) {
-      detail::keep_until_exit(std::move(slot));
-      throw;
-    }
+    detail::run_one_collective(
+        who, "MPI_Comm_idup (fp8's own communicator)", parent, timeout, slot,
+        [&](MPI_Request* request) { return MPI_Comm_idup(parent, slot.get(), request); });
     comm_ = *slot;
     const int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
